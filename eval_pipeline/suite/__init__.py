@@ -1,0 +1,71 @@
+"""Test files → validated cases: the YAML format, discovery, selection, configuration, CSV import."""
+
+from eval_pipeline.suite._case import (
+    ArgumentMatcher,
+    Case,
+    Consistency,
+    Evaluator,
+    ExpectedToolCall,
+    Message,
+    Tolerance,
+    ToolCallAssertion,
+)
+from eval_pipeline.suite._config import (
+    CONFIG_FILE,
+    AgentConfig,
+    MissingSecret,
+    ModelConfig,
+    ModelCosts,
+    ProviderConfig,
+    SuiteConfig,
+    Templated,
+    TestDefaults,
+    WarehouseConfig,
+    load_config,
+)
+from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_context
+from eval_pipeline.suite._csv_import import import_csv
+from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
+from eval_pipeline.suite._suite import (
+    CASES_DIR,
+    Suite,
+    discover_case_files,
+    find_suite_root,
+    load_cases,
+    load_suite,
+)
+
+__all__ = [
+    "CASES_DIR",
+    "CONFIG_FILE",
+    "AgentConfig",
+    "AgentContext",
+    "ArgumentMatcher",
+    "Case",
+    "Consistency",
+    "ContextFile",
+    "Evaluator",
+    "ExpectedToolCall",
+    "Message",
+    "MissingSecret",
+    "ModelConfig",
+    "ModelCosts",
+    "Problem",
+    "ProviderConfig",
+    "SelectionError",
+    "Suite",
+    "SuiteConfig",
+    "SuiteError",
+    "Templated",
+    "TestDefaults",
+    "Tolerance",
+    "ToolCallAssertion",
+    "WarehouseConfig",
+    "discover_case_files",
+    "find_suite_root",
+    "import_csv",
+    "load_agent_context",
+    "load_cases",
+    "load_config",
+    "load_suite",
+]

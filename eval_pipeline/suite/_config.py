@@ -1,0 +1,413 @@
+"""The suite's `eval_config.yaml`: defaults for test runs, the warehouse, providers and agents."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from eval_pipeline.suite._case import Tolerance
+from eval_pipeline.suite._errors import Problem, SuiteError
+from eval_pipeline.suite._parse import FieldReader
+from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
+
+CONFIG_FILE = "eval_config.yaml"
+_ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
+
+ThresholdMode = Literal["average", "all"]
+
+
+class MissingSecret(SuiteError):
+    """A config value names an environment variable that is not set."""
+
+
+@dataclass(frozen=True)
+class Templated:
+    """A config string that may read environment variables with `{{ env('NAME') }}`.
+
+    The template is what is kept and shown; the value is resolved only when a request is
+    made, so secrets never sit in config objects, logs, reports or the store.
+    """
+
+    template: str
+    where: str = CONFIG_FILE
+
+    def __repr__(self) -> str:
+        return f"Templated({self.template!r})"
+
+    @property
+    def env_names(self) -> tuple[str, ...]:
+        return tuple(_ENV_CALL.findall(self.template))
+
+    def resolve(self, environ: dict[str, str] | None = None) -> str:
+        env = os.environ if environ is None else environ
+        missing = [name for name in self.env_names if not env.get(name)]
+        if missing:
+            raise MissingSecret(
+                [
+                    Problem(
+                        self.where,
+                        None,
+                        f"environment variable {name} is not set; export it before running",
+                    )
+                    for name in missing
+                ],
+                headline="a secret the configuration needs is missing",
+            )
+        return _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """USD per million tokens; a price that is not given stays unknown (None), never 0."""
+
+    input_no_cache: float | None = None
+    input_cache_read: float | None = None
+    output: float | None = None
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    id: str
+    costs: ModelCosts | None = None
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """An LLM provider: `openai`, `anthropic`, or any name with a `base_url` (OpenAI-compatible)."""
+
+    name: str
+    protocol: Literal["openai", "anthropic"]
+    api_key: Templated | None = None
+    base_url: str | None = None
+    models: tuple[ModelConfig, ...] = ()
+    timeout_s: float = 120.0
+
+    def model(self, model_id: str) -> ModelConfig | None:
+        return next((m for m in self.models if m.id == model_id), None)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """An external agent under test, spoken to over the HTTP protocol of DESIGN §6."""
+
+    name: str
+    url: str
+    headers: dict[str, Templated] = field(default_factory=dict)
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class TestDefaults:
+    """The `test:` block: what a run uses when the command line does not say otherwise."""
+
+    __test__ = False  # not a pytest class, despite the name
+
+    models: tuple[str, ...] = ("openai:gpt-4.1",)
+    threads: int = 1
+    k: int = 1
+    comparison: Tolerance = field(default_factory=Tolerance)
+    judge_model: str | None = None
+    extraction: Literal["llm", "last_query"] = "llm"
+    schedule: str = "0 6 * * *"
+    min_accuracy: float | None = None
+    threshold_mode: ThresholdMode = "average"
+
+
+@dataclass(frozen=True)
+class WarehouseConfig:
+    type: Literal["duckdb"]
+    path: Path
+    dbt_project: Path | None = None
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """The whole configuration, with every relative path resolved against the suite folder."""
+
+    root: Path
+    test: TestDefaults = field(default_factory=TestDefaults)
+    warehouse: WarehouseConfig | None = None
+    context: tuple[Path, ...] = ()
+    providers: tuple[ProviderConfig, ...] = ()
+    agents: tuple[AgentConfig, ...] = ()
+    state_dir: Path | None = None
+
+    @property
+    def state_path(self) -> Path:
+        return self.state_dir or self.root / ".eval"
+
+    def provider(self, name: str) -> ProviderConfig | None:
+        return next((p for p in self.providers if p.name == name), None)
+
+    def agent(self, name: str) -> AgentConfig | None:
+        return next((a for a in self.agents if a.name == name), None)
+
+
+_TOP_KEYS = ("test", "warehouse", "context", "llm", "agents", "state_dir")
+_TEST_KEYS = (
+    "models",
+    "threads",
+    "k",
+    "comparison",
+    "judge_model",
+    "extraction",
+    "schedule",
+    "min_accuracy",
+    "threshold_mode",
+)
+
+
+def load_config(root: Path) -> SuiteConfig:
+    """Read `<root>/eval_config.yaml` (a missing file means all defaults).
+
+    Raises:
+        SuiteError: listing every problem in the file.
+    """
+    root = root.resolve()
+    path = root / CONFIG_FILE
+    if not path.exists():
+        return SuiteConfig(root=root)
+    try:
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise SuiteError(
+            [Problem(CONFIG_FILE, None, yaml_error_summary(error), yaml_error_line(error))]
+        ) from None
+    r = FieldReader(CONFIG_FILE)
+    if not isinstance(data, dict):
+        r.problem(None, "the configuration must be a mapping")
+        raise SuiteError(r.problems)
+    for key in data:
+        if key not in _TOP_KEYS:
+            r.problem(
+                str(key),
+                f"unknown key; expected one of: {', '.join(_TOP_KEYS)}",
+                r.line_of(data, key),
+            )
+    config = SuiteConfig(
+        root=root,
+        test=_test_block(r, data) if data.get("test") is not None else TestDefaults(),
+        warehouse=_warehouse(r, data, root) if data.get("warehouse") is not None else None,
+        context=_context(r, data, root) if data.get("context") is not None else (),
+        providers=_providers(r, data) if data.get("llm") is not None else (),
+        agents=_agents(r, data) if data.get("agents") is not None else (),
+        state_dir=_path(root, data["state_dir"]) if data.get("state_dir") else None,
+    )
+    if r.problems:
+        raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {CONFIG_FILE}")
+    return config
+
+
+def _path(root: Path, value: str) -> Path:
+    path = Path(os.path.expanduser(str(value)))
+    return path if path.is_absolute() else (root / path).resolve()
+
+
+def _string_list(r: FieldReader, container: dict, key: str, field_name: str) -> tuple[str, ...]:
+    value = container[key]
+    if isinstance(value, str):
+        value = [value]
+        container = {key: value}
+    found = []
+    for i, item in r.items(container, key, field_name):
+        if isinstance(item, str) and item.strip():
+            found.append(item.strip())
+        else:
+            r.problem(f"{field_name}[{i}]", "expected a non-empty string")
+    return tuple(found)
+
+
+def _test_block(r: FieldReader, data: dict) -> TestDefaults:
+    block = r.mapping(data, "test", "test", _TEST_KEYS)
+    if block is None:
+        return TestDefaults()
+    defaults = TestDefaults()
+    values: dict[str, Any] = {}
+    if "models" in block:
+        values["models"] = _string_list(r, block, "models", "test.models")
+    if "threads" in block:
+        values["threads"] = r.integer(block, "threads", "test.threads", minimum=1)
+    if "k" in block:
+        values["k"] = r.integer(block, "k", "test.k", minimum=1)
+    if "comparison" in block:
+        comparison = r.mapping(block, "comparison", "test.comparison", ("decimals", "rtol", "atol"))
+        if comparison is not None:
+            values["comparison"] = Tolerance(
+                decimals=r.integer(comparison, "decimals", "test.comparison.decimals", minimum=0)
+                if "decimals" in comparison
+                else defaults.comparison.decimals,
+                rtol=r.number(comparison, "rtol", "test.comparison.rtol")
+                if "rtol" in comparison
+                else defaults.comparison.rtol,
+                atol=r.number(comparison, "atol", "test.comparison.atol")
+                if "atol" in comparison
+                else defaults.comparison.atol,
+            )
+    for key in ("judge_model", "schedule"):
+        if key in block:
+            values[key] = r.text(block, key, f"test.{key}")
+    if "extraction" in block:
+        if block["extraction"] not in ("llm", "last_query"):
+            r.problem(
+                "test.extraction",
+                f"expected 'llm' or 'last_query', got {block['extraction']!r}",
+                r.line_of(block, "extraction"),
+            )
+        else:
+            values["extraction"] = block["extraction"]
+    if "min_accuracy" in block:
+        accuracy = r.number(block, "min_accuracy", "test.min_accuracy")
+        if accuracy is not None and accuracy > 1:
+            r.problem("test.min_accuracy", "expected a fraction between 0 and 1")
+        values["min_accuracy"] = accuracy
+    if "threshold_mode" in block:
+        if block["threshold_mode"] not in ("average", "all"):
+            r.problem(
+                "test.threshold_mode",
+                f"expected 'average' or 'all', got {block['threshold_mode']!r}",
+            )
+        else:
+            values["threshold_mode"] = block["threshold_mode"]
+    return TestDefaults(**{k: v for k, v in values.items() if v is not None})
+
+
+def _warehouse(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None:
+    block = r.mapping(data, "warehouse", "warehouse", ("type", "path", "dbt_project"))
+    if block is None:
+        return None
+    kind = block.get("type", "duckdb")
+    if kind != "duckdb":
+        r.problem("warehouse.type", f"only 'duckdb' warehouses are supported, got {kind!r}")
+        return None
+    path = r.text(block, "path", "warehouse.path", required=True)
+    dbt_project = (
+        r.text(block, "dbt_project", "warehouse.dbt_project") if "dbt_project" in block else None
+    )
+    if path is None:
+        return None
+    dbt_path = _path(root, dbt_project) if dbt_project else None
+    if dbt_path is not None and not (dbt_path / "dbt_project.yml").exists():
+        r.problem(
+            "warehouse.dbt_project",
+            f"no dbt_project.yml in {dbt_path}",
+            r.line_of(block, "dbt_project"),
+        )
+    return WarehouseConfig(type="duckdb", path=_path(root, path), dbt_project=dbt_path)
+
+
+def _context(r: FieldReader, data: dict, root: Path) -> tuple[Path, ...]:
+    paths = []
+    for name in _string_list(r, data, "context", "context"):
+        path = _path(root, name)
+        if not path.is_file():
+            r.problem("context", f"context file {name!r} does not exist (looked in {root})")
+        paths.append(path)
+    return tuple(paths)
+
+
+def _costs(r: FieldReader, container: dict, field_name: str) -> ModelCosts | None:
+    block = r.mapping(
+        container, "costs", field_name, ("input_no_cache", "input_cache_read", "output")
+    )
+    if block is None:
+        return None
+    return ModelCosts(
+        **{
+            key: r.number(block, key, f"{field_name}.{key}")
+            for key in block
+            if key in ModelCosts.__annotations__
+        }
+    )
+
+
+def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
+    llm = r.mapping(data, "llm", "llm", ("providers",))
+    if not llm or "providers" not in llm:
+        return ()
+    providers = []
+    items = llm["providers"]
+    for i, _item in r.items(llm, "providers", "llm.providers"):
+        where = f"llm.providers[{i}]"
+        block = r.mapping(
+            items, i, where, ("provider", "protocol", "api_key", "base_url", "models", "timeout_s")
+        )
+        if block is None:
+            continue
+        name = r.text(block, "provider", f"{where}.provider", required=True)
+        base_url = r.text(block, "base_url", f"{where}.base_url") if "base_url" in block else None
+        protocol = block.get("protocol") or ("anthropic" if name == "anthropic" else "openai")
+        if protocol not in ("openai", "anthropic"):
+            r.problem(f"{where}.protocol", f"expected 'openai' or 'anthropic', got {protocol!r}")
+            continue
+        if name not in ("openai", "anthropic") and base_url is None and "protocol" not in block:
+            r.problem(
+                f"{where}.base_url",
+                f"provider {name!r} is neither openai nor anthropic: give the base_url of its OpenAI-compatible server",
+            )
+        api_key = r.text(block, "api_key", f"{where}.api_key") if "api_key" in block else None
+        models = []
+        for j, model in r.items(block, "models", f"{where}.models") if "models" in block else []:
+            if isinstance(model, str):
+                models.append(ModelConfig(id=model))
+                continue
+            spec = r.mapping(block["models"], j, f"{where}.models[{j}]", ("id", "costs"))
+            if spec is None:
+                continue
+            model_id = r.text(spec, "id", f"{where}.models[{j}].id", required=True)
+            costs = _costs(r, spec, f"{where}.models[{j}].costs") if spec.get("costs") else None
+            if model_id:
+                models.append(ModelConfig(id=model_id, costs=costs))
+        timeout = (
+            r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 120.0
+        )
+        if name:
+            providers.append(
+                ProviderConfig(
+                    name=name,
+                    protocol=protocol,
+                    api_key=Templated(api_key, f"{CONFIG_FILE} {where}.api_key")
+                    if api_key
+                    else None,
+                    base_url=base_url,
+                    models=tuple(models),
+                    timeout_s=timeout or 120.0,
+                )
+            )
+    return tuple(providers)
+
+
+def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
+    agents = []
+    items = data["agents"]
+    for i, _item in r.items(data, "agents", "agents"):
+        where = f"agents[{i}]"
+        block = r.mapping(items, i, where, ("name", "url", "headers", "timeout_s"))
+        if block is None:
+            continue
+        name = r.text(block, "name", f"{where}.name", required=True)
+        url = r.text(block, "url", f"{where}.url", required=True)
+        if url is not None and not url.startswith(("http://", "https://")):
+            r.problem(f"{where}.url", f"expected an http:// or https:// URL, got {url!r}")
+        headers = {}
+        if block.get("headers") is not None:
+            header_block = r.mapping(
+                block, "headers", f"{where}.headers", tuple(map(str, block["headers"] or {}))
+            )
+            for key, value in (header_block or {}).items():
+                if isinstance(value, str):
+                    headers[str(key)] = Templated(value, f"{CONFIG_FILE} {where}.headers.{key}")
+                else:
+                    r.problem(f"{where}.headers.{key}", "expected a string")
+        timeout = (
+            r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 300.0
+        )
+        if name and url:
+            agents.append(
+                AgentConfig(name=name, url=url, headers=headers, timeout_s=timeout or 300.0)
+            )
+    return tuple(agents)

@@ -1,0 +1,438 @@
+"""Turns the data of one test file into a `Case`, collecting every problem instead of stopping."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.suite._case import (
+    ArgumentMatcher,
+    Case,
+    Consistency,
+    Evaluator,
+    ExpectedToolCall,
+    Message,
+    Tolerance,
+    ToolCallAssertion,
+)
+from eval_pipeline.suite._errors import Problem
+
+CASE_KEYS = (
+    "name",
+    "prompt",
+    "conversation",
+    "sql",
+    "database",
+    "ordered",
+    "comparison",
+    "assertions",
+    "tool_calls",
+    "evaluators",
+    "consistency",
+    "k",
+    "tags",
+    "category",
+    "difficulty",
+    "notes",
+)
+COMPARISON_KEYS = ("decimals", "rtol", "atol")
+MATCH_TYPES = ("exact", "llm_judge", "any")
+ASSERTION_TYPES = ("tool_call",)
+_SUBMISSION_VARS = ("submission_1", "submission_2")
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "nothing (null)"
+    for kind, name in (
+        (bool, "a boolean"),
+        (dict, "a mapping"),
+        (list, "a list"),
+        (str, "a string"),
+    ):
+        if isinstance(value, kind):
+            return name
+    return f"{value!r}"
+
+
+class FieldReader:
+    """Reads fields of one source, remembering problems and the line each field is on."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.problems: list[Problem] = []
+
+    def problem(self, field: str | None, message: str, line: int | None = None) -> None:
+        self.problems.append(Problem(self.source, field, message, line))
+
+    @staticmethod
+    def line_of(container: Any, key: Any) -> int | None:
+        if isinstance(container, dict):
+            return getattr(container, "key_lines", {}).get(key, getattr(container, "line", None))
+        if isinstance(container, list):
+            lines = getattr(container, "item_lines", [])
+            return lines[key] if isinstance(key, int) and key < len(lines) else None
+        return None
+
+    def mapping(
+        self, container: Any, key: Any, field: str, allowed: tuple[str, ...]
+    ) -> dict | None:
+        value = container[key]
+        if not isinstance(value, dict):
+            self.problem(
+                field, f"expected a mapping, got {_type_name(value)}", self.line_of(container, key)
+            )
+            return None
+        for unknown in value:
+            if unknown not in allowed:
+                self.problem(
+                    f"{field}.{unknown}",
+                    f"unknown key; expected one of: {', '.join(allowed)}",
+                    self.line_of(value, unknown),
+                )
+        return value
+
+    def text(self, container: Any, key: Any, field: str, *, required: bool = False) -> str | None:
+        if isinstance(container, dict) and key not in container:
+            if required:
+                self.problem(
+                    field, "is required (a non-empty string)", getattr(container, "line", None)
+                )
+            return None
+        value = container[key]
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            got = "an empty string" if isinstance(value, str) else _type_name(value)
+            self.problem(
+                field, f"expected a non-empty string, got {got}", self.line_of(container, key)
+            )
+            return None
+        return value
+
+    def integer(self, container: Any, key: Any, field: str, *, minimum: int) -> int | None:
+        value = container[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            got = repr(value) if isinstance(value, int | float | str) else _type_name(value)
+            self.problem(
+                field, f"expected an integer ≥ {minimum}, got {got}", self.line_of(container, key)
+            )
+            return None
+        return value
+
+    def number(self, container: Any, key: Any, field: str) -> float | None:
+        value = container[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            got = repr(value) if isinstance(value, int | float | str) else _type_name(value)
+            self.problem(field, f"expected a number ≥ 0, got {got}", self.line_of(container, key))
+            return None
+        return float(value)
+
+    def boolean(self, container: Any, key: Any, field: str) -> bool | None:
+        value = container[key]
+        if not isinstance(value, bool):
+            self.problem(
+                field, f"expected true or false, got {value!r}", self.line_of(container, key)
+            )
+            return None
+        return value
+
+    def items(self, container: Any, key: Any, field: str) -> list[tuple[int, Any]]:
+        value = container[key]
+        if not isinstance(value, list):
+            self.problem(
+                field, f"expected a list, got {_type_name(value)}", self.line_of(container, key)
+            )
+            return []
+        return list(enumerate(value))
+
+
+def parse_case(
+    data: Any, *, path: Path, relative_path: str, source: str
+) -> tuple[Case | None, list[Problem]]:
+    """Validate the data of one test file and build its `Case`.
+
+    Args:
+        data: the parsed YAML document (line-aware mappings give better messages).
+        path: the file the data came from; its stem is the default test name.
+        relative_path: the path below `cases/`, used for folder selection and reports.
+        source: how problems name the origin (a file path, or `file.csv:row 3`).
+
+    Returns:
+        The case, or None, and every problem found (the case is None when there is any).
+    """
+    r = FieldReader(source)
+    if not isinstance(data, dict):
+        r.problem(None, f"a test file must be a mapping of fields, got {_type_name(data)}")
+        return None, r.problems
+    for key in data:
+        if key not in CASE_KEYS:
+            r.problem(
+                str(key),
+                f"unknown field; expected one of: {', '.join(CASE_KEYS)}",
+                r.line_of(data, key),
+            )
+
+    name = r.text(data, "name", "name") if "name" in data else path.stem
+    if name is not None and (("\n" in name) or name != name.strip()):
+        r.problem("name", "must be one line without surrounding spaces", r.line_of(data, "name"))
+
+    messages = _messages(r, data)
+    sql = r.text(data, "sql", "sql") if "sql" in data else None
+    database = r.text(data, "database", "database") if "database" in data else None
+    ordered = r.boolean(data, "ordered", "ordered") if "ordered" in data else None
+    comparison = _comparison(r, data) if "comparison" in data else None
+    assertions = _assertions(r, data) if "assertions" in data else ()
+    tool_calls = _tool_calls(r, data) if "tool_calls" in data else ()
+    evaluators = _evaluators(r, data) if "evaluators" in data else ()
+    consistency = _consistency(r, data) if "consistency" in data else None
+    k = r.integer(data, "k", "k", minimum=1) if "k" in data else None
+    tags = _tags(r, data) if "tags" in data else ()
+    category = r.text(data, "category", "category") if "category" in data else None
+    difficulty = r.text(data, "difficulty", "difficulty") if "difficulty" in data else None
+    notes = r.text(data, "notes", "notes") if "notes" in data else None
+
+    if r.problems or name is None or messages is None:
+        return None, r.problems
+    case = Case(
+        name=name,
+        path=path,
+        relative_path=relative_path,
+        messages=messages,
+        sql=sql,
+        database=database,
+        ordered=ordered,
+        comparison=comparison,
+        assertions=assertions,
+        tool_calls=tool_calls,
+        evaluators=evaluators,
+        consistency=consistency,
+        k=k,
+        tags=tags,
+        category=category,
+        difficulty=difficulty,
+        notes=notes,
+    )
+    return case, []
+
+
+def _messages(r: FieldReader, data: dict) -> tuple[Message, ...] | None:
+    has_prompt, has_conversation = "prompt" in data, "conversation" in data
+    if has_prompt and has_conversation:
+        r.problem(
+            "prompt", "give either `prompt` or `conversation`, not both", r.line_of(data, "prompt")
+        )
+        return None
+    if not has_prompt and not has_conversation:
+        r.problem(
+            "prompt",
+            "is required: the question for the agent (or a `conversation` ending with a user message)",
+            getattr(data, "line", None),
+        )
+        return None
+    if has_prompt:
+        prompt = r.text(data, "prompt", "prompt", required=True)
+        return (Message("user", prompt),) if prompt is not None else None
+
+    turns = r.items(data, "conversation", "conversation")
+    if not turns and isinstance(data["conversation"], list):
+        r.problem("conversation", "must not be empty", r.line_of(data, "conversation"))
+    messages: list[Message] = []
+    conversation = data["conversation"]
+    for i, turn in turns:
+        field = f"conversation[{i}]"
+        if r.mapping(conversation, i, field, ("role", "content")) is None:
+            continue
+        role = turn.get("role")
+        if role not in ("user", "assistant"):
+            r.problem(
+                f"{field}.role",
+                f"expected 'user' or 'assistant', got {role!r}",
+                r.line_of(turn, "role"),
+            )
+        content = r.text(turn, "content", f"{field}.content", required=True)
+        if role in ("user", "assistant") and content is not None:
+            messages.append(Message(role, content))
+    if messages and messages[-1].role != "user" and len(messages) == len(turns):
+        r.problem(
+            f"conversation[{len(turns) - 1}]",
+            "the conversation must end with a user message (the agent answers the last user turn)",
+            r.line_of(conversation, len(turns) - 1),
+        )
+        return None
+    return tuple(messages) if messages and len(messages) == len(turns) else None
+
+
+def _comparison(r: FieldReader, data: dict) -> Tolerance | None:
+    value = r.mapping(data, "comparison", "comparison", COMPARISON_KEYS)
+    if value is None:
+        return None
+    defaults = Tolerance()
+    decimals = (
+        r.integer(value, "decimals", "comparison.decimals", minimum=0)
+        if "decimals" in value
+        else defaults.decimals
+    )
+    rtol = r.number(value, "rtol", "comparison.rtol") if "rtol" in value else defaults.rtol
+    atol = r.number(value, "atol", "comparison.atol") if "atol" in value else defaults.atol
+    if decimals is None or rtol is None or atol is None:
+        return None
+    return Tolerance(decimals=decimals, rtol=rtol, atol=atol)
+
+
+def _assertions(r: FieldReader, data: dict) -> tuple[ToolCallAssertion, ...]:
+    found: list[ToolCallAssertion] = []
+    assertions = data["assertions"]
+    for i, item in r.items(data, "assertions", "assertions"):
+        field = f"assertions[{i}]"
+        if r.mapping(assertions, i, field, ("type", "tool", "args", "min_count")) is None:
+            continue
+        kind = item.get("type")
+        if kind not in ASSERTION_TYPES:
+            r.problem(
+                f"{field}.type",
+                f"unknown assertion type {kind!r}; expected one of: {', '.join(ASSERTION_TYPES)}",
+                r.line_of(item, "type") if "type" in item else r.line_of(assertions, i),
+            )
+            continue
+        tool = r.text(item, "tool", f"{field}.tool", required=True)
+        args = item.get("args")
+        if args is not None and not isinstance(args, dict):
+            r.problem(
+                f"{field}.args",
+                f"expected a mapping of argument values, got {_type_name(args)}",
+                r.line_of(item, "args"),
+            )
+            continue
+        min_count = (
+            r.integer(item, "min_count", f"{field}.min_count", minimum=1)
+            if "min_count" in item
+            else 1
+        )
+        if tool is not None and min_count is not None:
+            found.append(ToolCallAssertion(tool=tool, args=_plain(args), min_count=min_count))
+    return tuple(found)
+
+
+def _tool_calls(r: FieldReader, data: dict) -> tuple[ExpectedToolCall, ...]:
+    found: list[ExpectedToolCall] = []
+    calls = data["tool_calls"]
+    for i, item in r.items(data, "tool_calls", "tool_calls"):
+        field = f"tool_calls[{i}]"
+        if r.mapping(calls, i, field, ("tool", "arguments", "accept_any_arguments")) is None:
+            continue
+        tool = r.text(item, "tool", f"{field}.tool", required=True)
+        accept_any = (
+            r.boolean(item, "accept_any_arguments", f"{field}.accept_any_arguments")
+            if "accept_any_arguments" in item
+            else False
+        )
+        matchers: dict[str, ArgumentMatcher] = {}
+        arguments = item.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            r.problem(
+                f"{field}.arguments",
+                f"expected a mapping of argument matchers, got {_type_name(arguments)}",
+                r.line_of(item, "arguments"),
+            )
+        elif arguments:
+            for arg_name, spec in arguments.items():
+                matcher = _matcher(r, arguments, arg_name, f"{field}.arguments.{arg_name}", spec)
+                if matcher is not None:
+                    matchers[str(arg_name)] = matcher
+        if tool is not None and accept_any is not None:
+            found.append(
+                ExpectedToolCall(tool=tool, arguments=matchers, accept_any_arguments=accept_any)
+            )
+    return tuple(found)
+
+
+def _matcher(
+    r: FieldReader, arguments: dict, key: Any, field: str, spec: Any
+) -> ArgumentMatcher | None:
+    if r.mapping(arguments, key, field, ("match_type", "value", "criteria")) is None:
+        return None
+    match_type = spec.get("match_type")
+    line = r.line_of(spec, "match_type") if "match_type" in spec else r.line_of(arguments, key)
+    if match_type not in MATCH_TYPES:
+        r.problem(
+            f"{field}.match_type",
+            f"unknown matcher {match_type!r}; expected one of: {', '.join(MATCH_TYPES)}",
+            line,
+        )
+        return None
+    if match_type == "exact" and "value" not in spec:
+        r.problem(f"{field}.value", "an `exact` matcher needs the expected `value`", line)
+        return None
+    if match_type == "llm_judge":
+        criteria = r.text(spec, "criteria", f"{field}.criteria", required=True)
+        return ArgumentMatcher("llm_judge", criteria=criteria) if criteria else None
+    if match_type == "exact":
+        return ArgumentMatcher("exact", value=_plain(spec["value"]))
+    return ArgumentMatcher("any")
+
+
+def _evaluators(r: FieldReader, data: dict) -> tuple[Evaluator, ...]:
+    found: list[Evaluator] = []
+    seen: set[str] = set()
+    evaluators = data["evaluators"]
+    for i, item in r.items(data, "evaluators", "evaluators"):
+        field = f"evaluators[{i}]"
+        if r.mapping(evaluators, i, field, ("name", "criteria")) is None:
+            continue
+        name = r.text(item, "name", f"{field}.name", required=True)
+        criteria = r.text(item, "criteria", f"{field}.criteria", required=True)
+        if name is not None and name in seen:
+            r.problem(
+                f"{field}.name", f"evaluator {name!r} is listed twice", r.line_of(item, "name")
+            )
+            continue
+        if name is not None and criteria is not None:
+            seen.add(name)
+            found.append(Evaluator(name=name, criteria=criteria))
+    return tuple(found)
+
+
+def _consistency(r: FieldReader, data: dict) -> Consistency | None:
+    value = r.mapping(data, "consistency", "consistency", ("n", "prompt"))
+    if value is None:
+        return None
+    n = r.integer(value, "n", "consistency.n", minimum=2) if "n" in value else Consistency.n
+    prompt = (
+        r.text(value, "prompt", "consistency.prompt") if value.get("prompt") is not None else None
+    )
+    if prompt is not None:
+        missing = [v for v in _SUBMISSION_VARS if not re.search(r"{{\s*" + v + r"\s*}}", prompt)]
+        if missing:
+            r.problem(
+                "consistency.prompt",
+                "a custom consistency prompt must contain "
+                + " and ".join(f"{{{{ {v} }}}}" for v in missing),
+                r.line_of(value, "prompt"),
+            )
+            return None
+    return Consistency(n=n, prompt=prompt) if n is not None else None
+
+
+def _tags(r: FieldReader, data: dict) -> tuple[str, ...]:
+    tags: list[str] = []
+    for i, tag in r.items(data, "tags", "tags"):
+        if not isinstance(tag, str) or not tag.strip():
+            r.problem(
+                f"tags[{i}]",
+                f"expected a non-empty string, got {_type_name(tag)}",
+                r.line_of(data["tags"], i),
+            )
+        else:
+            tags.append(tag.strip())
+    return tuple(tags)
+
+
+def _plain(value: Any) -> Any:
+    """Strip the line-number wrappers so values compare and hash as plain data."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value

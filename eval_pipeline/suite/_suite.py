@@ -1,0 +1,189 @@
+"""A suite folder: discovers its test files, loads them all, and selects cases by name or folder."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from eval_pipeline.suite._case import Case
+from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, load_config
+from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
+from eval_pipeline.suite._parse import parse_case
+from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
+
+CASES_DIR = "cases"
+SKIPPED_DIRS = frozenset({"outputs"})
+DEFAULT_SUITE_DIR = "tests_suite"
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A loaded, valid suite: its configuration and its cases in a stable order."""
+
+    root: Path
+    config: SuiteConfig
+    cases: tuple[Case, ...]
+
+    @property
+    def cases_dir(self) -> Path:
+        return self.root / CASES_DIR
+
+    @property
+    def hash(self) -> str:
+        """Changes when any case's verdict-relevant content changes, or a case comes or goes."""
+        digest = hashlib.sha256()
+        for case in sorted(self.cases, key=lambda c: c.name):
+            digest.update(f"{case.name}\0{case.content_hash}\n".encode())
+        return digest.hexdigest()[:16]
+
+    def case(self, name: str) -> Case:
+        for case in self.cases:
+            if case.name == name:
+                return case
+        raise SelectionError([name], [c.name for c in self.cases])
+
+    def select(self, selection: str | Sequence[str] | None) -> list[Case]:
+        """The cases a selection names; all cases when the selection is empty.
+
+        Args:
+            selection: test names, file stems or subfolders of `cases/`, as one
+                comma-separated string or a list of them (each may hold commas too).
+                Order is kept, surrounding spaces and repeats are ignored, and a
+                folder selects every case below it.
+
+        Raises:
+            SelectionError: an entry matches nothing; the message lists the tests.
+        """
+        tokens = _tokens(selection)
+        if not tokens:
+            return list(self.cases)
+        chosen: dict[str, Case] = {}
+        unknown: list[str] = []
+        for token in tokens:
+            matches = _matching(self.cases, token)
+            if not matches:
+                unknown.append(token)
+            for case in matches:
+                chosen.setdefault(case.name, case)
+        if unknown:
+            raise SelectionError(unknown, [c.name for c in self.cases])
+        return list(chosen.values())
+
+
+def _tokens(selection: str | Sequence[str] | None) -> list[str]:
+    if selection is None:
+        return []
+    parts = [selection] if isinstance(selection, str) else list(selection)
+    tokens: list[str] = []
+    for part in parts:
+        for token in part.split(","):
+            token = token.strip().strip("/")
+            if token and token not in tokens:
+                tokens.append(token)
+    return tokens
+
+
+def _matching(cases: Iterable[Case], token: str) -> list[Case]:
+    by_name = [c for c in cases if c.name == token]
+    if by_name:
+        return by_name
+    by_stem = [c for c in cases if c.stem == token or c.relative_path == token]
+    if by_stem:
+        return by_stem
+    return [c for c in cases if c.folder == token or c.folder.startswith(token + "/")]
+
+
+def find_suite_root(start: Path | None = None) -> Path:
+    """The suite to use when none is given: the current folder if it holds the config file,
+    else its `tests_suite/` folder."""
+    here = (start or Path.cwd()).resolve()
+    return here if (here / CONFIG_FILE).exists() else here / DEFAULT_SUITE_DIR
+
+
+def discover_case_files(cases_dir: Path) -> list[Path]:
+    """Every `*.yml` / `*.yaml` below `cases_dir`, skipping `outputs/` and hidden folders."""
+    found = []
+    for path in cases_dir.rglob("*"):
+        parts = path.relative_to(cases_dir).parts
+        if any(p in SKIPPED_DIRS or p.startswith(".") for p in parts[:-1]):
+            continue
+        if path.is_file() and path.suffix in (".yml", ".yaml") and not path.name.startswith("."):
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(cases_dir).as_posix())
+
+
+def load_cases(root: Path) -> tuple[list[Case], list[Problem]]:
+    """Load every test file of a suite, returning the valid cases and all problems found."""
+    cases_dir = root / CASES_DIR
+    cases: list[Case] = []
+    problems: list[Problem] = []
+    if not cases_dir.is_dir():
+        return [], [
+            Problem(
+                str(cases_dir), None, "the suite has no cases/ folder; create it and add test files"
+            )
+        ]
+    for path in discover_case_files(cases_dir):
+        relative = path.relative_to(cases_dir).as_posix()
+        source = f"{CASES_DIR}/{relative}"
+        try:
+            data = load_yaml(path.read_text(encoding="utf-8"))
+        except yaml.YAMLError as error:
+            problems.append(
+                Problem(source, None, yaml_error_summary(error), yaml_error_line(error))
+            )
+            continue
+        except UnicodeDecodeError:
+            problems.append(Problem(source, None, "the file is not UTF-8 text"))
+            continue
+        case, found = parse_case(data, path=path, relative_path=relative, source=source)
+        problems.extend(found)
+        if case is not None:
+            cases.append(case)
+    problems.extend(_duplicate_names(cases))
+    return cases, problems
+
+
+def _duplicate_names(cases: Sequence[Case]) -> list[Problem]:
+    first: dict[str, Case] = {}
+    problems = []
+    for case in cases:
+        if case.name in first:
+            problems.append(
+                Problem(
+                    f"{CASES_DIR}/{case.relative_path}",
+                    "name",
+                    f"test name {case.name!r} is already used by {CASES_DIR}/{first[case.name].relative_path}; "
+                    "names must be unique in the suite",
+                )
+            )
+        else:
+            first[case.name] = case
+    return problems
+
+
+def load_suite(root: Path | str | None = None) -> Suite:
+    """Load a suite folder: its `eval_config.yaml` and every test file under `cases/`.
+
+    Raises:
+        SuiteError: listing every problem in every file; a suite with any invalid
+            file does not run.
+    """
+    root = Path(root).resolve() if root is not None else find_suite_root()
+    if not root.is_dir():
+        raise SuiteError([Problem(str(root), None, "suite folder not found; pass --suite DIR")])
+    problems: list[Problem] = []
+    try:
+        config = load_config(root)
+    except SuiteError as error:
+        problems.extend(error.problems)
+        config = SuiteConfig(root=root)
+    cases, case_problems = load_cases(root)
+    problems.extend(case_problems)
+    if problems:
+        raise SuiteError(problems)
+    return Suite(root=root, config=config, cases=tuple(cases))

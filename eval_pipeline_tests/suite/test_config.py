@@ -1,0 +1,75 @@
+"""`eval_config.yaml`: defaults, relative paths, env secrets that stay out of objects' text."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval_pipeline.suite import MissingSecret, SuiteError, load_config
+
+CONFIG = """\
+test:
+  models: [openai:gpt-4.1, anthropic:claude-sonnet-4-5]
+  threads: 8
+  comparison: {decimals: 3}
+context: [RULES.md]
+warehouse: {type: duckdb, path: data/warehouse.duckdb}
+llm:
+  providers:
+    - provider: openai
+      api_key: "{{ env('EVAL_TEST_OPENAI_KEY') }}"
+      models: [{id: gpt-4.1, costs: {input_no_cache: 2.0, output: 8.0}}]
+    - provider: local
+      base_url: http://127.0.0.1:8000/v1
+agents:
+  - name: my-agent
+    url: http://127.0.0.1:9000/eval
+    headers: {Authorization: "Bearer {{ env('EVAL_TEST_AGENT_TOKEN') }}"}
+"""
+
+
+def test_config_resolves_paths_against_the_suite_and_keeps_secrets_as_templates(
+    make_suite, monkeypatch
+):
+    root = make_suite({}, config=CONFIG)
+    (root / "RULES.md").write_text("# rules")
+    config = load_config(root)
+    assert config.test.models == ("openai:gpt-4.1", "anthropic:claude-sonnet-4-5")
+    assert config.test.threads == 8 and config.test.k == 1
+    assert config.test.comparison.decimals == 3 and config.test.comparison.rtol == 1e-5
+    assert config.warehouse.path == root / "data" / "warehouse.duckdb"
+    assert config.context == (root / "RULES.md",)
+    assert config.state_path == root / ".eval"
+    openai = config.provider("openai")
+    assert openai.protocol == "openai" and openai.model("gpt-4.1").costs.output == 8.0
+    assert openai.model("gpt-4.1").costs.input_cache_read is None
+    assert config.provider("local").protocol == "openai"
+
+    monkeypatch.setenv("EVAL_TEST_OPENAI_KEY", "sk-test-SECRET-123")
+    assert openai.api_key.resolve() == "sk-test-SECRET-123"
+    assert "SECRET" not in repr(config)
+    monkeypatch.delenv("EVAL_TEST_AGENT_TOKEN", raising=False)
+    with pytest.raises(MissingSecret, match="EVAL_TEST_AGENT_TOKEN is not set"):
+        config.agent("my-agent").headers["Authorization"].resolve()
+
+
+def test_config_problems_are_listed_together(make_suite):
+    root = make_suite(
+        {},
+        config="test:\n  threads: 0\n  threshold_mode: most\nwarehouse: {type: postgres, path: x}\nextra: 1\ncontext: [MISSING.md]\n",
+    )
+    with pytest.raises(SuiteError) as error:
+        load_config(root)
+    text = str(error.value)
+    for expected in (
+        "eval_config.yaml:2: test.threads: expected an integer ≥ 1, got 0",
+        "test.threshold_mode: expected 'average' or 'all'",
+        "warehouse.type: only 'duckdb' warehouses are supported",
+        "eval_config.yaml:5: extra: unknown key",
+        "context file 'MISSING.md' does not exist",
+    ):
+        assert expected in text
+
+
+def test_missing_config_means_defaults(make_suite):
+    config = load_config(make_suite({}))
+    assert config.test.models == ("openai:gpt-4.1",) and config.test.threads == 1
