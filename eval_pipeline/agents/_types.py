@@ -1,0 +1,149 @@
+"""The vocabulary of agent runs: chat messages, completions, tool calls, queries, usage and the run record."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import date
+from enum import StrEnum
+from typing import Any, Literal
+
+ChatRole = Literal["system", "user", "assistant", "tool"]
+
+
+@dataclass(frozen=True)
+class RequestedToolCall:
+    """A tool call as the model asked for it. `arguments` is None when `raw_arguments`
+    is not a JSON object (the agent then tells the model instead of running the tool)."""
+
+    id: str
+    name: str
+    raw_arguments: str
+    arguments: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One message in the provider-neutral transcript that every provider translates."""
+
+    role: ChatRole
+    content: str = ""
+    tool_calls: tuple[RequestedToolCall, ...] = ()
+    tool_call_id: str | None = None  # for role "tool": the call this message answers
+    name: str | None = None  # for role "tool": the tool's name (Anthropic does not need it)
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model, with a JSON-schema for its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class Usage:
+    """Tokens of one completion or a whole run. `cached_input_tokens` is part of `input_tokens`."""
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def add(self, other: Usage) -> None:
+        self.input_tokens += other.input_tokens
+        self.cached_input_tokens += other.cached_input_tokens
+        self.output_tokens += other.output_tokens
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One model answer: text and/or tool calls, usage, and the raw response body (for --record)."""
+
+    text: str
+    tool_calls: tuple[RequestedToolCall, ...]
+    usage: Usage
+    stop_reason: str | None = None
+    raw: dict[str, Any] | None = None
+
+
+class RunStatus(StrEnum):
+    """How an agent run ended. Whether its answer was right is the grade's business."""
+
+    COMPLETED = "completed"  # the agent gave a final reply
+    ERROR = "error"  # infrastructure failed: provider, agent endpoint, timeout, limits
+
+
+@dataclass
+class ToolCallRecord:
+    """A tool call the agent made, with what came back and how long it took."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] | None
+    raw_arguments: str
+    result: Any = None
+    error: str | None = None
+    duration_ms: float = 0.0
+
+
+@dataclass
+class QueryRecord:
+    """A SQL query the agent ran, with its full result up to the store cap."""
+
+    id: str
+    sql: str
+    columns: list[str] = field(default_factory=list)
+    column_types: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    row_count: int = 0
+    truncated: bool = False
+    row_cap: int | None = None
+    error: str | None = None
+    duration_ms: float = 0.0
+
+
+@dataclass
+class AgentRun:
+    """One attempt of one model at one test: everything a grader or a person needs afterwards."""
+
+    case_name: str
+    model: str
+    attempt: int
+    run_date: date
+    input_hash: str
+    context_hash: str
+    status: RunStatus = RunStatus.COMPLETED
+    final_text: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    queries: list[QueryRecord] = field(default_factory=list)
+    answer: dict[str, Any] | None = None  # {"columns": [...], "rows": [[...]]} from an external agent
+    usage: Usage = field(default_factory=Usage)
+    cost_usd: float | None = None
+    duration_ms: float = 0.0
+    turns: int = 0
+    error: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def key(self) -> str:
+        return run_key(self.input_hash, self.model, self.context_hash, self.attempt, self.run_date)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["run_date"] = self.run_date.isoformat()
+        data["key"] = self.key
+        return data
+
+
+def run_key(input_hash: str, model: str, context_hash: str, attempt: int, run_date: date) -> str:
+    """The identity of a run: the same key means a stored, completed run can be reused."""
+    text = f"{input_hash}\0{model}\0{context_hash}\0{attempt}\0{run_date.isoformat()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -1,0 +1,42 @@
+"""The Dagster layer: thin assets over the plain functions of the other packages, wired in one place."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.defs.assets.suite import agent_context, test_cases
+from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
+from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.suite import find_suite_root, load_config
+
+SUITE_ENV = "EVAL_SUITE_DIR"
+WAREHOUSE_JOB = "build_warehouse"
+
+
+def default_suite_root() -> Path:
+    """`$EVAL_SUITE_DIR`, else the suite found from the current folder (see `find_suite_root`)."""
+    configured = os.environ.get(SUITE_ENV)
+    return Path(configured).resolve() if configured else find_suite_root()
+
+
+def build_definitions(suite_root: Path) -> dg.Definitions:
+    """Every asset, resource and check for one suite folder."""
+    config = load_config(suite_root)
+    assets: list[dg.AssetsDefinition] = [test_cases, agent_context]
+    resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
+    jobs: list[dg.UnresolvedAssetJobDefinition] = []
+    if config.warehouse is not None and config.warehouse.dbt_project is not None:
+        warehouse_assets, dbt = build_warehouse_assets(config.warehouse)
+        assets.append(warehouse_assets)
+        resources["dbt"] = dbt
+        jobs.append(
+            dg.define_asset_job(
+                WAREHOUSE_JOB,
+                selection=dg.AssetSelection.assets(warehouse_assets),
+                description="Build the suite's warehouse with its dbt project.",
+            )
+        )
+    return dg.Definitions(assets=assets, resources=resources, jobs=jobs)

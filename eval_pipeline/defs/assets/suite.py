@@ -1,0 +1,71 @@
+"""Assets for what the user writes: the test cases and the context the built-in agent reads."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import dagster as dg
+
+from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.suite import Case
+
+GROUP = "suite"
+
+
+def _cases_table(cases: list[Case]) -> str:
+    lines = ["| test | file | checks | tags | difficulty |", "|---|---|---|---|---|"]
+    for case in cases:
+        checks = ", ".join(case.kinds) or "**no verification**"
+        tags = ", ".join(case.tags)
+        lines.append(
+            f"| {case.name} | {case.relative_path} | {checks} | {tags} | {case.difficulty or ''} |"
+        )
+    return "\n".join(lines)
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"yaml"},
+    description="The suite's test files, validated. Its data version is the suite hash, so "
+    "editing a test marks the runs and grades that depend on it as unsynced.",
+)
+def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+    loaded = suite.load()
+    cases = list(loaded.cases)
+    kinds = Counter(kind for case in cases for kind in case.kinds)
+    unverified = [case.name for case in cases if not case.kinds]
+    context.log.info(f"{len(cases)} test cases loaded from {loaded.cases_dir}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(loaded.hash),
+        metadata={
+            "cases": len(cases),
+            **{f"cases_with_{kind}": count for kind, count in sorted(kinds.items())},
+            "without_verification": len(unverified),
+            "suite_hash": loaded.hash,
+            "suite": dg.MetadataValue.path(str(loaded.root)),
+            "cases_table": dg.MetadataValue.md(_cases_table(cases)),
+        },
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"markdown", "dbt"},
+    description="What the built-in agent is told besides the question: the configured context "
+    "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced.",
+)
+def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+    loaded = suite.agent_context()
+    rows = ["| file | kind | characters |", "|---|---|---|"]
+    rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
+    rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
+    context.log.info(f"agent context hash {loaded.hash}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(loaded.hash),
+        metadata={
+            "context_hash": loaded.hash,
+            "context_files": len(loaded.files),
+            "dbt_doc_files": len(loaded.dbt_docs),
+            "files": dg.MetadataValue.md("\n".join(rows)),
+        },
+    )

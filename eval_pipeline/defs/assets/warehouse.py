@@ -1,0 +1,61 @@
+"""The warehouse the agent queries, built by the suite's dbt project into its DuckDB file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
+
+from eval_pipeline.suite import WarehouseConfig
+
+GROUP = "warehouse"
+POOL = "duckdb_warehouse"  # one dbt build at a time may hold the warehouse file
+
+
+class WarehouseTranslator(DagsterDbtTranslator):
+    """Keys dbt models under `warehouse/` so they never clash with the pipeline's own assets."""
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
+        return super().get_asset_key(dbt_resource_props).with_prefix(GROUP)
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        return GROUP
+
+
+def prepare_dbt_project(project_dir: Path) -> DbtProject:
+    """The dbt project with its manifest, parsing it first when no manifest exists yet
+    (a fresh clone, a test's copy), so definitions load without a separate step."""
+    project = DbtProject(project_dir=project_dir, profiles_dir=project_dir)
+    project.prepare_if_dev()
+    if not project.manifest_path.exists():
+        project.preparer.prepare(project)
+    return project
+
+
+def dbt_vars(warehouse: WarehouseConfig) -> str:
+    """The `--vars` that point the dbt profile at the configured warehouse file."""
+    return json.dumps({"warehouse_path": str(warehouse.path)})
+
+
+def build_warehouse_assets(
+    warehouse: WarehouseConfig,
+) -> tuple[dg.AssetsDefinition, DbtCliResource]:
+    """The dbt models of the suite's warehouse as Dagster assets, and the resource that runs them."""
+    assert warehouse.dbt_project is not None
+    project = prepare_dbt_project(warehouse.dbt_project)
+
+    @dbt_assets(
+        manifest=project.manifest_path,
+        project=project,
+        dagster_dbt_translator=WarehouseTranslator(),
+        name="warehouse_dbt_models",
+        pool=POOL,
+    )
+    def warehouse_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
+        yield from dbt.cli(["build", "--vars", dbt_vars(warehouse)], context=context).stream()
+
+    return warehouse_dbt_models, DbtCliResource(project_dir=project)

@@ -1,0 +1,36 @@
+"""Dagster resources: the suite being evaluated, swappable in tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+from eval_pipeline.suite import (
+    AgentContext,
+    Suite,
+    SuiteConfig,
+    load_agent_context,
+    load_config,
+    load_suite,
+)
+
+
+class SuiteResource(dg.ConfigurableResource):
+    """The suite folder (test files, `eval_config.yaml`, context files, dbt project)."""
+
+    root: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root)
+
+    def load(self) -> Suite:
+        """Load and validate every test file; raises `SuiteError` listing all problems."""
+        return load_suite(self.path)
+
+    def config(self) -> SuiteConfig:
+        return load_config(self.path)
+
+    def agent_context(self) -> AgentContext:
+        return load_agent_context(self.config())

@@ -1,0 +1,102 @@
+"""The real `eval-pipeline` console script on suite commands: listing, CSV import, bad input."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(sys.executable).with_name("eval-pipeline")
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    root = tmp_path / "suite"
+    (root / "cases" / "revenue").mkdir(parents=True)
+    (root / "eval_config.yaml").write_text("test:\n  models: [replay:demo]\n")
+    (root / "cases" / "revenue" / "total.yml").write_text(
+        "name: total_revenue\nprompt: Total revenue?\nsql: SELECT 1 AS revenue_usd\ntags: [revenue]\n"
+    )
+    (root / "cases" / "chat.yml").write_text(
+        "prompt: Hello?\nevaluators: [{name: polite, criteria: Is polite}]\n"
+    )
+    return root
+
+
+def test_list_from_inside_the_suite_folder(suite):
+    result = run_cli("list", cwd=suite)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "total_revenue" in result.stdout and "data" in result.stdout and "revenue" in result.stdout
+    )
+    assert "2 test(s)" in result.stdout
+
+
+def test_list_with_unknown_selection_exits_2_and_lists_tests(suite):
+    result = run_cli("list", "--suite", str(suite), "-s", "nope", cwd=suite.parent)
+    assert result.returncode == 2
+    assert "unknown test selection; available tests: chat, total_revenue" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_test_file_exits_2_naming_file_and_field(suite):
+    (suite / "cases" / "broken.yml").write_text(
+        "prompt: hi\nassertions:\n  - {type: tool_call, tool: x, min_count: 0}\n"
+    )
+    result = run_cli("list", cwd=suite)
+    assert result.returncode == 2
+    assert (
+        "cases/broken.yml:3: assertions[0].min_count: expected an integer ≥ 1, got 0"
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_import_csv_writes_files_and_refuses_a_second_import(suite, tmp_path):
+    path = tmp_path / "tests.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["name", "conversation_history", "tool_calls"])
+        writer.writerow(
+            [
+                "lists tables",
+                '[{"role": "user", "content": "What data do you have?"}]',
+                '[{"tool": "list_tables", "accept_any_arguments": true}]',
+            ]
+        )
+    first = run_cli("import-csv", str(path), "--into", "imported", cwd=suite)
+    assert first.returncode == 0, first.stderr
+    assert (suite / "cases" / "imported" / "lists_tables.yaml").exists()
+    assert "lists tables" in run_cli("list", cwd=suite).stdout
+    before = sorted(p.name for p in suite.rglob("*.yaml"))
+    second = run_cli("import-csv", str(path), cwd=suite)
+    assert second.returncode == 2
+    assert (
+        "tests.csv:row 2: name: test 'lists tables' already exists (cases/imported/lists_tables.yaml)"
+        in second.stderr
+    )
+    assert sorted(p.name for p in suite.rglob("*.yaml")) == before
+
+
+def test_import_csv_with_broken_json_exits_2(suite, tmp_path):
+    path = tmp_path / "broken.csv"
+    path.write_text('name,conversation_history,tool_calls\nx,"[{""role"": ""user""",[]\n')
+    result = run_cli("import-csv", str(path), cwd=suite)
+    assert result.returncode == 2
+    assert "broken.csv:row 2: conversation_history: is not valid JSON" in result.stderr
+
+
+def test_default_suite_is_tests_suite_below_the_current_folder(suite, tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copytree(suite, project / "tests_suite")
+    result = run_cli("list", cwd=project)
+    assert result.returncode == 0 and "total_revenue" in result.stdout
