@@ -1,0 +1,55 @@
+"""Grades: the outcome of each check on a run, and the verdict they add up to."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any, Literal
+
+CheckKind = Literal["data", "assertions", "tool_calls", "evaluators", "consistency"]
+
+
+class GradeStatus(StrEnum):
+    """`failed` means the agent was wrong; `error` means we could not tell (infrastructure)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check; `status` ERROR when it could not be decided (judge down...)."""
+
+    kind: CheckKind
+    status: GradeStatus
+    message: str
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: GradeStatus
+    message: str
+    verified: bool  # False: the case has no check at all ("no verification", passes, flagged)
+
+
+def combine(checks: list[CheckResult]) -> Verdict:
+    """Every check present must pass. A definite failure outranks an undecided check: one wrong
+    answer is enough to know the run failed, whatever a judge outage hid elsewhere."""
+    if not checks:
+        return Verdict(GradeStatus.PASSED, "no verification: the test has no check", verified=False)
+    failed = [c for c in checks if c.status is GradeStatus.FAILED]
+    if failed:
+        return Verdict(GradeStatus.FAILED, "; ".join(c.message for c in failed), verified=True)
+    errors = [c for c in checks if c.status is GradeStatus.ERROR]
+    if errors:
+        return Verdict(GradeStatus.ERROR, "; ".join(c.message for c in errors), verified=True)
+    message = checks[0].message if len(checks) == 1 else f"all {len(checks)} checks passed"
+    return Verdict(GradeStatus.PASSED, message, verified=True)
+
+
+def check_to_dict(check: CheckResult) -> dict[str, Any]:
+    data = asdict(check)
+    data["status"] = check.status.value
+    return data
