@@ -75,10 +75,16 @@ class Evaluator:
 
 @dataclass(frozen=True)
 class Consistency:
-    """oxy's consistency test: `n` replies judged pairwise for factual agreement."""
+    """oxy's consistency test: `n` replies judged pairwise for factual agreement.
+
+    The case passes when the share of consistent pairs reaches `min_accuracy`; the default
+    asks every pair to agree, since one answer that contradicts the others is the failure
+    this test exists to catch.
+    """
 
     n: int = 5
     prompt: str | None = None
+    min_accuracy: float = 1.0
 
 
 @dataclass(frozen=True)

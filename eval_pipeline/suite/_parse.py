@@ -395,10 +395,20 @@ def _evaluators(r: FieldReader, data: dict) -> tuple[Evaluator, ...]:
 
 
 def _consistency(r: FieldReader, data: dict) -> Consistency | None:
-    value = r.mapping(data, "consistency", "consistency", ("n", "prompt"))
+    value = r.mapping(data, "consistency", "consistency", ("n", "prompt", "min_accuracy"))
     if value is None:
         return None
     n = r.integer(value, "n", "consistency.n", minimum=2) if "n" in value else Consistency.n
+    min_accuracy = (
+        r.number(value, "min_accuracy", "consistency.min_accuracy")
+        if "min_accuracy" in value
+        else Consistency.min_accuracy
+    )
+    if min_accuracy is not None and min_accuracy > 1:
+        r.problem(
+            "consistency.min_accuracy", f"expected a fraction between 0 and 1, got {min_accuracy}"
+        )
+        return None
     prompt = (
         r.text(value, "prompt", "consistency.prompt") if value.get("prompt") is not None else None
     )
@@ -412,7 +422,9 @@ def _consistency(r: FieldReader, data: dict) -> Consistency | None:
                 r.line_of(value, "prompt"),
             )
             return None
-    return Consistency(n=n, prompt=prompt) if n is not None else None
+    if n is None or min_accuracy is None:
+        return None
+    return Consistency(n=n, prompt=prompt, min_accuracy=min_accuracy)
 
 
 def _tags(r: FieldReader, data: dict) -> tuple[str, ...]:
