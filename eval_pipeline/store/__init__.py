@@ -1,0 +1,42 @@
+"""Results on disk: immutable Parquet per table and partition, a run journal, and results.duckdb views."""
+
+from eval_pipeline.store._database import (
+    StoreBusy,
+    connect,
+    ensure_database,
+    query,
+    view_statements,
+)
+from eval_pipeline.store._files import (
+    Journal,
+    ensure_schema_files,
+    journal_files,
+    latest_file,
+    new_materialization_id,
+    read_journals,
+    read_latest,
+    remove_files,
+    write_rows,
+)
+from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
+
+__all__ = [
+    "TABLES",
+    "Journal",
+    "StoreBusy",
+    "StoreLayout",
+    "TableSpec",
+    "connect",
+    "ensure_database",
+    "ensure_schema_files",
+    "journal_files",
+    "latest_file",
+    "new_materialization_id",
+    "query",
+    "quote_part",
+    "read_journals",
+    "read_latest",
+    "remove_files",
+    "view_statements",
+    "write_rows",
+]

@@ -1,0 +1,109 @@
+"""`results.duckdb`: views over the Parquet store, openable read-only by anyone at any time."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from eval_pipeline.store._files import ensure_schema_files
+from eval_pipeline.store._layout import TABLES, StoreLayout
+
+# Bump when a view's definition changes; the views are then recreated on next use.
+VIEWS_VERSION = 1
+_PARTITION_KEYS = {"model_date": "model, run_date", "date": "run_date", "none": ""}
+
+
+class StoreBusy(RuntimeError):
+    """results.duckdb is held open read-write elsewhere, so its views cannot be refreshed now."""
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def view_statements(layout: StoreLayout) -> list[str]:
+    """`<table>_history` (every file ever written) and `<table>` (each partition's latest file)."""
+    statements = []
+    for name, spec in TABLES.items():
+        source = f"read_parquet({_sql_string(layout.glob(name))}, union_by_name = true, hive_partitioning = false)"
+        keys = _PARTITION_KEYS[spec.partitioning]
+        window = f"PARTITION BY {keys}" if keys else ""
+        statements.append(f"CREATE OR REPLACE VIEW {name}_history AS SELECT * FROM {source}")
+        statements.append(
+            f"CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (_is_latest) FROM ("
+            f"SELECT *, written_at = max(written_at) OVER ({window}) AS _is_latest FROM {name}_history"
+            ") WHERE _is_latest"
+        )
+    return statements
+
+
+def _marker(layout: StoreLayout) -> Path:
+    return layout.root / "results.views.json"
+
+
+def _marker_text(layout: StoreLayout) -> str:
+    return json.dumps({"version": VIEWS_VERSION, "store": str(layout.tables_dir.resolve())})
+
+
+def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
+    """Create the store folders, schema files and the views, unless they are already current.
+
+    The views are written once (and again only when the store moved or their definition
+    changed), because writing needs the one read-write lock DuckDB allows per file: writers
+    of results never open results.duckdb, so a person's SQL session never blocks a run.
+    """
+    ensure_schema_files(layout)
+    marker = _marker(layout)
+    if layout.database.exists() and marker.exists() and marker.read_text() == _marker_text(layout):
+        return
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.root / ".results.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process of this machine writes the views
+        if (
+            layout.database.exists()
+            and marker.exists()
+            and marker.read_text() == _marker_text(layout)
+        ):
+            return
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                connection = duckdb.connect(str(layout.database))
+                break
+            except duckdb.IOException as error:
+                if time.monotonic() > deadline:
+                    raise StoreBusy(
+                        f"cannot update the views of {layout.database}: {error}. Close other "
+                        "connections to it (a DuckDB shell, a notebook) and run again."
+                    ) from None
+                time.sleep(0.2)
+        try:
+            for statement in view_statements(layout):
+                connection.execute(statement)
+        finally:
+            connection.close()
+        marker.write_text(_marker_text(layout))
+
+
+@contextlib.contextmanager
+def connect(layout: StoreLayout) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to results.duckdb (several may be open at once, in any process)."""
+    ensure_database(layout)
+    connection = duckdb.connect(str(layout.database), read_only=True)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.DataFrame:
+    """Run one SQL query on the results and return it as a DataFrame."""
+    with connect(layout) as connection:
+        return connection.execute(sql, parameters or []).df()

@@ -1,0 +1,155 @@
+"""Immutable Parquet files per table and partition, and the journal that keeps runs as they finish."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable, Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eval_pipeline.store._layout import TABLES, StoreLayout
+
+
+def new_materialization_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y%m%dT%H%M%S%fZ")
+
+
+def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any]) -> pa.Table:
+    spec = TABLES[table]
+    json_columns = spec.json_columns
+    columns: dict[str, list[Any]] = {field.name: [] for field in spec.schema}
+    for row in rows:
+        unknown = set(row) - set(columns)
+        if unknown:
+            raise ValueError(f"table {table} has no column(s) {sorted(unknown)}")
+        for name, values in columns.items():
+            value = extra[name] if name in extra else row.get(name)
+            if name in json_columns and value is not None and not isinstance(value, str):
+                value = json.dumps(value, default=str, ensure_ascii=False)
+            values.append(value)
+    return pa.Table.from_pydict(columns, schema=spec.schema)
+
+
+def _write_atomically(table: pa.Table, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, temporary, compression="zstd")
+    with open(temporary, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)  # readers see the whole file or none of it
+
+
+def write_rows(
+    layout: StoreLayout,
+    table: str,
+    rows: Sequence[dict[str, Any]],
+    *,
+    model: str | None = None,
+    run_date: date | None = None,
+    materialization_id: str | None = None,
+    written_at: datetime | None = None,
+) -> Path:
+    """Write a partition's complete current rows as one new immutable file.
+
+    The newest file of a partition is its current state (the views pick it); older files
+    stay as history, so a reader never sees a half-written or vanished file.
+    """
+    moment = written_at or datetime.now(UTC)
+    ident = materialization_id or new_materialization_id()
+    arrow = _to_arrow(table, rows, {"written_at": moment, "materialization_id": ident})
+    path = (
+        layout.partition_dir(table, model=model, run_date=run_date)
+        / f"{_stamp(moment)}_{ident}.parquet"
+    )
+    _write_atomically(arrow, path)
+    return path
+
+
+def ensure_schema_files(layout: StoreLayout) -> None:
+    """A zero-row file per table, so `read_parquet` globs always match and carry the schema."""
+    for name, spec in TABLES.items():
+        path = layout.empty_file(name)
+        if not path.exists():
+            _write_atomically(spec.schema.empty_table(), path)
+
+
+def latest_file(
+    layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
+) -> Path | None:
+    folder = layout.partition_dir(table, model=model, run_date=run_date)
+    if not folder.is_dir():
+        return None
+    files = sorted(
+        p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
+    )
+    return files[-1] if files else None
+
+
+def read_latest(
+    layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
+) -> list[dict[str, Any]]:
+    """The current rows of one partition (empty when it was never written)."""
+    path = latest_file(layout, table, model=model, run_date=run_date)
+    if path is None:
+        return []
+    return pq.read_table(path).to_pylist()
+
+
+class Journal:
+    """An append-only JSON-lines file of finished records, flushed to disk one by one.
+
+    A run is journaled the moment it finishes, so a crash (even kill -9) loses at most the
+    runs in flight; the next materialization of the partition reads the journal and reuses
+    them. A torn last line from a crash mid-write is skipped when reading.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def append(self, record: dict[str, Any]) -> None:
+        self._handle.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -> list[Path]:
+    folder = layout.journal_path(table, model, run_date, "x").parent
+    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def read_journals(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    records = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line torn by a crash mid-write
+    return records
+
+
+def remove_files(paths: Iterable[Path]) -> None:
+    for path in paths:
+        path.unlink(missing_ok=True)

@@ -1,0 +1,261 @@
+"""The one place that knows where results live on disk, and the schema of every table."""
+
+from __future__ import annotations
+
+import urllib.parse
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Literal
+
+import pyarrow as pa
+
+Partitioning = Literal["model_date", "date", "none"]
+
+_TS = pa.timestamp("us", tz="UTC")
+
+
+def _json(name: str) -> pa.Field:
+    # JSON documents are stored as text, which DuckDB's json functions read directly.
+    return pa.field(name, pa.string(), metadata={"json": "1"})
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table of the SQL surface: its partitioning and columns (it may gain columns, never lose)."""
+
+    name: str
+    partitioning: Partitioning
+    schema: pa.Schema
+    description: str
+
+    @property
+    def json_columns(self) -> frozenset[str]:
+        """Columns holding JSON documents (stored as text)."""
+        return frozenset(f.name for f in self.schema if f.metadata and f.metadata.get(b"json"))
+
+
+_WRITE_COLUMNS = [pa.field("written_at", _TS), pa.field("materialization_id", pa.string())]
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec(
+            "test_cases",
+            "none",
+            pa.schema(
+                [
+                    ("name", pa.string()),
+                    ("file", pa.string()),
+                    ("prompt", pa.string()),
+                    _json("messages"),
+                    ("sql", pa.string()),
+                    ("kinds", pa.list_(pa.string())),
+                    ("tags", pa.list_(pa.string())),
+                    ("category", pa.string()),
+                    ("difficulty", pa.string()),
+                    ("notes", pa.string()),
+                    ("input_hash", pa.string()),
+                    ("content_hash", pa.string()),
+                    ("suite_hash", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "The suite's test cases as of the latest materialization.",
+        ),
+        TableSpec(
+            "reference_results",
+            "date",
+            pa.schema(
+                [
+                    ("name", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("sql", pa.string()),
+                    _json("columns"),
+                    _json("rows"),
+                    ("row_count", pa.int64()),
+                    ("truncated", pa.bool_()),
+                    ("error", pa.string()),
+                    ("result_hash", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "What each reference SQL returned on the warehouse, per day.",
+        ),
+        TableSpec(
+            "agent_runs",
+            "model_date",
+            pa.schema(
+                [
+                    ("key", pa.string()),
+                    ("name", pa.string()),
+                    ("model", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("attempt", pa.int32()),
+                    ("input_hash", pa.string()),
+                    ("context_hash", pa.string()),
+                    ("status", pa.string()),
+                    ("final_text", pa.string()),
+                    _json("messages"),
+                    _json("tool_calls"),
+                    _json("queries"),
+                    _json("answer"),
+                    ("input_tokens", pa.int64()),
+                    ("cached_input_tokens", pa.int64()),
+                    ("output_tokens", pa.int64()),
+                    ("total_tokens", pa.int64()),
+                    ("cost_usd", pa.float64()),
+                    ("duration_ms", pa.float64()),
+                    ("turns", pa.int32()),
+                    ("tool_call_count", pa.int32()),
+                    ("error", pa.string()),
+                    ("started_at", pa.string()),
+                    ("finished_at", pa.string()),
+                    ("reused", pa.bool_()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "Every agent run: one attempt of one model at one test, with its transcript.",
+        ),
+        TableSpec(
+            "tool_calls",
+            "model_date",
+            pa.schema(
+                [
+                    ("run_key", pa.string()),
+                    ("name", pa.string()),
+                    ("model", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("attempt", pa.int32()),
+                    ("call_index", pa.int32()),
+                    ("tool", pa.string()),
+                    _json("arguments"),
+                    _json("result"),
+                    ("error", pa.string()),
+                    ("duration_ms", pa.float64()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "Every tool call of every run, one row each.",
+        ),
+        TableSpec(
+            "grades",
+            "model_date",
+            pa.schema(
+                [
+                    ("name", pa.string()),
+                    ("model", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("attempt", pa.int32()),
+                    ("run_key", pa.string()),
+                    ("content_hash", pa.string()),
+                    ("status", pa.string()),
+                    ("passed", pa.bool_()),
+                    ("message", pa.string()),
+                    ("verified", pa.bool_()),
+                    _json("checks"),
+                    ("tokens", pa.int64()),
+                    ("cost_usd", pa.float64()),
+                    ("duration_ms", pa.float64()),
+                    ("tool_call_count", pa.int32()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "The grade of every run: passed, failed (the agent was wrong) or error.",
+        ),
+        TableSpec(
+            "model_summaries",
+            "model_date",
+            pa.schema(
+                [
+                    ("model", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("total", pa.int64()),
+                    ("passed", pa.int64()),
+                    ("failed", pa.int64()),
+                    ("errors", pa.int64()),
+                    ("unverified", pa.int64()),
+                    ("pass_rate", pa.float64()),
+                    ("tokens", pa.int64()),
+                    ("cost_usd", pa.float64()),
+                    ("cost_complete", pa.bool_()),
+                    ("duration_p50_ms", pa.float64()),
+                    ("duration_p95_ms", pa.float64()),
+                    ("avg_duration_ms", pa.float64()),
+                    ("tool_calls", pa.int64()),
+                    ("avg_tool_calls", pa.float64()),
+                    ("suite_hash", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "One row per model and day: pass rate (a fraction in [0, 1]), counts, tokens, cost, latency.",
+        ),
+    )
+}
+
+
+def quote_part(value: str) -> str:
+    """A model id as a folder name (ids hold ':' and may hold '/')."""
+    return urllib.parse.quote(value, safe="")
+
+
+@dataclass(frozen=True)
+class StoreLayout:
+    """Paths below a suite's state folder (default `<suite>/.eval/`)."""
+
+    root: Path
+
+    @property
+    def database(self) -> Path:
+        return self.root / "results.duckdb"
+
+    @property
+    def tables_dir(self) -> Path:
+        return self.root / "store"
+
+    @property
+    def journal_dir(self) -> Path:
+        return self.root / "journal"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.root / "cache"
+
+    @property
+    def recordings_dir(self) -> Path:
+        return self.root / "recordings"
+
+    def table_dir(self, table: str) -> Path:
+        return self.tables_dir / table
+
+    def partition_dir(
+        self, table: str, *, model: str | None = None, run_date: date | None = None
+    ) -> Path:
+        spec = TABLES[table]
+        path = self.table_dir(table)
+        if spec.partitioning in ("date", "model_date"):
+            if run_date is None:
+                raise ValueError(f"table {table} is partitioned by date")
+            path = path / f"date={run_date.isoformat()}"
+        if spec.partitioning == "model_date":
+            if model is None:
+                raise ValueError(f"table {table} is partitioned by model")
+            path = path / f"model={quote_part(model)}"
+        return path
+
+    def glob(self, table: str) -> str:
+        """Every file of a table, for DuckDB's `read_parquet` (schema file included)."""
+        return (self.table_dir(table) / "**" / "*.parquet").as_posix()
+
+    def empty_file(self, table: str) -> Path:
+        """A zero-row file with the table's schema, so the views work before any write."""
+        return self.table_dir(table) / "_schema.parquet"
+
+    def journal_path(self, table: str, model: str, run_date: date, materialization_id: str) -> Path:
+        return (
+            self.journal_dir
+            / table
+            / f"date={run_date.isoformat()}"
+            / f"model={quote_part(model)}"
+            / f"{materialization_id}.jsonl"
+        )

@@ -1,0 +1,170 @@
+"""The Parquet store and results.duckdb: latest-per-partition views, history, journal, concurrency."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from datetime import date
+
+import duckdb
+import pytest
+
+from eval_pipeline.store import (
+    Journal,
+    StoreLayout,
+    ensure_database,
+    journal_files,
+    query,
+    read_journals,
+    read_latest,
+    write_rows,
+)
+
+DAY = date(2026, 6, 1)
+
+
+@pytest.fixture
+def layout(tmp_path):
+    layout = StoreLayout(tmp_path / ".eval")
+    ensure_database(layout)
+    return layout
+
+
+def grade(name: str, model: str, status: str, run_date: date = DAY) -> dict:
+    return {
+        "name": name,
+        "model": model,
+        "run_date": run_date,
+        "attempt": 0,
+        "status": status,
+        "passed": status == "passed",
+        "checks": [{"kind": "data", "status": status}],
+    }
+
+
+def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
+    assert query(layout, "SELECT count(*) AS n FROM grades").n[0] == 0
+    write_rows(
+        layout,
+        "grades",
+        [grade("a", "openai:gpt-4.1", "failed")],
+        model="openai:gpt-4.1",
+        run_date=DAY,
+    )
+    write_rows(
+        layout,
+        "grades",
+        [grade("a", "openai:gpt-4.1", "passed"), grade("b", "openai:gpt-4.1", "passed")],
+        model="openai:gpt-4.1",
+        run_date=DAY,
+    )
+    write_rows(
+        layout,
+        "grades",
+        [grade("a", "anthropic:claude", "error")],
+        model="anthropic:claude",
+        run_date=DAY,
+    )
+    rows = query(layout, "SELECT name, model, status FROM grades ORDER BY model, name")
+    assert rows.values.tolist() == [
+        ["a", "anthropic:claude", "error"],
+        ["a", "openai:gpt-4.1", "passed"],
+        ["b", "openai:gpt-4.1", "passed"],
+    ]
+    assert query(layout, "SELECT count(*) AS n FROM grades_history").n[0] == 4
+    # JSON columns are queryable with DuckDB's json functions
+    assert (
+        query(layout, "SELECT checks->>'$[0].kind' AS kind FROM grades LIMIT 1").kind[0] == "data"
+    )
+    assert [
+        r["name"] for r in read_latest(layout, "grades", model="openai:gpt-4.1", run_date=DAY)
+    ] == ["a", "b"]
+
+
+def test_database_opens_read_only_from_another_process_while_writes_go_on(layout):
+    reader = duckdb.connect(str(layout.database), read_only=True)
+    try:
+        write_rows(layout, "grades", [grade("a", "m", "passed")], model="m", run_date=DAY)
+        assert reader.execute("SELECT count(*) FROM grades").fetchone()[0] == 1
+        code = f"import duckdb; print(duckdb.connect({str(layout.database)!r}, read_only=True).execute('SELECT count(*) FROM grades').fetchone()[0])"
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == "1"
+    finally:
+        reader.close()
+
+
+def test_views_follow_the_store_when_the_suite_folder_moves(tmp_path, layout):
+    write_rows(layout, "grades", [grade("a", "m", "passed")], model="m", run_date=DAY)
+    moved = StoreLayout(tmp_path / "elsewhere" / ".eval")
+    os.renames(layout.root, moved.root)
+    assert query(moved, "SELECT count(*) AS n FROM grades").n[0] == 1
+
+
+def _append_forever(path):
+    with Journal(path) as journal:
+        i = 0
+        while True:
+            journal.append({"i": i, "text": "x" * 1000})
+            i += 1
+
+
+def test_journal_survives_kill_9_and_skips_a_torn_line(layout):
+    path = layout.journal_path("agent_runs", "m", DAY, "crashed")
+    process = multiprocessing.get_context("spawn").Process(target=_append_forever, args=(path,))
+    process.start()
+    while not path.exists() or path.stat().st_size < 50_000:
+        pass
+    os.kill(process.pid, signal.SIGKILL)
+    process.join()
+    with open(path, "a") as handle:
+        handle.write('{"i": "torn')
+    records = read_journals(journal_files(layout, "agent_runs", "m", DAY))
+    assert len(records) >= 40
+    assert [r["i"] for r in records] == list(range(len(records)))
+
+
+def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
+    script = textwrap.dedent(
+        f"""
+        import sys, datetime
+        from pathlib import Path
+        from eval_pipeline.store import StoreLayout, write_rows
+        layout = StoreLayout(Path({str(layout.root)!r}))
+        model = sys.argv[1]
+        for day in range(1, 21):
+            d = datetime.date(2026, 6, day)
+            rows = [{{"name": f"case{{i}}", "model": model, "run_date": d, "attempt": 0,
+                      "status": "passed", "passed": True}} for i in range(50)]
+            write_rows(layout, "grades", rows, model=model, run_date=d)
+        """
+    )
+    reader = textwrap.dedent(
+        f"""
+        import duckdb, time
+        deadline = time.time() + 60
+        seen = 0
+        while seen < 2000 and time.time() < deadline:
+            with duckdb.connect({str(layout.database)!r}, read_only=True) as c:
+                seen = c.execute("SELECT count(*) FROM grades").fetchone()[0]
+        print(seen)
+        """
+    )
+    writers = [subprocess.Popen([sys.executable, "-c", script, f"model-{i}"]) for i in range(2)]
+    watcher = subprocess.Popen(
+        [sys.executable, "-c", reader], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert all(w.wait(timeout=120) == 0 for w in writers)
+    out, err = watcher.communicate(timeout=120)
+    assert watcher.returncode == 0, err
+    assert int(out) == 2000
+    counts = query(
+        layout,
+        "SELECT model, count(*) AS n, count(DISTINCT run_date) AS days FROM grades GROUP BY model ORDER BY model",
+    )
+    assert counts.values.tolist() == [["model-0", 1000, 20], ["model-1", 1000, 20]]
