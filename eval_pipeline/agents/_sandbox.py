@@ -1,0 +1,547 @@
+"""The SQL sandbox: one read-only query at a time on a locked-down DuckDB, with a time limit and row caps."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import csv
+import datetime as dt
+import io
+import json
+import math
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+__all__ = [
+    "ForbiddenStatement",
+    "QueryFailed",
+    "QueryResult",
+    "QueryTimeout",
+    "SandboxError",
+    "SandboxLimits",
+    "SqlSandbox",
+    "to_json_safe",
+]
+
+
+class SandboxError(Exception):
+    """A query the sandbox did not run to completion; `str(error)` is written for the model."""
+
+    def __init__(self, message: str, *, sql: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.sql = sql
+
+
+class ForbiddenStatement(SandboxError):
+    """The query is not one read-only statement, or it tried to reach files, URLs or extensions."""
+
+
+class QueryTimeout(SandboxError):
+    """The query ran past the time limit and was interrupted."""
+
+
+class QueryFailed(SandboxError):
+    """DuckDB rejected or failed the query (syntax, unknown table, out of memory, ...)."""
+
+    def __init__(self, message: str, *, sql: str = "", error_type: str = "") -> None:
+        super().__init__(message, sql=sql)
+        self.error_type = error_type
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """How much one query may take, and how much of its result is kept and shown.
+
+    Args:
+        timeout_s: wall-clock limit per query; past it the query is interrupted.
+        store_max_rows: rows fetched and kept (for grading); the rest is never materialised.
+        model_max_rows: rows shown to the model by `SqlSandbox.render`; the model needs a
+            sample and the row count, not the whole result, and every row costs tokens.
+        max_cell_chars: longer cell values are cut in the model's view (not in `rows`).
+        memory_limit: DuckDB `memory_limit` for the whole database instance, so it is shared
+            by every query running at once on the same sandbox.
+        threads: DuckDB worker threads; None keeps DuckDB's default (one per core).
+        spill_directory: where DuckDB may spill intermediate results. None (the default)
+            disables spilling, so a runaway query fails with "out of memory" instead of filling
+            a disk; when set, spilling is capped at `max_spill_size`.
+        max_spill_size: cap on the spill directory, as DuckDB's `max_temp_directory_size`.
+    """
+
+    timeout_s: float = 30.0
+    store_max_rows: int = 10_000
+    model_max_rows: int = 100
+    max_cell_chars: int = 200
+    memory_limit: str = "2GB"
+    threads: int | None = None
+    spill_directory: Path | None = None
+    max_spill_size: str = "1GB"
+
+    def __post_init__(self) -> None:
+        if self.timeout_s <= 0:
+            raise ValueError("timeout_s must be positive")
+        if not 1 <= self.model_max_rows <= self.store_max_rows:
+            raise ValueError("need 1 <= model_max_rows <= store_max_rows")
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What one query returned, with JSON-safe values (see `to_json_safe`)."""
+
+    sql: str
+    columns: list[str]
+    column_types: list[str]
+    rows: list[tuple[Any, ...]]
+    #: Total rows when the whole result was fetched; when `truncated`, the rows kept
+    #: (counting the rest would mean producing the whole result).
+    row_count: int
+    truncated: bool
+    duration_ms: float
+
+    def to_text(self, *, max_rows: int = 100, max_cell_chars: int = 200) -> str:
+        """The result as compact CSV for a model, with a closing line saying how many rows exist.
+
+        NULL is written `NULL` (an empty cell would read as an empty string).
+        """
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(self.columns)
+        for row in self.rows[:max_rows]:
+            writer.writerow(_cell_text(value, max_cell_chars) for value in row)
+        shown = min(len(self.rows), max_rows)
+        if self.truncated:
+            note = (
+                f"(showing {shown:,} of more than {self.row_count:,} rows; aggregate, filter "
+                "or add LIMIT to get the rows that matter)"
+            )
+        elif shown < self.row_count:
+            note = f"(showing {shown:,} of {self.row_count:,} rows)"
+        else:
+            note = f"({self.row_count:,} row{'' if self.row_count == 1 else 's'})"
+        return out.getvalue() + note
+
+
+class SqlSandbox:
+    """Runs one read-only statement per call against a locked-down DuckDB database.
+
+    Thread-safe: every call gets its own cursor (a connection to the shared database
+    instance), so `asyncio.to_thread(sandbox.execute, sql)` may run many queries at once.
+    Defences are layered: the statement type is checked with DuckDB's own parser; the database
+    is read-only (a file) or each query runs in a transaction that is rolled back (in memory);
+    `enable_external_access=false` blocks files, URLs and extensions; `lock_configuration`
+    stops settings changes; the timer interrupts slow queries.
+    """
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection, limits: SandboxLimits) -> None:
+        """Wrap an already locked connection; use `for_file` or `in_memory` instead."""
+        self._connection: duckdb.DuckDBPyConnection | None = connection
+        self._lock = threading.Lock()
+        self.limits = limits
+
+    @classmethod
+    def for_file(cls, path: str | Path, *, limits: SandboxLimits | None = None) -> SqlSandbox:
+        """Open a DuckDB database file read-only and locked.
+
+        The file stays open (holding DuckDB's read lock) until `close`, because opening it
+        per query costs ~30 ms against ~1 ms for a cursor and the checks. DuckDB allows one configuration
+        per file per process, so share one sandbox per warehouse.
+        """
+        limits = limits or SandboxLimits()
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"warehouse database not found: {path}")
+        try:
+            connection = duckdb.connect(str(path), read_only=True, config=_resource_config(limits))
+        except duckdb.ConnectionException as error:
+            raise RuntimeError(
+                f"cannot open {path} read-only for the SQL sandbox: {error}. DuckDB allows one "
+                "configuration per database file per process: close read-write connections to "
+                "it and share one SqlSandbox per file."
+            ) from error
+        try:
+            _lock_down(connection, limits)
+        except BaseException:
+            connection.close()
+            raise
+        return cls(connection, limits)
+
+    @classmethod
+    def in_memory(
+        cls,
+        setup: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+        *,
+        tables: Mapping[str, Any] | None = None,
+        limits: SandboxLimits | None = None,
+    ) -> SqlSandbox:
+        """Build an in-memory database, fill it with full access, then lock it down.
+
+        Args:
+            setup: called with an unrestricted connection before the lockdown, e.g. to create
+                tables from newline-delimited JSON files.
+            tables: pandas DataFrames (or anything DuckDB scans) copied into tables of those
+                names, after `setup`.
+            limits: resource limits; the defaults suit answer extraction too.
+        """
+        limits = limits or SandboxLimits()
+        connection = duckdb.connect(":memory:", config=_resource_config(limits))
+        try:
+            if setup is not None:
+                setup(connection)
+            for name, frame in (tables or {}).items():
+                connection.register("__sandbox_source", frame)
+                connection.execute(
+                    f"CREATE TABLE {_quote_identifier(name)} AS SELECT * FROM __sandbox_source"
+                )
+                connection.unregister("__sandbox_source")
+            _lock_down(connection, limits)
+        except BaseException:
+            connection.close()
+            raise
+        return cls(connection, limits)
+
+    def execute(self, sql: str) -> QueryResult:
+        """Run one read-only statement and fetch at most `limits.store_max_rows` rows.
+
+        Raises:
+            ForbiddenStatement: not exactly one read statement, or it reached for files/URLs.
+            QueryTimeout: interrupted after `limits.timeout_s`.
+            QueryFailed: DuckDB's error (syntax, binder, out of memory), for the model to fix.
+        """
+        statement = _check_statement(sql)
+        cursor = self._cursor()
+        timed_out, finished = threading.Event(), threading.Event()
+        guard = threading.Lock()
+
+        def interrupt() -> None:
+            with guard:  # never interrupt a cursor that is being closed
+                if not finished.is_set():
+                    timed_out.set()
+                    cursor.interrupt()
+
+        timer = threading.Timer(self.limits.timeout_s, interrupt)
+        timer.daemon = True
+        cap = self.limits.store_max_rows
+        started = time.perf_counter()
+        try:
+            # Rolled back below: undoes writes that get past the statement check, such as a
+            # DELETE ... RETURNING inside a CTE, which DuckDB reports as a SELECT.
+            cursor.execute("BEGIN TRANSACTION")
+            timer.start()
+            cursor.execute(statement)
+            description = cursor.description or []
+            fetched = cursor.fetchmany(cap + 1)
+        except duckdb.Error as error:
+            raise self._translate(error, sql, timed_out.is_set()) from None
+        finally:
+            timer.cancel()
+            with guard:
+                finished.set()
+            _discard(cursor)
+        duration_ms = (time.perf_counter() - started) * 1000
+        rows = [tuple(to_json_safe(value) for value in row) for row in fetched[:cap]]
+        return QueryResult(
+            sql=sql,
+            columns=[column[0] for column in description],
+            column_types=[str(column[1]) for column in description],
+            rows=rows,
+            row_count=len(rows),
+            truncated=len(fetched) > cap,
+            duration_ms=round(duration_ms, 3),
+        )
+
+    def render(self, result: QueryResult) -> str:
+        """What goes back to the model: `result.to_text` capped at this sandbox's limits."""
+        return result.to_text(
+            max_rows=self.limits.model_max_rows, max_cell_chars=self.limits.max_cell_chars
+        )
+
+    def close(self) -> None:
+        """Release the database (and its file lock); queries still running are cut off."""
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None
+
+    def __enter__(self) -> SqlSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _cursor(self) -> duckdb.DuckDBPyConnection:
+        with self._lock:
+            if self._connection is None:
+                raise RuntimeError("the SQL sandbox is closed")
+            return self._connection.cursor()
+
+    def _translate(self, error: duckdb.Error, sql: str, timed_out: bool) -> SandboxError:
+        if timed_out or isinstance(error, duckdb.InterruptException):
+            return QueryTimeout(
+                f"The query was stopped after {self.limits.timeout_s:g} s, the time limit. Make "
+                "it cheaper: filter early, aggregate before joining, avoid cross joins.",
+                sql=sql,
+            )
+        if isinstance(error, duckdb.PermissionException):
+            return ForbiddenStatement(
+                f"{_trim(error)}\nReading or writing files, URLs and extensions is not allowed. "
+                "Query the tables in the database instead (SHOW TABLES lists them).",
+                sql=sql,
+            )
+        if isinstance(error, duckdb.OutOfMemoryException):
+            # DuckDB's own advice (set temp_directory) is something the model cannot do.
+            return QueryFailed(
+                f"Out of Memory Error: the query needed more than the sandbox's "
+                f"{self.limits.memory_limit}. Hold less at once: filter early, aggregate before "
+                "joining, avoid sorting huge results, or add LIMIT.",
+                sql=sql,
+                error_type=type(error).__name__,
+            )
+        return QueryFailed(_trim(error), sql=sql, error_type=type(error).__name__)
+
+
+# --- the statement check ------------------------------------------------------------------
+
+_ALLOWED = (
+    "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT, FROM ..., "
+    "VALUES, PIVOT/UNPIVOT), DESCRIBE, SHOW, SUMMARIZE or EXPLAIN."
+)
+_WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+_ADVICE = {
+    **dict.fromkeys(
+        [
+            "INSERT",
+            "UPDATE",
+            "DELETE",
+            "MERGE_INTO",
+            "CREATE",
+            "CREATE_FUNC",
+            "DROP",
+            "ALTER",
+            "VACUUM",
+            "ANALYZE",
+            "COPY_DATABASE",
+        ],
+        _WRITE,
+    ),
+    "ATTACH": "Only the tables already available can be queried (SHOW TABLES lists them).",
+    "DETACH": "Only the tables already available can be queried (SHOW TABLES lists them).",
+    "COPY": "Files cannot be written or read. Run the SELECT itself: its result comes back.",
+    "EXPORT": "Files cannot be written. Run a SELECT: its result comes back.",
+    "LOAD": "Extensions cannot be installed or loaded; use DuckDB's built-in functions.",
+    "EXTENSION": "Extensions cannot be installed or loaded; use DuckDB's built-in functions.",
+    "PRAGMA": "To inspect tables use SHOW TABLES, DESCRIBE <table> or "
+    "SELECT * FROM pragma_table_info('<table>').",
+    "SET": "Settings and variables cannot be changed (SET, RESET, USE): write "
+    "schema-qualified names, and use WITH for intermediate values.",
+    "VARIABLE_SET": "Variables cannot be set; use a CTE (WITH) for intermediate values.",
+    "CALL": "Call table functions in a FROM clause instead: SELECT * FROM <function>(...).",
+    "PREPARE": "Prepared statements are not available; write the values into the query.",
+    "EXECUTE": "Prepared statements are not available; write the values into the query.",
+    "TRANSACTION": "Transactions are not needed: send the SELECT on its own.",
+}
+# DuckDB parses any statement containing a PIVOT without an IN list as MULTI (it first
+# creates an enum type), including CREATE TABLE ... AS PIVOT; accept it when it reads.
+_READ_KEYWORDS = frozenset(
+    {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "PIVOT", "PIVOT_WIDER", "UNPIVOT"}
+    | {"PIVOT_LONGER", "DESCRIBE", "SHOW", "SUMMARIZE"}
+)
+_NOISE = r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+_LEADING_NOISE = re.compile(rf"(?:{_NOISE}\(?)*", re.DOTALL)
+_EXPLAIN = re.compile(
+    rf"{_NOISE}EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^)]*\)\s*)?", re.IGNORECASE | re.DOTALL
+)
+_KEYWORD = re.compile(r"[A-Za-z_]+")
+
+
+def _check_statement(sql: str) -> duckdb.Statement:
+    """The one read statement in `sql`, as parsed by DuckDB, or `ForbiddenStatement`.
+
+    Parse errors become `QueryFailed` with DuckDB's message.
+    """
+    statements = _parse(sql)
+    if not statements:
+        raise ForbiddenStatement(f"The query is empty. {_ALLOWED}", sql=sql)
+    if len(statements) > 1:
+        kinds = ", ".join(_leading_keyword(s.query) or _kind(s) for s in statements)
+        raise ForbiddenStatement(
+            f"Send one SQL statement per call; this query has {len(statements)} ({kinds}). "
+            f"Run them one at a time, or combine them with WITH. {_ALLOWED}",
+            sql=sql,
+        )
+    statement = statements[0]
+    _require_read(statement, sql, explained=False)
+    return statement
+
+
+def _parse(sql: str) -> list[duckdb.Statement]:
+    try:
+        return duckdb.extract_statements(sql)
+    except duckdb.Error as error:
+        raise QueryFailed(_trim(error), sql=sql, error_type=type(error).__name__) from None
+
+
+def _kind(statement: duckdb.Statement) -> str:
+    try:
+        return statement.type.name
+    except ValueError:
+        # A statement type the Python client has no enum member for (UPDATE EXTENSIONS).
+        return "UNKNOWN"
+
+
+def _require_read(statement: duckdb.Statement, sql: str, *, explained: bool) -> None:
+    kind = _kind(statement)
+    word = _leading_keyword(statement.query) or kind
+    if kind == "SELECT":
+        return
+    if kind == "MULTI":
+        if word in _READ_KEYWORDS:
+            return
+        kind = "CREATE"  # a write wrapped around a PIVOT
+    if kind == "EXPLAIN" and not explained:
+        prefix = _EXPLAIN.match(statement.query)
+        inner = _parse(statement.query[prefix.end() :]) if prefix else []
+        if len(inner) == 1:
+            _require_read(inner[0], sql, explained=True)
+            return
+        raise ForbiddenStatement(f"EXPLAIN must be followed by one SELECT. {_ALLOWED}", sql=sql)
+    parts = [f"{word} is not allowed here.", _ADVICE.get(kind, ""), _ALLOWED]
+    raise ForbiddenStatement(" ".join(part for part in parts if part), sql=sql)
+
+
+def _leading_keyword(sql: str) -> str:
+    start = _LEADING_NOISE.match(sql)
+    word = _KEYWORD.match(sql, start.end() if start else 0)
+    return word.group(0).upper() if word else ""
+
+
+# --- engine configuration ----------------------------------------------------------------
+
+
+def _resource_config(limits: SandboxLimits) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+        "memory_limit": limits.memory_limit,
+        # An empty temp_directory turns spilling off; the default would spill next to the
+        # database file (or into the working directory for an in-memory database).
+        "temp_directory": str(limits.spill_directory) if limits.spill_directory else "",
+        "max_temp_directory_size": limits.max_spill_size,
+    }
+    if limits.threads is not None:
+        config["threads"] = limits.threads
+    return config
+
+
+def _lock_down(connection: duckdb.DuckDBPyConnection, limits: SandboxLimits) -> None:
+    """Apply every limit with SET, in order, the configuration lock last.
+
+    SET rather than connect config: DuckDB applies connect config in an order of its own, and
+    `temp_directory` then fails once `enable_external_access` is off. Re-applying the resource
+    limits also undoes whatever an in-memory `setup` changed.
+    """
+    locked, external = connection.execute(
+        "SELECT current_setting('lock_configuration'), current_setting('enable_external_access')"
+    ).fetchone()
+    if locked and not external:
+        return  # a database instance shared with another sandbox on the same file
+    settings = {
+        **_resource_config(limits),
+        # Python replacement scans would let a query read any DataFrame variable in scope.
+        "python_enable_replacements": False,
+        "enable_external_access": False,
+        "lock_configuration": True,
+    }
+    for name, value in settings.items():
+        connection.execute(f"SET {name} = {_sql_literal(value)}")
+
+
+def _sql_literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _quote_identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _discard(cursor: duckdb.DuckDBPyConnection) -> None:
+    # Closing rolls back too, and a late interrupt may hit the ROLLBACK itself.
+    with contextlib.suppress(duckdb.Error):
+        cursor.execute("ROLLBACK")
+    cursor.close()
+
+
+def _trim(error: BaseException, limit: int = 1_000) -> str:
+    message = str(error).strip()
+    return message if len(message) <= limit else message[: limit - 1] + "…"
+
+
+# --- values --------------------------------------------------------------------------------
+
+
+def to_json_safe(value: Any) -> Any:
+    """A DuckDB value as plain JSON data.
+
+    DECIMAL → float: grading compares numbers with tolerances, and 15 significant digits
+    cover any money amount a test checks; the exact type stays in `column_types`.
+    Dates, times and timestamps → ISO 8601 strings; INTERVAL → str of the timedelta;
+    BLOB → "base64:..."; UUID → str; NaN → None; ±inf → "Infinity" / "-Infinity";
+    LIST/ARRAY → list; STRUCT/MAP → dict with string keys. Integers stay exact.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, Decimal):
+        return to_json_safe(float(value))
+    if isinstance(value, dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return str(value)
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "base64:" + base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [to_json_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {_key_text(key): to_json_safe(item) for key, item in value.items()}
+    return str(value)
+
+
+def _key_text(key: Any) -> str:
+    safe = to_json_safe(key)
+    return safe if isinstance(safe, str) else str(safe)
+
+
+def _cell_text(value: Any, max_chars: int) -> str:
+    if value is None:
+        text = "NULL"
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, list | dict):
+        text = _compact_json(value)
+    else:
+        text = str(value)
+    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
