@@ -81,6 +81,7 @@ class CachedChatModel:
     def __init__(self, model: ChatModel, cache: CompletionCache) -> None:
         self.model = model
         self.model_id = model.model_id
+        self.costs = model.costs
         self.cache = cache
         self.hits = 0
         self.misses = 0

@@ -1,0 +1,113 @@
+"""What the built-in agent can learn about the warehouse: its tables, columns and dbt descriptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval_pipeline.agents._sandbox import SqlSandbox
+from eval_pipeline.suite._context import dbt_doc_files
+
+_HIDDEN_SCHEMAS = ("information_schema", "pg_catalog")
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    name: str
+    type: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    schema: str
+    name: str
+    description: str = ""
+    columns: tuple[ColumnInfo, ...] = field(default_factory=tuple)
+
+    @property
+    def qualified_name(self) -> str:
+        """How a query names the table: bare in the default schema, `schema.table` elsewhere."""
+        return self.name if self.schema == "main" else f"{self.schema}.{self.name}"
+
+
+def dbt_descriptions(dbt_project: Path | None) -> dict[str, tuple[str, dict[str, str]]]:
+    """model name → (description, {column: description}) from the project's schema YAML files."""
+    found: dict[str, tuple[str, dict[str, str]]] = {}
+    if dbt_project is None:
+        return found
+    for path in dbt_doc_files(dbt_project):
+        if path.suffix not in (".yml", ".yaml"):
+            continue
+        try:
+            data: Any = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            continue  # dbt itself reports a broken schema file; the agent just gets no docs
+        for model in (data.get("models") or []) + (data.get("seeds") or []):
+            if not isinstance(model, dict) or "name" not in model:
+                continue
+            columns = {
+                str(c["name"]): str(c.get("description") or "").strip()
+                for c in model.get("columns") or []
+                if isinstance(c, dict) and "name" in c
+            }
+            found[str(model["name"])] = (str(model.get("description") or "").strip(), columns)
+    return found
+
+
+class WarehouseCatalog:
+    """The warehouse's tables with their columns, types and dbt descriptions, read once."""
+
+    def __init__(self, tables: list[TableInfo]) -> None:
+        self.tables = tables
+
+    @classmethod
+    def load(cls, sandbox: SqlSandbox, dbt_project: Path | None = None) -> WarehouseCatalog:
+        docs = dbt_descriptions(dbt_project)
+        listing = sandbox.execute(
+            "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
+            f"WHERE table_schema NOT IN {_HIDDEN_SCHEMAS} ORDER BY table_schema <> 'main', "
+            "table_schema, table_name, ordinal_position"
+        )
+        grouped: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for schema, table, column, data_type in listing.rows:
+            grouped.setdefault((schema, table), []).append((column, data_type))
+        tables = []
+        for (schema, table), columns in grouped.items():
+            description, column_docs = docs.get(table, ("", {}))
+            tables.append(
+                TableInfo(
+                    schema=schema,
+                    name=table,
+                    description=description,
+                    columns=tuple(ColumnInfo(c, t, column_docs.get(c, "")) for c, t in columns),
+                )
+            )
+        return cls(tables)
+
+    def find(self, name: str) -> TableInfo | None:
+        wanted = name.strip().strip('"').lower()
+        for table in self.tables:
+            if wanted in (table.qualified_name.lower(), f"{table.schema}.{table.name}".lower()):
+                return table
+        matches = [t for t in self.tables if t.name.lower() == wanted]
+        return matches[0] if matches else None
+
+    def list_text(self) -> str:
+        lines = [
+            f"- {t.qualified_name}: {t.description or '(no description)'}" for t in self.tables
+        ]
+        return "\n".join(lines) or "(the warehouse has no tables)"
+
+    def describe_text(self, table: TableInfo) -> str:
+        lines = [
+            f"Table {table.qualified_name}: {table.description or '(no description)'}",
+            "Columns:",
+        ]
+        for column in table.columns:
+            doc = f" — {column.description}" if column.description else ""
+            lines.append(f"- {column.name} ({column.type}){doc}")
+        return "\n".join(lines)

@@ -1,0 +1,219 @@
+"""Answer extraction: turn what the agent queried into the table to compare with the reference.
+
+nao's method: every `execute_sql` result of the run is loaded into an in-memory DuckDB as a
+table named after its query id (rows go in as newline-delimited JSON, so DuckDB infers the
+types), and the extraction model writes one DuckDB query over those tables returning the
+expected columns. The model never retypes numbers, so nothing is lost to transcription.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import duckdb
+import pandas as pd
+
+from eval_pipeline.agents._errors import AgentError
+from eval_pipeline.agents._sandbox import SandboxError, SandboxLimits, SqlSandbox
+from eval_pipeline.agents._types import AgentRun, ChatMessage, QueryRecord
+from eval_pipeline.grading._reference import frame_from_rows
+
+if TYPE_CHECKING:
+    from eval_pipeline.agents._chat import ChatModel
+
+Strategy = Literal["llm", "last_query"]
+NO_ANSWER = "NO_ANSWER"
+_SAMPLE_ROWS = 5
+_SQL_BLOCK = re.compile(r"```(?:sql|duckdb)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
+
+EXTRACTION_SYSTEM = f"""\
+You turn the results an analytics assistant fetched into the table its final answer states.
+The assistant's query results are loaded in DuckDB, one table per query. Write ONE DuckDB \
+SELECT over those tables only, returning exactly the requested columns, in that order, \
+with those names, holding the values the assistant's answer gives. Select or aggregate \
+rows; never type numbers or strings from the answer into the query. If the tables do not \
+contain the answer, reply {NO_ANSWER}. Reply with the SQL in a ```sql block, nothing else."""
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """The agent's answer as a table, or why there is none.
+
+    `status` "ok" has a frame; "no_answer" means the agent's data holds no answer (the run
+    fails the data check); "error" means extraction itself could not be done (the check is
+    an error, not a failure of the agent).
+    """
+
+    status: Literal["ok", "no_answer", "error"]
+    frame: pd.DataFrame | None = None
+    source: str = ""
+    query: str | None = None
+    message: str = ""
+
+
+def _successful(queries: Sequence[QueryRecord]) -> list[QueryRecord]:
+    return [q for q in queries if q.error is None and q.columns]
+
+
+def _unique(columns: Sequence[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    names = []
+    for column in columns:
+        name = column or "column"
+        if name in seen:
+            seen[name] += 1
+            name = f"{name}_{seen[name]}"
+        else:
+            seen[name] = 0
+        names.append(name)
+    return names
+
+
+def _table_name(query_id: str) -> str:
+    name = re.sub(r"\W", "_", query_id)
+    return name if name and not name[0].isdigit() else f"q_{name}"
+
+
+def _load_tables(queries: Sequence[QueryRecord], folder: Path):
+    def setup(connection: duckdb.DuckDBPyConnection) -> None:
+        for query in queries:
+            table = _table_name(query.id)
+            columns = _unique(query.columns)
+            if not query.rows:
+                types = query.column_types or ["VARCHAR"] * len(columns)
+                spec = ", ".join(f'"{c}" {t}' for c, t in zip(columns, types, strict=False))
+                connection.execute(f'CREATE TABLE "{table}" ({spec})')
+                continue
+            path = folder / f"{table}.jsonl"
+            with open(path, "w", encoding="utf-8") as handle:
+                for row in query.rows:
+                    handle.write(
+                        json.dumps(dict(zip(columns, row, strict=False)), default=str) + "\n"
+                    )
+            connection.execute(
+                f"CREATE TABLE \"{table}\" AS SELECT * FROM read_json_auto(?, format = 'newline_delimited')",
+                [str(path)],
+            )
+
+    return setup
+
+
+def _describe(queries: Sequence[QueryRecord]) -> str:
+    parts = []
+    for query in queries:
+        table = _table_name(query.id)
+        columns = ", ".join(_unique(query.columns))
+        sample = "\n".join(json.dumps(row, default=str) for row in query.rows[:_SAMPLE_ROWS])
+        parts.append(
+            f"Table {table} ({query.row_count} rows; columns: {columns}) from the query:\n"
+            f"{query.sql}\nFirst rows:\n{sample or '(none)'}"
+        )
+    return "\n\n".join(parts)
+
+
+def parse_sql_reply(text: str) -> str | None:
+    """The SQL in a model's reply (a fenced block, or the bare text); None for NO_ANSWER."""
+    if NO_ANSWER in text and "select" not in text.lower():
+        return None
+    match = _SQL_BLOCK.search(text)
+    sql = (match.group(1) if match else text).strip().rstrip(";").strip()
+    return sql or None
+
+
+def extract_last_query(run: AgentRun) -> Extraction:
+    """The result of the run's last successful query, taken as the answer (no model call)."""
+    queries = _successful(run.queries)
+    if not queries:
+        return Extraction(
+            "no_answer", source="last_query", message="the agent ran no successful query"
+        )
+    last = queries[-1]
+    return Extraction(
+        "ok", frame_from_rows(last.columns, last.rows), source="last_query", query=last.sql
+    )
+
+
+async def extract_answer(
+    run: AgentRun,
+    expected_columns: Sequence[str],
+    *,
+    strategy: Strategy = "llm",
+    model: ChatModel | None = None,
+) -> Extraction:
+    """The agent's answer as a table with the expected columns.
+
+    Args:
+        run: a completed run; an external agent's `answer` is used as given.
+        expected_columns: the reference result's columns, which the extraction returns.
+        strategy: "llm" (nao's method, needs `model`) or "last_query" (no model call: the
+            last successful query is the answer, for agents whose final query is the answer).
+        model: the extraction model.
+    """
+    if run.answer is not None:
+        columns, rows = run.answer.get("columns") or [], run.answer.get("rows") or []
+        return Extraction(
+            "ok", frame_from_rows(list(columns), [list(r) for r in rows]), source="answer"
+        )
+    if strategy == "last_query":
+        return extract_last_query(run)
+    queries = _successful(run.queries)
+    if not queries:
+        return Extraction("no_answer", source="llm", message="the agent ran no successful query")
+    if model is None:
+        return Extraction(
+            "error", source="llm", message="no extraction model configured: set test.judge_model"
+        )
+    with tempfile.TemporaryDirectory(prefix="eval-extract-") as folder:
+        limits = SandboxLimits(timeout_s=20.0, store_max_rows=100_000, model_max_rows=20)
+        with SqlSandbox.in_memory(_load_tables(queries, Path(folder)), limits=limits) as sandbox:
+            return await _extract_with_model(run, expected_columns, queries, sandbox, model)
+
+
+async def _extract_with_model(
+    run: AgentRun,
+    expected_columns: Sequence[str],
+    queries: Sequence[QueryRecord],
+    sandbox: SqlSandbox,
+    model: ChatModel,
+) -> Extraction:
+    prompt = (
+        f"Columns to return, in order: {', '.join(expected_columns)}\n\n"
+        f"The assistant's final answer:\n{run.final_text or '(no text)'}\n\n{_describe(queries)}"
+    )
+    messages = [ChatMessage("system", EXTRACTION_SYSTEM), ChatMessage("user", prompt)]
+    last_error = ""
+    for attempt in range(2):  # one repair attempt, carrying the error
+        try:
+            completion = await model.complete(messages, tools=(), max_tokens=1024)
+        except AgentError as error:
+            return Extraction(
+                "error", source="llm", message=f"extraction model unavailable: {error}"
+            )
+        sql = parse_sql_reply(completion.text)
+        if sql is None:
+            return Extraction(
+                "no_answer", source="llm", message="the agent's query results hold no answer"
+            )
+        try:
+            result = sandbox.execute(sql)
+        except SandboxError as error:
+            last_error = str(error)
+            if attempt == 0:
+                messages += [
+                    ChatMessage("assistant", completion.text),
+                    ChatMessage(
+                        "user", f"That query failed:\n{last_error}\nReply with a corrected query."
+                    ),
+                ]
+            continue
+        frame = frame_from_rows(list(result.columns), [list(r) for r in result.rows])
+        return Extraction("ok", frame, source="llm", query=sql)
+    return Extraction(
+        "error", source="llm", message=f"the extraction query failed twice: {last_error}"
+    )

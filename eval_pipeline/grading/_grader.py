@@ -1,0 +1,251 @@
+"""Turns stored runs plus their case into grades; never calls the agent under test."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from eval_pipeline.agents._replay import call_context, relabel
+from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.grading._assertions import check_assertions
+from eval_pipeline.grading._compare import compare_results
+from eval_pipeline.grading._extraction import Strategy, extract_answer
+from eval_pipeline.grading._judges import Judge
+from eval_pipeline.grading._metrics import RunOutcome
+from eval_pipeline.grading._ordering import sql_is_ordered
+from eval_pipeline.grading._reference import ReferenceResult
+from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
+from eval_pipeline.grading._tool_calls import check_tool_calls
+from eval_pipeline.grading._verdict import CheckResult, GradeStatus, check_to_dict, combine
+from eval_pipeline.suite import Case, Tolerance
+
+if TYPE_CHECKING:
+    from eval_pipeline.agents._chat import ChatModel
+
+DATA_PREVIEW_ROWS = 200  # rows of actual/expected/diff kept in a grade, for people to read
+
+
+@dataclass
+class Grade:
+    """The verdict on one run, with each check's outcome and details."""
+
+    name: str
+    model: str
+    run_date: date
+    attempt: int
+    run_key: str
+    content_hash: str
+    status: GradeStatus
+    message: str
+    verified: bool
+    checks: list[CheckResult] = field(default_factory=list)
+    tokens: int = 0
+    cost_usd: float | None = None
+    duration_ms: float = 0.0
+    tool_call_count: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.status is GradeStatus.PASSED
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "run_date": self.run_date,
+            "attempt": self.attempt,
+            "run_key": self.run_key,
+            "content_hash": self.content_hash,
+            "status": self.status.value,
+            "passed": self.passed,
+            "message": self.message,
+            "verified": self.verified,
+            "checks": [check_to_dict(c) for c in self.checks],
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "duration_ms": self.duration_ms,
+            "tool_call_count": self.tool_call_count,
+        }
+
+    def outcome(self) -> RunOutcome:
+        return RunOutcome(
+            name=self.name,
+            model=self.model,
+            attempt=self.attempt,
+            status=self.status,
+            tokens=self.tokens,
+            cost_usd=self.cost_usd,
+            duration_ms=self.duration_ms,
+            tool_call_count=self.tool_call_count,
+            verified=self.verified,
+        )
+
+
+def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
+    if frame is None:
+        return None
+    head = frame.head(DATA_PREVIEW_ROWS)
+    return json.loads(head.to_json(orient="records", date_format="iso", default_handler=str))
+
+
+class Grader:
+    """Grades runs of cases.
+
+    Args:
+        judge_model: the model behind evaluators, `llm_judge` arguments, consistency and
+            answer extraction; None makes those checks errors (not failures).
+        extraction: "llm" (nao's extraction) or "last_query".
+        tolerance: the suite's comparison defaults; a case's `comparison` wins.
+    """
+
+    def __init__(
+        self,
+        *,
+        judge_model: ChatModel | None = None,
+        extraction: Strategy = "llm",
+        tolerance: Tolerance | None = None,
+    ) -> None:
+        self.judge_model = judge_model
+        self.judge = Judge(judge_model) if judge_model is not None else None
+        self.extraction = extraction
+        self.tolerance = tolerance or Tolerance()
+
+    async def grade_case(
+        self, case: Case, runs: list[AgentRun], reference: ReferenceResult | None = None
+    ) -> list[Grade]:
+        """Grade every run of a case; consistency is judged once across the runs."""
+        consistency = None
+        if case.consistency is not None:
+            replies = [(r.attempt, r.final_text) for r in runs if r.status is RunStatus.COMPLETED]
+            with call_context(case.name, 0, "consistency"):
+                consistency = await check_consistency(
+                    case.consistency, case.prompt, replies, self.judge
+                )
+        return list(
+            await asyncio.gather(
+                *(self.grade_run(case, run, reference, consistency) for run in runs)
+            )
+        )
+
+    async def grade_run(
+        self,
+        case: Case,
+        run: AgentRun,
+        reference: ReferenceResult | None,
+        consistency: CheckResult | None = None,
+    ) -> Grade:
+        if run.status is RunStatus.ERROR:
+            checks: list[CheckResult] = []
+            status, message, verified = (
+                GradeStatus.ERROR,
+                run.error or "the run failed",
+                bool(case.kinds),
+            )
+        else:
+            with call_context(case.name, run.attempt, "grading"):
+                checks = await self._checks(case, run, reference, consistency)
+            verdict = combine(checks)
+            status, message, verified = verdict.status, verdict.message, verdict.verified
+        return Grade(
+            name=case.name,
+            model=run.model,
+            run_date=run.run_date,
+            attempt=run.attempt,
+            run_key=run.key,
+            content_hash=case.content_hash,
+            status=status,
+            message=message,
+            verified=verified,
+            checks=checks,
+            tokens=run.usage.total_tokens,
+            cost_usd=run.cost_usd,
+            duration_ms=run.duration_ms,
+            tool_call_count=len(run.tool_calls),
+        )
+
+    async def _checks(
+        self,
+        case: Case,
+        run: AgentRun,
+        reference: ReferenceResult | None,
+        consistency: CheckResult | None,
+    ) -> list[CheckResult]:
+        pending = []
+        if case.sql is not None:
+            pending.append(self.check_data(case, run, reference))
+        if case.tool_calls:
+            pending.append(self.check_tool_calls(case, run))
+        if case.evaluators:
+            pending.append(
+                check_evaluators(case.evaluators, case.messages, run.final_text, self.judge)
+            )
+        checks = list(await asyncio.gather(*pending))
+        if case.assertions:
+            checks.insert(
+                1 if case.sql is not None else 0, check_assertions(case.assertions, run.tool_calls)
+            )
+        if consistency is not None:
+            checks.append(consistency)
+        return checks
+
+    async def check_tool_calls(self, case: Case, run: AgentRun) -> CheckResult:
+        with relabel("tool_arguments"):
+            judge = self.judge.judge_argument if self.judge else None
+            return await check_tool_calls(case.tool_calls, run.tool_calls, judge=judge)
+
+    async def check_data(
+        self, case: Case, run: AgentRun, reference: ReferenceResult | None
+    ) -> CheckResult:
+        """Compare the agent's answer, as data, with the reference result."""
+        details: dict[str, Any] = {"reference_sql": case.sql}
+        if reference is None:
+            return CheckResult(
+                "data",
+                GradeStatus.ERROR,
+                "no reference result for this date: materialize reference_results",
+                details,
+            )
+        if reference.error:
+            return CheckResult("data", GradeStatus.ERROR, reference.error, details)
+        if reference.truncated:
+            return CheckResult(
+                "data",
+                GradeStatus.ERROR,
+                f"the reference result has more than {reference.row_count:,} rows; it cannot be compared whole",
+                details,
+            )
+        expected = reference.to_frame()
+        details["expected_data"] = _records(expected)
+        with relabel("extraction"):
+            extraction = await extract_answer(
+                run, reference.columns, strategy=self.extraction, model=self.judge_model
+            )
+        details.update(extraction_source=extraction.source, extraction_query=extraction.query)
+        if extraction.status == "error":
+            return CheckResult("data", GradeStatus.ERROR, extraction.message, details)
+        if extraction.status == "no_answer":
+            return CheckResult(
+                "data", GradeStatus.FAILED, f"no answer data: {extraction.message}", details
+            )
+        tolerance = case.comparison or self.tolerance
+        ordered = case.ordered if case.ordered is not None else sql_is_ordered(case.sql or "")
+        comparison = compare_results(
+            extraction.frame,
+            expected,
+            ordered=ordered,
+            decimals=tolerance.decimals,
+            rtol=tolerance.rtol,
+            atol=tolerance.atol,
+        )
+        details.update(
+            actual_data=_records(extraction.frame),
+            ordered=ordered,
+            diff=_records(comparison.diff) or [],
+        )
+        status = GradeStatus.PASSED if comparison.passed else GradeStatus.FAILED
+        return CheckResult("data", status, comparison.message, details)

@@ -1,0 +1,185 @@
+"""LLM judges: reply evaluators (Calibrate), tool-argument criteria, and pairwise consistency (oxy)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from eval_pipeline.agents._errors import AgentError
+from eval_pipeline.agents._types import ChatMessage
+from eval_pipeline.grading._tool_calls import JudgeDecision
+from eval_pipeline.suite import Message
+
+if TYPE_CHECKING:
+    from eval_pipeline.agents._chat import ChatModel
+
+JUDGE_MAX_TOKENS = 1024
+
+_VERDICT_FORMAT = (
+    'Answer with one JSON object and nothing else: {"passed": true or false, "reasoning": '
+    '"one or two sentences on why"}.'
+)
+
+EVALUATOR_SYSTEM = (
+    "You grade replies of an analytics assistant against a criterion written by the person who "
+    "wrote the test. Judge only what the criterion asks; do not reward style it does not mention. "
+    + _VERDICT_FORMAT
+)
+
+ARGUMENT_SYSTEM = (
+    "You check one argument that an analytics assistant passed to a tool, against a criterion "
+    "written by the person who wrote the test. " + _VERDICT_FORMAT
+)
+
+DEFAULT_CONSISTENCY_PROMPT = """\
+You compare two answers that an analytics assistant gave to the same question, to decide \
+whether they state the same facts.
+
+Question: {{ task_description }}
+
+[Submission 1]
+{{ submission_1 }}
+[/Submission 1]
+
+[Submission 2]
+{{ submission_2 }}
+[/Submission 2]
+
+They are CONSISTENT (A) when they differ only in:
+- rounding or precision, with figures less than 0.1% apart (1,081,396 vs 1,081,395.67; 42.7% vs 42.67%);
+- formatting of numbers, dates and units (1000 vs 1,000; 2024-01-15 vs January 15, 2024; $1.2M vs 1,200,000 USD);
+- wording, grammar, tone or order, or one of them adding context (a caveat, a method note, \
+a further breakdown) that does not contradict the other.
+
+They DISAGREE (B) when:
+- a figure differs by 0.1% or more, or a count differs at all;
+- they name different entities (another top product, customer, region or period);
+- they point in different directions (growth vs decline, above vs below a threshold);
+- one answers and the other declines, asks for clarification, or answers another question.
+
+Reason briefly, then end with a last line that is exactly "Answer: A" or "Answer: B".
+"""
+
+_TEMPLATE_VAR = re.compile(r"{{\s*(task_description|submission_1|submission_2)\s*}}")
+_ANSWER = re.compile(r"answer\s*[:=]?\s*\**\s*\(?([AB])\)?\b", re.IGNORECASE)
+
+
+def render_consistency_prompt(template: str, task: str, first: str, second: str) -> str:
+    values = {"task_description": task, "submission_1": first, "submission_2": second}
+    return _TEMPLATE_VAR.sub(lambda m: values[m.group(1)], template)
+
+
+def parse_verdict_json(text: str) -> tuple[bool, str] | None:
+    """`(passed, reasoning)` from a judge's answer, tolerating code fences and prose around
+    the JSON object; None when there is no object with a boolean `passed`."""
+    start, end = text.find("{"), text.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    try:
+        data = json.loads(text[start : end + 1])
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("passed"), bool):
+        return None
+    reasoning = data.get("reasoning")
+    return data["passed"], reasoning if isinstance(reasoning, str) else ""
+
+
+def parse_consistency_answer(text: str) -> bool | None:
+    """True for A (consistent), False for B, None when the judge gave neither."""
+    stripped = text.strip().strip("*").strip()
+    if stripped.upper() in ("A", "B"):
+        return stripped.upper() == "A"
+    matches = _ANSWER.findall(text)
+    if matches:
+        return matches[-1].upper() == "A"
+    return None
+
+
+def _transcript(messages: Sequence[Message]) -> str:
+    return "\n\n".join(f"[{m.role}]\n{m.content}" for m in messages)
+
+
+class Judge:
+    """Asks a chat model for verdicts. Infrastructure failures and unparseable answers (after
+    one retry) come back as undecided decisions carrying the reason, never as exceptions."""
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+
+    async def _ask_json(self, system: str, prompt: str) -> JudgeDecision:
+        messages = [ChatMessage("system", system), ChatMessage("user", prompt)]
+        for attempt in range(2):
+            try:
+                completion = await self.model.complete(
+                    messages, tools=(), max_tokens=JUDGE_MAX_TOKENS
+                )
+            except AgentError as error:
+                return JudgeDecision(
+                    None, error=f"judge {self.model.model_id} unavailable: {error}"
+                )
+            parsed = parse_verdict_json(completion.text)
+            if parsed is not None:
+                return JudgeDecision(parsed[0], reasoning=parsed[1])
+            if attempt == 0:
+                messages += [
+                    ChatMessage("assistant", completion.text),
+                    ChatMessage(
+                        "user", "That was not the required JSON object. " + _VERDICT_FORMAT
+                    ),
+                ]
+        snippet = completion.text.strip().replace("\n", " ")[:200]
+        return JudgeDecision(
+            None,
+            error=f"judge {self.model.model_id} gave no verdict twice; last answer: {snippet!r}",
+        )
+
+    async def evaluate_reply(
+        self, conversation: Sequence[Message], reply: str, criteria: str
+    ) -> JudgeDecision:
+        prompt = (
+            f"Conversation so far:\n\n{_transcript(conversation)}\n\n"
+            f"The assistant's reply to the last message:\n\n{reply}\n\n"
+            f"Criterion the reply must meet:\n{criteria}"
+        )
+        return await self._ask_json(EVALUATOR_SYSTEM, prompt)
+
+    async def judge_argument(self, criteria: str, value: Any) -> JudgeDecision:
+        shown = value if isinstance(value, str) else json.dumps(value, indent=2, default=str)
+        prompt = f"Argument value:\n\n{shown}\n\nCriterion the value must meet:\n{criteria}"
+        return await self._ask_json(ARGUMENT_SYSTEM, prompt)
+
+    async def compare_replies(
+        self, task: str, first: str, second: str, template: str | None = None
+    ) -> JudgeDecision:
+        """passed=True when the two replies are consistent (A), False when they disagree (B)."""
+        prompt = render_consistency_prompt(
+            template or DEFAULT_CONSISTENCY_PROMPT, task, first, second
+        )
+        messages = [ChatMessage("user", prompt)]
+        for attempt in range(2):
+            try:
+                completion = await self.model.complete(
+                    messages, tools=(), max_tokens=JUDGE_MAX_TOKENS
+                )
+            except AgentError as error:
+                return JudgeDecision(
+                    None, error=f"judge {self.model.model_id} unavailable: {error}"
+                )
+            answer = parse_consistency_answer(completion.text)
+            if answer is not None:
+                return JudgeDecision(answer, reasoning=completion.text.strip())
+            if attempt == 0:
+                messages += [
+                    ChatMessage("assistant", completion.text),
+                    ChatMessage(
+                        "user", 'End with a last line that is exactly "Answer: A" or "Answer: B".'
+                    ),
+                ]
+        snippet = completion.text.strip().replace("\n", " ")[:200]
+        return JudgeDecision(
+            None,
+            error=f"judge {self.model.model_id} answered neither A nor B; last answer: {snippet!r}",
+        )

@@ -1,0 +1,93 @@
+"""Expected answers: each case's reference SQL run on the warehouse, kept as data."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
+from eval_pipeline.suite import Case
+
+
+@dataclass(frozen=True)
+class ReferenceResult:
+    """What a case's reference SQL returned (or the error it raised) on one day's warehouse."""
+
+    name: str
+    sql: str
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)
+    truncated: bool = False
+    error: str | None = None
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    @property
+    def result_hash(self) -> str:
+        """Changes when the expected answer changes: the data version downstream grades follow."""
+        payload = json.dumps([self.sql, self.columns, self.rows, self.error], default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def to_frame(self) -> pd.DataFrame:
+        return frame_from_rows(self.columns, self.rows)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "sql": self.sql,
+            "columns": self.columns,
+            "rows": self.rows,
+            "row_count": self.row_count,
+            "truncated": self.truncated,
+            "error": self.error,
+            "result_hash": self.result_hash,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> ReferenceResult:
+        def load(value: Any) -> Any:
+            return json.loads(value) if isinstance(value, str) else value
+
+        return cls(
+            name=record["name"],
+            sql=record["sql"],
+            columns=load(record["columns"]) or [],
+            rows=load(record["rows"]) or [],
+            truncated=bool(record.get("truncated")),
+            error=record.get("error"),
+        )
+
+
+def frame_from_rows(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
+    """A DataFrame from column names and row lists, keeping duplicate names apart positionally."""
+    frame = pd.DataFrame([list(r) for r in rows], columns=range(len(columns)), dtype=object)
+    frame.columns = columns
+    return frame
+
+
+def run_reference(case: Case, sandbox: SqlSandbox) -> ReferenceResult:
+    """Run one case's reference SQL; an error is kept (and fails the data check), not raised."""
+    assert case.sql is not None
+    try:
+        result = sandbox.execute(case.sql)
+    except SandboxError as error:
+        return ReferenceResult(case.name, case.sql, error=f"the reference SQL failed: {error}")
+    return ReferenceResult(
+        name=case.name,
+        sql=case.sql,
+        columns=list(result.columns),
+        rows=[list(row) for row in result.rows],
+        truncated=result.truncated,
+    )
+
+
+def run_references(cases: Iterable[Case], sandbox: SqlSandbox) -> list[ReferenceResult]:
+    """The reference result of every case that has reference SQL."""
+    return [run_reference(case, sandbox) for case in cases if case.sql is not None]
