@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 from eval_pipeline.agents._chat import Agent
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._replay import call_context
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents._types import AgentRun, RunStatus, run_key
 from eval_pipeline.suite import Case
 
 log = logging.getLogger(__name__)
@@ -27,6 +27,12 @@ class RunRequest:
     attempt: int
     run_date: date
     context_hash: str
+
+    @property
+    def key(self) -> str:
+        return run_key(
+            self.case.input_hash, self.model, self.context_hash, self.attempt, self.run_date
+        )
 
     def new_run(self) -> AgentRun:
         return AgentRun(

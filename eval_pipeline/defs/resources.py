@@ -1,7 +1,5 @@
 """Dagster resources: the suite being evaluated, swappable in tests."""
 
-from __future__ import annotations
-
 from pathlib import Path
 
 import dagster as dg

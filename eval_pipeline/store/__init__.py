@@ -1,5 +1,6 @@
 """Results on disk: immutable Parquet per table and partition, a run journal, and results.duckdb views."""
 
+from eval_pipeline.store._cache import FileCompletionCache
 from eval_pipeline.store._database import (
     StoreBusy,
     connect,
@@ -22,6 +23,7 @@ from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_pa
 
 __all__ = [
     "TABLES",
+    "FileCompletionCache",
     "Journal",
     "StoreBusy",
     "StoreLayout",

@@ -1,7 +1,5 @@
 """Assets for what the user writes: the test cases and the context the built-in agent reads."""
 
-from __future__ import annotations
-
 from collections import Counter
 
 import dagster as dg

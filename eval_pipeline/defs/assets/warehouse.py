@@ -1,14 +1,15 @@
 """The warehouse the agent queries, built by the suite's dbt project into its DuckDB file."""
 
-from __future__ import annotations
-
 import json
+import shutil
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
+from dagster_dbt.dbt_project import using_dagster_dev
 
 from eval_pipeline.suite import WarehouseConfig
 
@@ -30,9 +31,9 @@ def prepare_dbt_project(project_dir: Path) -> DbtProject:
     """The dbt project with its manifest, parsing it first when no manifest exists yet
     (a fresh clone, a test's copy), so definitions load without a separate step."""
     project = DbtProject(project_dir=project_dir, profiles_dir=project_dir)
-    project.prepare_if_dev()
-    if not project.manifest_path.exists():
-        project.preparer.prepare(project)
+    if using_dagster_dev() or not project.manifest_path.exists():
+        resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
+        resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()
     return project
 
 
@@ -58,4 +59,12 @@ def build_warehouse_assets(
     def warehouse_dbt_models(context: dg.AssetExecutionContext, dbt: DbtCliResource):
         yield from dbt.cli(["build", "--vars", dbt_vars(warehouse)], context=context).stream()
 
-    return warehouse_dbt_models, DbtCliResource(project_dir=project)
+    return warehouse_dbt_models, DbtCliResource(
+        project_dir=project, dbt_executable=dbt_executable()
+    )
+
+
+def dbt_executable() -> str:
+    """`dbt` from PATH, else the one installed beside this Python (a venv not on PATH)."""
+    beside = Path(sys.executable).with_name("dbt")
+    return shutil.which("dbt") or (str(beside) if beside.exists() else "dbt")

@@ -1,0 +1,112 @@
+"""The reference, grading and summary stages: expected answers per day, grades and summaries per partition."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from datetime import date
+from typing import Any
+
+from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
+from eval_pipeline.grading._grader import Grade, Grader
+from eval_pipeline.grading._metrics import CaseMetrics, ModelSummary, case_metrics, summarize_models
+from eval_pipeline.grading._reference import ReferenceResult, run_references
+from eval_pipeline.pipeline._records import run_from_row
+from eval_pipeline.store import StoreLayout, read_latest, write_rows
+from eval_pipeline.suite import Suite
+
+REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
+GRADING_CONCURRENCY = 8
+
+
+def compute_references(
+    suite: Suite, run_date: date, *, layout: StoreLayout
+) -> list[ReferenceResult]:
+    """Run every reference SQL on the warehouse and store the results for the day."""
+    warehouse = suite.config.warehouse
+    cases = [case for case in suite.cases if case.sql is not None]
+    if cases and (warehouse is None or not warehouse.path.exists()):
+        where = warehouse.path if warehouse else "(no warehouse configured)"
+        raise FileNotFoundError(
+            f"cannot run reference SQL: the warehouse {where} does not exist; build it first"
+        )
+    results: list[ReferenceResult] = []
+    if cases:
+        with SqlSandbox.for_file(warehouse.path, limits=REFERENCE_LIMITS) as sandbox:
+            results = run_references(cases, sandbox)
+    rows = [{**r.to_record(), "run_date": run_date} for r in results]
+    write_rows(layout, "reference_results", rows, run_date=run_date)
+    return results
+
+
+def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
+    rows = read_latest(layout, "reference_results", run_date=run_date)
+    return {row["name"]: ReferenceResult.from_record(row) for row in rows}
+
+
+async def grade_partition(
+    suite: Suite, model: str, run_date: date, *, layout: StoreLayout, grader: Grader
+) -> list[Grade]:
+    """Grade the partition's stored runs (no agent call) and store the grades."""
+    runs_by_case = defaultdict(list)
+    for row in read_latest(layout, "agent_runs", model=model, run_date=run_date):
+        runs_by_case[row["name"]].append(run_from_row(row))
+    references = load_references(layout, run_date)
+    gate = asyncio.Semaphore(GRADING_CONCURRENCY)
+
+    async def grade(case):
+        async with gate:
+            runs = sorted(runs_by_case[case.name], key=lambda r: r.attempt)
+            return await grader.grade_case(case, runs, references.get(case.name))
+
+    graded = await asyncio.gather(*(grade(c) for c in suite.cases if runs_by_case.get(c.name)))
+    grades = [g for case_grades in graded for g in case_grades]
+    write_rows(layout, "grades", [g.to_record() for g in grades], model=model, run_date=run_date)
+    return grades
+
+
+@dataclass(frozen=True)
+class PartitionSummary:
+    summary: ModelSummary
+    cases: list[CaseMetrics]
+
+    def to_row(self, suite_hash: str) -> dict[str, Any]:
+        return {**asdict(self.summary), "suite_hash": suite_hash}
+
+
+def summarize_partition(
+    suite: Suite, model: str, run_date: date, *, layout: StoreLayout
+) -> PartitionSummary | None:
+    """Summarize the partition's stored grades into its `model_summaries` row."""
+    from eval_pipeline.grading._metrics import RunOutcome
+    from eval_pipeline.grading._verdict import GradeStatus
+
+    rows = read_latest(layout, "grades", model=model, run_date=run_date)
+    if not rows:
+        write_rows(layout, "model_summaries", [], model=model, run_date=run_date)
+        return None
+    outcomes = [
+        RunOutcome(
+            name=row["name"],
+            model=row["model"],
+            attempt=row["attempt"],
+            status=GradeStatus(row["status"]),
+            tokens=row["tokens"] or 0,
+            cost_usd=row["cost_usd"],
+            duration_ms=row["duration_ms"] or 0.0,
+            tool_call_count=row["tool_call_count"] or 0,
+            verified=bool(row["verified"]),
+        )
+        for row in rows
+    ]
+    (summary,) = summarize_models(outcomes)
+    result = PartitionSummary(summary, case_metrics(outcomes))
+    write_rows(
+        layout,
+        "model_summaries",
+        [{**result.to_row(suite.hash), "run_date": run_date}],
+        model=model,
+        run_date=run_date,
+    )
+    return result

@@ -1,0 +1,156 @@
+"""The agent-runs stage of one (model, day) partition: reuse what is done, run the rest, keep every run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+
+from eval_pipeline.agents._chat import Agent
+from eval_pipeline.agents._runner import RunRequest, execute_runs
+from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.store import (
+    Journal,
+    StoreLayout,
+    journal_files,
+    new_materialization_id,
+    read_journals,
+    read_latest,
+    remove_files,
+    write_rows,
+)
+from eval_pipeline.suite import Case, Suite
+
+
+def attempts_for(case: Case, k: int) -> int:
+    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`."""
+    attempts = case.k or k
+    if case.consistency is not None:
+        attempts = max(attempts, case.consistency.n)
+    return attempts
+
+
+def plan_requests(
+    cases: Sequence[Case], model: str, run_date: date, context_hash: str, *, k: int
+) -> list[RunRequest]:
+    return [
+        RunRequest(case, model, attempt, run_date, context_hash)
+        for case in cases
+        for attempt in range(attempts_for(case, k))
+    ]
+
+
+@dataclass
+class RunsOutcome:
+    """What a partition's runs stage did. `runs` is the partition's current set of runs."""
+
+    runs: list[AgentRun]
+    executed: list[AgentRun] = field(default_factory=list)
+    reused: int = 0
+    carried: int = 0  # runs of unselected cases kept from the previous materialization
+
+    @property
+    def errors(self) -> int:
+        return sum(r.status is RunStatus.ERROR for r in self.runs)
+
+
+def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
+    """Completed runs by key; a later entry (a newer journal line) wins."""
+    return {run.key: run for run in runs if run.status is RunStatus.COMPLETED}
+
+
+async def run_partition(
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    agent_for: Callable[[str], Agent],
+    context_hash: str,
+    select: Sequence[str] | None = None,
+    no_cache: bool = False,
+    k: int | None = None,
+    threads: int | None = None,
+    on_finished: Callable[[AgentRun], None] | None = None,
+) -> RunsOutcome:
+    """Bring one partition's runs up to date and persist them.
+
+    A run whose key (case input, model, context, attempt, day) matches a completed stored
+    run is reused; the others are made, `threads` at a time, each journaled the moment it
+    finishes, so a crash loses only the runs in flight. With a selection, only the selected
+    cases are brought up to date and the partition keeps the other cases' runs.
+
+    Args:
+        suite: the loaded suite.
+        model: the partition's model id.
+        run_date: the partition's day.
+        layout: the store.
+        agent_for: the agent answering for a model id.
+        context_hash: the agent context's hash (part of every run's key).
+        select: test names, file stems or folders; None for all.
+        no_cache: make every run afresh, reusing nothing.
+        k: attempts per case (default: the config's `test.k`).
+        threads: runs in flight (default: the config's `test.threads`).
+        on_finished: told of each run as it finishes (progress display).
+    """
+    selected = suite.select(select)
+    selected_names = {case.name for case in selected}
+    suite_names = {case.name for case in suite.cases}
+    previous_rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
+    previous = [run_from_row(row) for row in previous_rows]
+    leftovers = journal_files(layout, "agent_runs", model, run_date)
+    journaled = [run_from_row(record) for record in read_journals(leftovers)]
+    reusable = {} if no_cache else _reusable([*previous, *journaled])
+
+    requests = plan_requests(selected, model, run_date, context_hash, k=k or suite.config.test.k)
+    reused = [reusable[r.key] for r in requests if r.key in reusable]
+    to_run = [r for r in requests if r.key not in reusable]
+    carried = [
+        run
+        for run in previous
+        if run.case_name not in selected_names and run.case_name in suite_names
+    ]
+
+    materialization_id = new_materialization_id()
+    journal_path = layout.journal_path("agent_runs", model, run_date, materialization_id)
+    executed: list[AgentRun] = []
+    if to_run:
+        with Journal(journal_path) as journal:
+
+            def finished(run: AgentRun) -> None:
+                journal.append(run.to_dict())
+                if on_finished is not None:
+                    on_finished(run)
+
+            executed = await execute_runs(
+                to_run,
+                agent_for,
+                concurrency=threads or suite.config.test.threads,
+                on_finished=finished,
+            )
+
+    order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
+    current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
+    runs = [*current, *carried]
+    fresh = {run.key for run in executed}
+    rows = [run_to_row(run, reused=run.key not in fresh) for run in runs]
+    write_rows(
+        layout,
+        "agent_runs",
+        rows,
+        model=model,
+        run_date=run_date,
+        materialization_id=materialization_id,
+    )
+    calls = [row for run in runs for row in tool_call_rows(run)]
+    write_rows(
+        layout,
+        "tool_calls",
+        calls,
+        model=model,
+        run_date=run_date,
+        materialization_id=materialization_id,
+    )
+    remove_files([*leftovers, journal_path])  # their runs are in the Parquet file now
+    return RunsOutcome(runs=runs, executed=executed, reused=len(reused), carried=len(carried))

@@ -1,0 +1,44 @@
+"""A completion cache on disk: judge and extraction answers kept by their exact inputs."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from typing import Any
+
+from eval_pipeline.store._layout import StoreLayout
+
+
+class FileCompletionCache:
+    """Every process appends to a file of its own and reads everyone's, so concurrent
+    materializations share answers without ever writing to the same file."""
+
+    def __init__(self, layout: StoreLayout) -> None:
+        self.folder = layout.cache_dir / "completions"
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._items: dict[str, dict[str, Any]] = {}
+        for path in sorted(self.folder.glob("*.jsonl")):
+            with open(path, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        entry = json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # torn by a crash mid-write
+                    self._items[entry["key"]] = entry["value"]
+        self._path = self.folder / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self._items.get(key)
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        line = json.dumps({"key": key, "value": value}, ensure_ascii=False, default=str)
+        with self._lock:
+            self._items[key] = value
+            with open(self._path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+
+    def __len__(self) -> int:
+        return len(self._items)
