@@ -7,13 +7,17 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
 from eval_pipeline.defs.assets.suite import agent_context, test_cases
 from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
+from eval_pipeline.defs.automation import build_automation
+from eval_pipeline.defs.partitions import model_day_partitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import find_suite_root, load_config
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
+EVALUATE_JOB = "evaluate_model_day"
 
 
 def default_suite_root() -> Path:
@@ -23,15 +27,17 @@ def default_suite_root() -> Path:
 
 
 def build_definitions(suite_root: Path) -> dg.Definitions:
-    """Every asset, resource and check for one suite folder."""
+    """Every asset, check, job, schedule and sensor for one suite folder."""
     config = load_config(suite_root)
-    assets: list[dg.AssetsDefinition] = [test_cases, agent_context]
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
-    jobs: list[dg.UnresolvedAssetJobDefinition] = []
+    assets: list[dg.AssetsDefinition] = [test_cases, agent_context]
+    jobs: list = []
+    warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
         warehouse_assets, dbt = build_warehouse_assets(config.warehouse)
         assets.append(warehouse_assets)
         resources["dbt"] = dbt
+        warehouse_keys = list(warehouse_assets.keys)
         jobs.append(
             dg.define_asset_job(
                 WAREHOUSE_JOB,
@@ -39,4 +45,23 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
                 description="Build the suite's warehouse with its dbt project.",
             )
         )
-    return dg.Definitions(assets=assets, resources=resources, jobs=jobs)
+    evaluation = build_evaluation_assets(warehouse_keys)
+    agent_runs, grades, model_summaries = evaluation[1:4]
+    assets += evaluation
+    jobs.append(
+        dg.define_asset_job(
+            EVALUATE_JOB,
+            selection=dg.AssetSelection.assets(agent_runs, grades, model_summaries),
+            partitions_def=model_day_partitions,
+            description="Run, grade and summarize one model on one day.",
+        )
+    )
+    schedules, sensors = build_automation(
+        str(config.root),
+        config.test.schedule,
+        suite_assets=[test_cases, agent_context],
+        agent_runs=agent_runs,
+    )
+    return dg.Definitions(
+        assets=assets, resources=resources, jobs=jobs, schedules=schedules, sensors=sensors
+    )

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.store import StoreLayout, ensure_database
 from eval_pipeline.suite import (
     AgentContext,
     Suite,
@@ -32,3 +33,9 @@ class SuiteResource(dg.ConfigurableResource):
 
     def agent_context(self) -> AgentContext:
         return load_agent_context(self.config())
+
+    def store(self) -> StoreLayout:
+        """The suite's result store, with its SQL views in place."""
+        layout = StoreLayout(self.config().state_path)
+        ensure_database(layout)
+        return layout

@@ -1,0 +1,279 @@
+"""The evaluation assets: references per day; runs, grades and summaries per model and day; the day's leaderboard."""
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from datetime import date, timedelta
+
+import dagster as dg
+from pydantic import Field
+
+from eval_pipeline.defs.assets.suite import agent_context, test_cases
+from eval_pipeline.defs.partitions import daily_partitions, model_day_partitions
+from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.grading._grader import Grade
+from eval_pipeline.pipeline import compute_references, grade_runs, run_agents, summarize_partition
+from eval_pipeline.pipeline._gates import accuracy_gate, case_accuracies, diff_days
+from eval_pipeline.pipeline._report import leaderboard_markdown, write_report
+from eval_pipeline.store import query
+
+GROUP = "evaluation"
+EAGER = dg.AutomationCondition.eager()
+BY_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="date")
+FAILURES_SHOWN = 50
+
+
+class AgentRunsConfig(dg.Config):
+    """Launchpad options of a runs materialization."""
+
+    select: list[str] = Field(default_factory=list, description="test names, file stems or folders")
+    no_cache: bool = False
+    record: bool = False
+    k: int | None = None
+    threads: int | None = None
+
+
+def _partition(context: dg.AssetExecutionContext) -> tuple[str, date]:
+    keys = context.partition_key.keys_by_dimension
+    return keys["model"], date.fromisoformat(keys["date"])
+
+
+def _digest(parts: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()[:16]
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")[:300]
+
+
+def _failures_table(grades: list[Grade]) -> str:
+    failing = [g for g in grades if not g.passed]
+    if not failing:
+        return "Every run passed."
+    lines = ["| test | attempt | status | message |", "|---|---|---|---|"]
+    for grade in failing[:FAILURES_SHOWN]:
+        lines.append(
+            f"| {grade.name} | {grade.attempt} | {grade.status.value} | {_md_escape(grade.message)} |"
+        )
+    if len(failing) > FAILURES_SHOWN:
+        lines.append(f"| … | | | {len(failing) - FAILURES_SHOWN} more |")
+    return "\n".join(lines)
+
+
+def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
+    """The partitioned assets and their checks; `warehouse_keys` are the dbt models they query."""
+
+    @dg.asset(
+        group_name=GROUP,
+        partitions_def=daily_partitions,
+        deps=[test_cases, *warehouse_keys],
+        kinds={"duckdb", "sql"},
+        automation_condition=EAGER,
+        description="Each test's reference SQL run on the warehouse, kept per day.",
+    )
+    def reference_results(
+        context: dg.AssetExecutionContext, suite: SuiteResource
+    ) -> dg.MaterializeResult:
+        day = date.fromisoformat(context.partition_key)
+        results = compute_references(suite.load(), day, layout=suite.store())
+        failed = [r for r in results if r.error]
+        for result in failed:
+            context.log.warning(f"{result.name}: {result.error}")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(_digest([r.result_hash for r in results])),
+            metadata={
+                "references": len(results),
+                "failed": len(failed),
+                "empty_results": sum(r.row_count == 0 and not r.error for r in results),
+                "rows": sum(r.row_count for r in results),
+            },
+        )
+
+    @dg.asset(
+        group_name=GROUP,
+        partitions_def=model_day_partitions,
+        deps=[test_cases, agent_context, *warehouse_keys],
+        kinds={"duckdb", "python"},
+        description="Every agent run of the model on the day. Completed runs whose key (test "
+        "input, model, context, attempt, day) is unchanged are reused, never re-run.",
+    )
+    def agent_runs(
+        context: dg.AssetExecutionContext, config: AgentRunsConfig, suite: SuiteResource
+    ) -> dg.MaterializeResult:
+        model, day = _partition(context)
+        loaded = suite.load()
+        outcome = asyncio.run(
+            run_agents(
+                loaded,
+                model,
+                day,
+                layout=suite.store(),
+                context=suite.agent_context(),
+                select=config.select or None,
+                no_cache=config.no_cache,
+                record=config.record,
+                k=config.k,
+                threads=config.threads,
+            )
+        )
+        executed = outcome.executed
+        context.log.info(
+            f"{len(executed)} run(s) executed, {outcome.reused} reused, {outcome.carried} kept "
+            f"from unselected tests, {outcome.errors} error(s)"
+        )
+        costs = [r.cost_usd for r in executed if r.cost_usd is not None]
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(
+                _digest([f"{r.key}:{r.status.value}" for r in outcome.runs])
+            ),
+            metadata={
+                "runs": len(outcome.runs),
+                "executed": len(executed),
+                "reused": outcome.reused,
+                "carried_over": outcome.carried,
+                "errors": outcome.errors,
+                "tokens_executed": sum(r.usage.total_tokens for r in executed),
+                "cost_usd_executed": dg.MetadataValue.float(sum(costs)) if costs else None,
+                "model": model,
+            },
+        )
+
+    @dg.asset(
+        group_name=GROUP,
+        partitions_def=model_day_partitions,
+        deps=[agent_runs, dg.AssetDep(reference_results, partition_mapping=BY_DATE), test_cases],
+        kinds={"duckdb", "python"},
+        automation_condition=EAGER,
+        description="The grade of every run: passed, failed (the agent was wrong) or error. "
+        "Grading reads stored runs and never calls the agent under test.",
+    )
+    def grades(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+        model, day = _partition(context)
+        graded = asyncio.run(
+            grade_runs(
+                suite.load(), model, day, layout=suite.store(), context=suite.agent_context()
+            )
+        )
+        passed = sum(g.passed for g in graded)
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(
+                _digest([f"{g.name}:{g.attempt}:{g.status.value}" for g in graded])
+            ),
+            metadata={
+                "pass_rate": dg.MetadataValue.float(passed / len(graded) if graded else 0.0),
+                "passed": passed,
+                "failed": sum(g.status.value == "failed" for g in graded),
+                "errors": sum(g.status.value == "error" for g in graded),
+                "unverified": sum(not g.verified for g in graded),
+                "failures": dg.MetadataValue.md(_failures_table(graded)),
+            },
+        )
+
+    @dg.asset(
+        group_name=GROUP,
+        partitions_def=model_day_partitions,
+        deps=[grades],
+        kinds={"duckdb", "python"},
+        automation_condition=EAGER,
+        check_specs=[
+            dg.AssetCheckSpec(
+                "min_accuracy",
+                asset="model_summaries",
+                description="Accuracy reaches test.min_accuracy (oxy's average / all modes).",
+            ),
+            dg.AssetCheckSpec(
+                "no_regression",
+                asset="model_summaries",
+                description="No test that passed the previous day fails now.",
+            ),
+        ],
+        description="One row per model and day: pass rate (a fraction), counts, tokens, cost, latency.",
+    )
+    def model_summaries(context: dg.AssetExecutionContext, suite: SuiteResource):
+        model, day = _partition(context)
+        loaded, layout = suite.load(), suite.store()
+        result = summarize_partition(loaded, model, day, layout=layout)
+        settings = loaded.config.test
+        rows = query(
+            layout, "SELECT name, passed FROM grades WHERE model = ? AND run_date = ?", [model, day]
+        )
+        gate = accuracy_gate(
+            case_accuracies(zip(rows["name"], rows["passed"], strict=True)),
+            settings.min_accuracy,
+            settings.threshold_mode,
+        )
+        diff = diff_days(layout, model, day - timedelta(days=1), day)
+        regression_text = (
+            "regressed: " + ", ".join(diff.regressed)
+            if diff.regressed
+            else "no regression"
+            if diff.base_found
+            else "no results the previous day"
+        )
+        summary = result.summary if result else None
+        yield dg.MaterializeResult(
+            metadata={
+                "pass_rate": dg.MetadataValue.float(summary.pass_rate if summary else 0.0),
+                "passed": summary.passed if summary else 0,
+                "total": summary.total if summary else 0,
+                "errors": summary.errors if summary else 0,
+                "tokens": summary.tokens if summary else 0,
+                "cost_usd": dg.MetadataValue.float(summary.cost_usd)
+                if summary and summary.cost_usd is not None
+                else None,
+                "latency_p50_ms": dg.MetadataValue.float(summary.duration_p50_ms or 0.0)
+                if summary
+                else None,
+                "flaky_tests": sum(c.flaky for c in result.cases) if result else 0,
+            },
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="min_accuracy",
+                    passed=gate.passed,
+                    description=gate.message,
+                    metadata={"accuracy": dg.MetadataValue.float(gate.accuracy)},
+                ),
+                dg.AssetCheckResult(
+                    check_name="no_regression",
+                    passed=not diff.regressed,
+                    description=regression_text,
+                    metadata={
+                        "regressed": dg.MetadataValue.json(diff.regressed),
+                        "improved": dg.MetadataValue.json(diff.improved),
+                    },
+                ),
+            ],
+        )
+
+    @dg.asset(
+        group_name=GROUP,
+        partitions_def=daily_partitions,
+        deps=[dg.AssetDep(model_summaries, partition_mapping=BY_DATE)],
+        kinds={"duckdb"},
+        automation_condition=EAGER,
+        description="The day's models ranked by pass rate, then cost.",
+    )
+    def leaderboard(
+        context: dg.AssetExecutionContext, suite: SuiteResource
+    ) -> dg.MaterializeResult:
+        day = date.fromisoformat(context.partition_key)
+        return dg.MaterializeResult(
+            metadata={"leaderboard": dg.MetadataValue.md(leaderboard_markdown(suite.store(), day))}
+        )
+
+    @dg.asset(
+        group_name=GROUP,
+        partitions_def=daily_partitions,
+        deps=[leaderboard],
+        kinds={"markdown"},
+        automation_condition=EAGER,
+        description="The day's report: leaderboard, pass/fail grid and failures, as Markdown.",
+    )
+    def report(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+        day = date.fromisoformat(context.partition_key)
+        path, text = write_report(suite.store(), day)
+        return dg.MaterializeResult(
+            metadata={"path": dg.MetadataValue.path(str(path)), "report": dg.MetadataValue.md(text)}
+        )
+
+    return [reference_results, agent_runs, grades, model_summaries, leaderboard, report]

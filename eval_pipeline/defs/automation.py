@@ -1,0 +1,81 @@
+"""The daily schedules, the sensor keeping model partitions in sync, and the automation that chains the rest."""
+
+from datetime import UTC, datetime
+
+import dagster as dg
+
+from eval_pipeline.defs.partitions import model_day_key, models_partitions
+from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.suite import load_config
+
+RUNNING = dg.DefaultScheduleStatus.RUNNING
+
+
+def build_automation(
+    suite_root: str,
+    cron: str,
+    *,
+    suite_assets: list[dg.AssetsDefinition],
+    agent_runs: dg.AssetsDefinition,
+) -> tuple[list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
+    """`daily_evaluation` requests today's runs for every configured model, and
+    `daily_suite_refresh` re-reads the test files and context at the same time; the day's
+    reference results, grades, summaries, leaderboard and report follow by declarative
+    automation as their inputs land. `sync_model_partitions` adds configured models to the
+    `models` partitions and never removes one, so history stays reachable."""
+
+    def configured_models() -> list[str]:
+        return list(load_config(SuiteResource(root=suite_root).path).test.models)
+
+    @dg.schedule(
+        name="daily_evaluation",
+        cron_schedule=cron,
+        target=dg.AssetSelection.assets(agent_runs),
+        default_status=RUNNING,
+        description="Evaluate today's partition for every configured model.",
+    )
+    def daily_evaluation(context: dg.ScheduleEvaluationContext):
+        moment = context.scheduled_execution_time or datetime.now(UTC)
+        day = moment.date().isoformat()
+        known = set(context.instance.get_dynamic_partitions(models_partitions.name))
+        for model in configured_models():
+            if model not in known:
+                context.log.warning(
+                    f"model {model} has no partition yet; the sync_model_partitions sensor adds it"
+                )
+                continue
+            yield dg.RunRequest(
+                run_key=f"runs-{model}-{day}", partition_key=model_day_key(model, day)
+            )
+
+    daily_suite_refresh = dg.ScheduleDefinition(
+        name="daily_suite_refresh",
+        cron_schedule=cron,
+        target=dg.AssetSelection.assets(*suite_assets),
+        default_status=RUNNING,
+        description="Re-read the test files and the agent context, so changes show as unsynced.",
+    )
+
+    @dg.sensor(
+        name="sync_model_partitions",
+        minimum_interval_seconds=60,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Adds the models of eval_config.yaml to the `models` partitions (never deletes).",
+    )
+    def sync_model_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        known = set(context.instance.get_dynamic_partitions(models_partitions.name))
+        missing = [m for m in configured_models() if m not in known]
+        if not missing:
+            return dg.SensorResult(skip_reason="every configured model has its partition")
+        return dg.SensorResult(
+            dynamic_partitions_requests=[models_partitions.build_add_request(missing)]
+        )
+
+    automation = dg.AutomationConditionSensorDefinition(
+        "evaluation_automation",
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description="Materializes references, grades, summaries, leaderboard and report once "
+        "their inputs land.",
+    )
+    return [daily_evaluation, daily_suite_refresh], [sync_model_partitions, automation]

@@ -1,0 +1,33 @@
+"""The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
+
+from eval_pipeline.pipeline._grades import (
+    PartitionSummary,
+    compute_references,
+    grade_partition,
+    load_references,
+    summarize_partition,
+)
+from eval_pipeline.pipeline._progress import publish, subscribe
+from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.pipeline._runs import RunsOutcome, attempts_for, plan_requests, run_partition
+from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
+
+__all__ = [
+    "PartitionSummary",
+    "RunsOutcome",
+    "attempts_for",
+    "compute_references",
+    "grade_partition",
+    "grade_runs",
+    "judge_model",
+    "load_references",
+    "plan_requests",
+    "publish",
+    "run_agents",
+    "run_from_row",
+    "run_partition",
+    "run_to_row",
+    "subscribe",
+    "summarize_partition",
+    "tool_call_rows",
+]

@@ -1,0 +1,82 @@
+"""One stage's working session: open connections, build agents or judges, run, close."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date
+
+from eval_pipeline.agents._cache import CachedChatModel
+from eval_pipeline.agents._chat import ChatModel
+from eval_pipeline.agents._factory import AgentFactory
+from eval_pipeline.agents._providers import ProviderPool
+from eval_pipeline.agents._replay import recording_name
+from eval_pipeline.grading._grader import Grade, Grader
+from eval_pipeline.pipeline._grades import grade_partition
+from eval_pipeline.pipeline._progress import publish
+from eval_pipeline.pipeline._runs import RunsOutcome, run_partition
+from eval_pipeline.store import FileCompletionCache, StoreLayout
+from eval_pipeline.suite import AgentContext, Suite
+
+
+async def run_agents(
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    context: AgentContext,
+    select: Sequence[str] | None = None,
+    no_cache: bool = False,
+    record: bool = False,
+    k: int | None = None,
+    threads: int | None = None,
+) -> RunsOutcome:
+    """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
+    concurrency = threads or suite.config.test.threads
+    async with ProviderPool(suite.config, concurrency=concurrency) as pool:
+        factory = AgentFactory(suite.config, pool, context=context, record=record)
+        try:
+            return await run_partition(
+                suite,
+                model,
+                run_date,
+                layout=layout,
+                agent_for=factory.agent,
+                context_hash=context.hash,
+                select=select,
+                no_cache=no_cache,
+                k=k,
+                threads=concurrency,
+                on_finished=publish,
+            )
+        finally:
+            factory.close()
+
+
+def judge_model(
+    factory: AgentFactory, model_id: str | None, layout: StoreLayout
+) -> ChatModel | None:
+    """The judge/extraction model; real ones answer repeated questions from the store's cache."""
+    if model_id is None:
+        return None
+    model = factory.chat_model(model_id)
+    if recording_name(model_id) is not None:
+        return model  # a replay is free and must see every call to keep its turns in order
+    return CachedChatModel(model, FileCompletionCache(layout))
+
+
+async def grade_runs(
+    suite: Suite, model: str, run_date: date, *, layout: StoreLayout, context: AgentContext
+) -> list[Grade]:
+    """The grading stage of one partition: stored runs in, grades out, no agent call."""
+    config = suite.config.test
+    async with ProviderPool(suite.config, concurrency=8) as pool:
+        factory = AgentFactory(suite.config, pool, context=context)
+        judge = judge_model(factory, config.judge_model, layout)
+        # nao's extraction needs a model; without one, the last query is taken as the answer
+        extraction = config.extraction if judge is not None else "last_query"
+        grader = Grader(judge_model=judge, extraction=extraction, tolerance=config.comparison)
+        try:
+            return await grade_partition(suite, model, run_date, layout=layout, grader=grader)
+        finally:
+            factory.close()
