@@ -122,7 +122,9 @@ class AgentRun:
     messages: list[dict[str, Any]] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     queries: list[QueryRecord] = field(default_factory=list)
-    answer: dict[str, Any] | None = None  # {"columns": [...], "rows": [[...]]} from an external agent
+    answer: dict[str, Any] | None = (
+        None  # {"columns": [...], "rows": [[...]]} from an external agent
+    )
     usage: Usage = field(default_factory=Usage)
     cost_usd: float | None = None
     duration_ms: float = 0.0

@@ -1,0 +1,173 @@
+"""Why an agent run could not finish: one hierarchy telling infrastructure failures from config mistakes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+__all__ = [
+    "AgentError",
+    "AuthenticationFailed",
+    "ProtocolError",
+    "ProviderError",
+    "ProviderTimeout",
+    "ProviderUnavailable",
+    "RateLimited",
+    "RequestRejected",
+    "UnknownModel",
+    "redact_url",
+    "scrub",
+]
+
+REDACTED = "[redacted]"
+
+
+class AgentError(Exception):
+    """The run could not finish for a reason outside the agent's answer: the run's status is `error`.
+
+    Catch this (not `Exception`) around one agent run: anything else is a bug or a
+    configuration mistake, and should stop the evaluation instead of being recorded per run.
+    """
+
+
+class ProviderError(AgentError):
+    """A remote endpoint (an LLM provider or an agent under test) failed or answered unusably.
+
+    Attributes:
+        endpoint: who was called, e.g. ``openai:gpt-4.1`` or ``http:my-agent``.
+        url: the URL called, with credentials and query values removed.
+        status_code: the HTTP status of the last response, None when there was none.
+        attempts: how many times the request was sent (retries included), None when unknown.
+        detail: what the endpoint or the transport said, with secrets removed.
+    """
+
+    retryable: bool = False
+    hint: str = "Check the endpoint's configuration in eval_config.yaml."
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        endpoint: str,
+        url: str,
+        method: str = "POST",
+        status_code: int | None = None,
+        attempts: int | None = None,
+        detail: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.endpoint = endpoint
+        self.url = redact_url(url)
+        self.method = method
+        self.status_code = status_code
+        self.attempts = attempts
+        self.detail = detail
+        if hint is not None:
+            self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        status = f" (HTTP {self.status_code})" if self.status_code is not None else ""
+        tries = ""
+        if self.attempts is not None:
+            tries = f" after {self.attempts} attempt{'s' if self.attempts != 1 else ''}"
+        detail = f": {self.detail}" if self.detail else ""
+        return (
+            f"{self.endpoint}: {self.problem}{status} from {self.method} {self.url}"
+            f"{tries}{detail}. {self.hint}"
+        )
+
+
+class RateLimited(ProviderError):
+    """HTTP 429 on every attempt: the endpoint throttled us for longer than the retry budget."""
+
+    retryable = True
+    hint = "Lower test.threads, raise the account's rate limit, or rerun later (finished runs are kept)."
+
+
+class ProviderUnavailable(ProviderError):
+    """A 5xx status, a refused or reset connection: the endpoint failed on its side."""
+
+    retryable = True
+    hint = "Check that the server is up and reachable, or rerun later (finished runs are kept)."
+
+
+class ProviderTimeout(ProviderError):
+    """No complete response within the configured timeout, on every attempt."""
+
+    retryable = True
+    hint = "Raise timeout_s for this provider or agent in eval_config.yaml, or check its load."
+
+
+class ProtocolError(ProviderError):
+    """The endpoint answered, but not in the wire format expected (not JSON, missing fields)."""
+
+    hint = (
+        "Check that the URL points at the right kind of endpoint (OpenAI Chat Completions, "
+        "Anthropic Messages, or the agent protocol of DESIGN §6)."
+    )
+
+
+class AuthenticationFailed(ProviderError):
+    """HTTP 401/403: the credentials were refused. Not retried: another try cannot help."""
+
+    hint = (
+        "Check the API key or auth header in eval_config.yaml and that the environment variable "
+        "it reads holds a valid, current credential."
+    )
+
+
+class RequestRejected(ProviderError):
+    """Another 4xx: the endpoint refused this request (unknown model, bad parameter). Not retried."""
+
+    hint = "Fix the request the message describes (often the model id or a parameter); it is not retried."
+
+
+class UnknownModel(ValueError):
+    """A model id names no configured provider or agent: a configuration mistake, found before any run."""
+
+    def __init__(self, model: str, reason: str, available: Sequence[str]) -> None:
+        shown = ", ".join(available) if available else "(none configured)"
+        super().__init__(f"model {model!r}: {reason}; configured: {shown}")
+        self.model = model
+        self.available = tuple(available)
+
+
+def redact_url(url: str) -> str:
+    """The URL with user info removed and every query value replaced, so it can be shown.
+
+    Some providers take keys as query parameters (`?key=...`, `?api-key=...`), so no query
+    value is ever shown; the parameter names stay, since they help to debug.
+    """
+    try:
+        parts = urlsplit(str(url))
+    except ValueError:
+        return "<unparseable url>"
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port is not None:
+        netloc = f"{netloc}:{parts.port}"
+    query = urlencode(
+        [(key, REDACTED) for key, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every secret (and every long enough word of one) replaced by a marker.
+
+    Endpoints sometimes echo the credential they refused, so anything an endpoint says is
+    scrubbed before it goes into an error message.
+    """
+    pieces: set[str] = set()
+    for secret in secrets:
+        if not secret:
+            continue
+        pieces.add(secret)
+        # "Bearer sk-..." is sent, but an endpoint may echo only the token after the scheme.
+        pieces.update(part for part in secret.split() if len(part) >= 8)
+    for piece in sorted(pieces, key=len, reverse=True):
+        if len(piece) >= 4:
+            text = text.replace(piece, REDACTED)
+    return text

@@ -1,0 +1,180 @@
+"""The connections of one evaluation: a pooled HTTP client per provider and agent, and model lookup."""
+
+from __future__ import annotations
+
+import functools
+import ssl
+from collections.abc import Mapping
+from types import TracebackType
+
+import httpx
+
+from eval_pipeline.agents._anthropic import AnthropicChatModel, anthropic_headers
+from eval_pipeline.agents._chat import ChatModel
+from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._http_agent import HttpAgent
+from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
+from eval_pipeline.agents._pricing import costs_for
+from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from eval_pipeline.suite._config import ProviderConfig, SuiteConfig
+
+__all__ = ["ProviderPool", "split_model_id"]
+
+# Connecting is quick or not at all; a long connect wait only delays the retry that helps.
+_CONNECT_TIMEOUT_S = 10.0
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext | bool:
+    # Loading the CA bundle costs tens of milliseconds per client; one context serves all.
+    # `create_ssl_context` (httpx >= 0.28) honours SSL_CERT_FILE / SSL_CERT_DIR like a client.
+    create = getattr(httpx, "create_ssl_context", None)
+    return create() if create is not None else True
+
+
+def split_model_id(model: str) -> tuple[str, str]:
+    """``provider:model_id`` → (provider, model_id); the model id may hold more colons.
+
+    Raises:
+        UnknownModel: there is no ``provider:`` prefix or no model after it.
+    """
+    provider, colon, model_id = model.partition(":")
+    if not colon or not provider or not model_id:
+        raise UnknownModel(model, "expected `provider:model_id`, e.g. openai:gpt-4.1", [])
+    return provider, model_id
+
+
+class ProviderPool:
+    """One pooled `httpx.AsyncClient` per provider and per external agent, for one evaluation.
+
+    Use it as an async context manager; clients are built on first use, which is also when
+    API keys are read from the environment, so a run that uses only OpenAI models does not
+    need an Anthropic key. Keys live in the client's headers and nowhere else.
+
+    Args:
+        config: the suite configuration (providers, agents, prices).
+        concurrency: runs in flight at once; sizes each client's connection pool.
+            None means `config.test.threads`.
+        policy: the retry policy for every call.
+        transport: an httpx transport for every client (tests, proxies); None is the default.
+        environ: where `{{ env('NAME') }}` reads from; None means `os.environ`.
+    """
+
+    def __init__(
+        self,
+        config: SuiteConfig,
+        *,
+        concurrency: int | None = None,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.config = config
+        self.concurrency = max(1, concurrency if concurrency is not None else config.test.threads)
+        self.policy = policy
+        self._transport = transport
+        self._environ = dict(environ) if environ is not None else None
+        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"ProviderPool(clients={sorted(self._clients)!r}, concurrency={self.concurrency})"
+
+    async def __aenter__(self) -> ProviderPool:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every client; the pool cannot be used afterwards."""
+        self._closed = True
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.aclose()
+
+    def chat_model(self, model: str) -> ChatModel:
+        """The chat model for ``provider:model_id``.
+
+        Raises:
+            UnknownModel: the provider is not configured (the message lists those that are),
+                or the id names an external agent (``http:``).
+            MissingSecret: the provider's API key reads an environment variable that is unset.
+        """
+        provider_name, model_id = split_model_id(model)
+        if provider_name == "http":
+            raise UnknownModel(
+                model, "`http:` names an external agent, not a chat model", self._provider_names()
+            )
+        provider = self.config.provider(provider_name)
+        if provider is None:
+            raise UnknownModel(
+                model,
+                f"provider {provider_name!r} is not configured under llm.providers in "
+                "eval_config.yaml",
+                self._provider_names(),
+            )
+        client = self._client_for(provider)
+        model_class = AnthropicChatModel if provider.protocol == "anthropic" else OpenAIChatModel
+        return model_class(
+            client,
+            model_id,
+            provider=provider.name,
+            base_url=provider.base_url,
+            costs=costs_for(provider.name, model_id, provider),
+            policy=self.policy,
+        )
+
+    def http_agent(self, model: str) -> HttpAgent:
+        """The external agent for ``http:<name>``.
+
+        Raises:
+            UnknownModel: no agent of that name is configured under `agents`.
+        """
+        prefix, name = split_model_id(model)
+        agent = self.config.agent(name) if prefix == "http" else None
+        if agent is None:
+            raise UnknownModel(
+                model,
+                "no such agent under `agents` in eval_config.yaml",
+                [f"http:{a.name}" for a in self.config.agents],
+            )
+        key = f"http:{agent.name}"
+        if key not in self._clients:
+            self._clients[key] = self._new_client(agent.timeout_s, headers={})
+        return HttpAgent(agent, self._clients[key], policy=self.policy, environ=self._environ)
+
+    def _provider_names(self) -> list[str]:
+        return [provider.name for provider in self.config.providers]
+
+    def _client_for(self, provider: ProviderConfig) -> httpx.AsyncClient:
+        if provider.name not in self._clients:
+            api_key = provider.api_key.resolve(self._environ) if provider.api_key else None
+            headers = (
+                anthropic_headers(api_key)
+                if provider.protocol == "anthropic"
+                else openai_headers(api_key)
+            )
+            self._clients[provider.name] = self._new_client(provider.timeout_s, headers=headers)
+        return self._clients[provider.name]
+
+    def _new_client(self, timeout_s: float, *, headers: dict[str, str]) -> httpx.AsyncClient:
+        if self._closed:
+            raise RuntimeError("this ProviderPool is closed; open a new one")
+        return httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S)),
+            # Each run has at most one request in flight per endpoint, so `concurrency`
+            # connections never make a run wait for another's connection.
+            limits=httpx.Limits(
+                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+            ),
+            transport=self._transport,
+            verify=_tls_context(),
+            follow_redirects=False,
+        )
