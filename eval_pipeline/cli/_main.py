@@ -7,9 +7,13 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from datetime import date, timedelta
 from pathlib import Path
 
+import duckdb
+
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
+from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.suite import SuiteError, find_suite_root, import_csv, load_config, load_suite
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -58,6 +62,109 @@ def cmd_warehouse(args: argparse.Namespace) -> int:
         print("the warehouse build failed; see the dbt output above", file=sys.stderr)
         return EXIT_FAILED
     print(f"warehouse built: {config.warehouse.path}")
+    return EXIT_OK
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from eval_pipeline.cli._test_command import cmd_test as run_test
+
+    return run_test(args, _suite_root(args))
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run one SQL query on the results (read-only) and print it."""
+    from eval_pipeline.cli._formats import csv_text
+    from eval_pipeline.store import StoreLayout, query
+
+    config = load_config(_suite_root(args))
+    try:
+        frame = query(StoreLayout(config.state_path), args.query)
+    except duckdb.Error as error:
+        print(f"error: {str(error).strip()}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.format == "csv":
+        sys.stdout.write(csv_text(list(frame.columns), frame.itertuples(index=False)))
+    elif args.format == "json":
+        sys.stdout.write(frame.to_json(orient="records", date_format="iso", indent=2) + "\n")
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table()
+        for column in frame.columns:
+            table.add_column(str(column))
+        for row in frame.head(args.limit).itertuples(index=False):
+            table.add_row(*("NULL" if v is None else str(v) for v in row))
+        Console().print(table)
+        if len(frame) > args.limit:
+            print(f"({len(frame):,} rows, {args.limit:,} shown; --limit or --format csv for all)")
+    return EXIT_OK
+
+
+def latest_day(layout) -> date | None:
+    """The latest day with grades in the store, None when there is none."""
+    from eval_pipeline.store import query
+
+    value = query(layout, "SELECT CAST(max(run_date) AS VARCHAR) AS d FROM grades")["d"][0]
+    return date.fromisoformat(value) if isinstance(value, str) else None
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    """Improved / regressed / still failing tests between two days; exit 1 on regressions."""
+    from eval_pipeline.pipeline._gates import diff_days
+    from eval_pipeline.store import StoreLayout, query
+
+    config = load_config(_suite_root(args))
+    layout = StoreLayout(config.state_path)
+    head = date.fromisoformat(args.date) if args.date else latest_day(layout)
+    if head is None:
+        print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
+        return EXIT_USAGE
+    base = date.fromisoformat(args.base) if args.base else head - timedelta(days=1)
+    models = args.model or list(
+        query(
+            layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [head]
+        )["model"]
+    )
+    regressions = 0
+    for model in models:
+        diff = diff_days(layout, model, base, head)
+        print(f"{model}: {base} → {head}" + ("" if diff.base_found else f" (no results on {base})"))
+        for label, names in (
+            ("regressed", diff.regressed),
+            ("improved", diff.improved),
+            ("still failing", diff.still_failing),
+        ):
+            print(f"  {label} ({len(names)}): {', '.join(names) if names else '—'}")
+        regressions += len(diff.regressed)
+    return EXIT_FAILED if regressions else EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a day's results as CSV (spreadsheet-safe)."""
+    from eval_pipeline.cli._formats import results_csv
+    from eval_pipeline.cli._results import build_results, read_run_rows
+    from eval_pipeline.store import StoreLayout, query
+
+    suite = load_suite(_suite_root(args))
+    layout = StoreLayout(suite.config.state_path)
+    day = date.fromisoformat(args.date) if args.date else latest_day(layout)
+    if day is None:
+        print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
+        return EXIT_USAGE
+    models = args.model or list(
+        query(layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [day])[
+            "model"
+        ]
+    )
+    names = [c.name for c in suite.cases]
+    document = build_results(read_run_rows(layout, models, day, names), models, names, day)
+    text = results_csv(document)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"wrote {args.output} ({len(document['results'])} runs)", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
 
 
@@ -115,6 +222,29 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_warehouse,
         "build the suite's warehouse with its dbt project (through Dagster)",
     )
+
+    test = add("test", cmd_test, "run, grade and summarize the suite for one day, through Dagster")
+    add_test_arguments(test)
+
+    sql = add("sql", cmd_sql, "run one SQL query on the results (results.duckdb, read-only)")
+    sql.add_argument("query", help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"')
+    sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")
+
+    diff = add("diff", cmd_diff, "tests that improved, regressed or still fail between two days")
+    diff.add_argument(
+        "--base", metavar="YYYY-MM-DD", help="the earlier day (default: the day before)"
+    )
+    diff.add_argument(
+        "--date", metavar="YYYY-MM-DD", help="the later day (default: the latest graded)"
+    )
+    diff.add_argument("--model", action="append", help="only this model (repeatable)")
+
+    export = add("export", cmd_export, "write a day's results as a spreadsheet-safe CSV")
+    export.add_argument("--format", choices=("csv",), default="csv")
+    export.add_argument("--date", metavar="YYYY-MM-DD", help="default: the latest graded day")
+    export.add_argument("--model", action="append", help="only this model (repeatable)")
+    export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
 
     ui = add("ui", cmd_ui, "start the Dagster UI on the project's instance")
     ui.add_argument("--port", type=int, default=3000)

@@ -2,6 +2,7 @@
 
 import asyncio
 import hashlib
+import warnings
 from collections.abc import Sequence
 from datetime import date, timedelta
 
@@ -19,7 +20,9 @@ from eval_pipeline.store import query
 
 GROUP = "evaluation"
 EAGER = dg.AutomationCondition.eager()
-BY_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="date")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", dg.BetaWarning)  # stable in practice; only the name is beta
+    BY_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="date")
 FAILURES_SHOWN = 50
 
 

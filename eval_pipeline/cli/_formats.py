@@ -1,0 +1,104 @@
+"""Machine-readable outputs: JUnit XML for CI systems, and CSV that is safe to open in a spreadsheet."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+from xml.etree import ElementTree as ET
+
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
+
+
+def junit_xml(document: dict[str, Any], *, suite_name: str = "eval_pipeline") -> str:
+    """One <testsuite> per model, one <testcase> per test × attempt; failed runs carry a
+    <failure> with the message and the data diff, errored runs an <error>."""
+    root = ET.Element("testsuites", name=suite_name)
+    by_model: dict[str, list[dict[str, Any]]] = {}
+    for result in document["results"]:
+        by_model.setdefault(result["model"], []).append(result)
+    for model, results in by_model.items():
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=model,
+            tests=str(len(results)),
+            failures=str(sum(r["status"] == "failed" for r in results)),
+            errors=str(sum(r["status"] == "error" for r in results)),
+            time=f"{sum(r['duration_ms'] for r in results) / 1000:.3f}",
+            timestamp=document["timestamp"],
+        )
+        for result in results:
+            name = (
+                result["name"]
+                if result["attempt"] == 0
+                else f"{result['name']} [attempt {result['attempt']}]"
+            )
+            case = ET.SubElement(
+                suite,
+                "testcase",
+                name=name,
+                classname=model,
+                time=f"{result['duration_ms'] / 1000:.3f}",
+            )
+            if result["status"] == "passed":
+                continue
+            tag = "failure" if result["status"] == "failed" else "error"
+            element = ET.SubElement(case, tag, message=result["message"] or "", type=tag)
+            diff = result["details"].get("diff")
+            body = [result["message"] or ""]
+            if diff:
+                body.append("diff:\n" + json.dumps(diff, indent=2, default=str))
+            if result["details"].get("response_text"):
+                body.append("reply:\n" + result["details"]["response_text"])
+            element.text = "\n\n".join(body)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def spreadsheet_safe(value: Any) -> Any:
+    """Neutralise text a spreadsheet would run as a formula (`=cmd()`, `+1+1`, `@SUM`...)
+    by prefixing a quote, the OWASP advice; numbers are left as they are."""
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([spreadsheet_safe(c) for c in columns])
+    for row in rows:
+        writer.writerow(["" if v is None else spreadsheet_safe(v) for v in row])
+    return out.getvalue()
+
+
+RESULT_COLUMNS = (
+    "run_date",
+    "model",
+    "name",
+    "attempt",
+    "status",
+    "passed",
+    "message",
+    "tokens",
+    "cost",
+    "duration_ms",
+    "tool_call_count",
+    "response_text",
+    "reference_sql",
+)
+
+
+def results_csv(document: dict[str, Any]) -> str:
+    rows = []
+    for r in document["results"]:
+        flat = {
+            **r,
+            "response_text": r["details"].get("response_text"),
+            "reference_sql": r["details"].get("reference_sql"),
+        }
+        rows.append([flat.get(c) for c in RESULT_COLUMNS])
+    return csv_text(RESULT_COLUMNS, rows)

@@ -1,0 +1,260 @@
+"""What `eval-pipeline test` shows a person: live progress while runs execute, then the tables."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from eval_pipeline.agents._types import AgentRun, RunStatus
+
+MESSAGE_WIDTH = 60
+
+
+def _seconds(value: float) -> str:
+    if value < 60:
+        return f"{value:.0f}s"
+    return f"{int(value // 60)}m{int(value % 60):02d}s"
+
+
+class Progress:
+    """Counts finished runs and prints a line per run (unless quiet) and a status line.
+
+    Runs finish on the event loop of whichever pipeline step runs them; printing is guarded
+    by a lock so lines never interleave.
+    """
+
+    def __init__(self, console: Console, total: int, *, quiet: bool = False) -> None:
+        self.console = console
+        self.total = total
+        self.quiet = quiet
+        self.done = 0
+        self.errors = 0
+        self.cost = 0.0
+        self.started = time.monotonic()
+        self._lock = threading.Lock()
+
+    def stage(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(f"[dim]→ {text}[/dim]")
+
+    def status_line(self) -> str:
+        elapsed = time.monotonic() - self.started
+        eta = ""
+        if 0 < self.done < self.total:
+            eta = f", ETA {_seconds(elapsed / self.done * (self.total - self.done))}"
+        return (
+            f"{self.done}/{self.total} runs, {self.errors} error(s), {_seconds(elapsed)} elapsed{eta}, "
+            f"${self.cost:.4f} so far"
+        )
+
+    def run_finished(self, run: AgentRun) -> None:
+        with self._lock:
+            self.done += 1
+            self.errors += run.status is RunStatus.ERROR
+            self.cost += run.cost_usd or 0.0
+            if self.quiet:
+                return
+            mark = "[red]error[/red]" if run.status is RunStatus.ERROR else "[green]done[/green] "
+            detail = f" — {run.error[:100]}" if run.error else ""
+            self.console.print(
+                f"  {mark} {run.case_name} [dim]{run.model} #{run.attempt}[/dim] "
+                f"{run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok{detail}",
+                highlight=False,
+            )
+            self.console.print(f"  [dim]{self.status_line()}[/dim]", highlight=False)
+
+
+def report_console(file=None) -> Console:
+    """A console for the tables: the terminal's width on a terminal; elsewhere (a pipe, a CI
+    log, a file) plain text, wide enough that rows do not wrap."""
+    console = Console(file=file)
+    if file is not None or not console.is_terminal:
+        console = Console(file=file, width=200, no_color=True, highlight=False)
+    return console
+
+
+def _table(title: str) -> Table:
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+
+
+def _status_text(status: str) -> Text:
+    style = {"passed": "green", "failed": "red", "error": "yellow"}.get(status, "")
+    label = {"passed": "✓ pass", "failed": "✗ fail", "error": "! error"}.get(status, status)
+    return Text(label, style=style)
+
+
+def _money(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4f}"
+
+
+def _short(text: str | None, width: int = MESSAGE_WIDTH) -> str:
+    text = (text or "").replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def results_table(results: Sequence[dict[str, Any]], *, show_attempts: bool) -> Table:
+    table = _table("Results")
+    for column in (
+        "Test",
+        "Model",
+        *(["#"] if show_attempts else []),
+        "Status",
+        "Message",
+        "Tokens",
+        "Cost",
+        "Time (s)",
+        "Tools",
+    ):
+        table.add_column(
+            column,
+            justify="right" if column in ("Tokens", "Cost", "Time (s)", "Tools", "#") else "left",
+        )
+    for r in results:
+        table.add_row(
+            r["name"],
+            r["model"],
+            *([str(r["attempt"])] if show_attempts else []),
+            _status_text(r["status"]),
+            _short(r["message"]),
+            f"{r['tokens']:,}",
+            _money(r["cost"]),
+            f"{r['duration_ms'] / 1000:.1f}",
+            str(r["tool_call_count"]),
+        )
+    return table
+
+
+def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
+    table = _table("Performance by Model")
+    for column in (
+        "Model",
+        "Pass Rate",
+        "Passed",
+        "Errors",
+        "Tokens",
+        "Cost",
+        "Avg Time (s)",
+        "p95 (s)",
+        "Avg Tools",
+    ):
+        table.add_column(column, justify="left" if column == "Model" else "right")
+    for m in by_model:
+        table.add_row(
+            m["model"],
+            f"{m['pass_rate']:.1f}%",
+            f"{m['passed']}/{m['total']}",
+            str(m["errors"]),
+            f"{m['total_tokens']:,}",
+            _money(m["total_cost"]),
+            f"{m['avg_duration_ms'] / 1000:.1f}",
+            f"{m['p95_duration_ms'] / 1000:.1f}",
+            f"{m['avg_tool_calls']:.1f}",
+        )
+    return table
+
+
+def grid_table(results: Sequence[dict[str, Any]], models: Sequence[str]) -> Table:
+    table = _table("Pass / Fail by Test and Model")
+    table.add_column("Test")
+    for model in models:
+        table.add_column(model, justify="center")
+    cells: dict[tuple[str, str], list[str]] = {}
+    order: list[str] = []
+    for r in results:
+        if r["name"] not in order:
+            order.append(r["name"])
+        cells.setdefault((r["name"], r["model"]), []).append(r["status"])
+    for name in order:
+        row = []
+        for model in models:
+            statuses = cells.get((name, model), [])
+            if not statuses:
+                row.append(Text(""))
+            elif all(s == "passed" for s in statuses):
+                row.append(Text("✓", style="green"))
+            elif len(statuses) > 1:
+                passes = sum(s == "passed" for s in statuses)
+                row.append(Text(f"{passes}/{len(statuses)}", style="yellow" if passes else "red"))
+            else:
+                row.append(
+                    Text(
+                        "!" if statuses[0] == "error" else "✗",
+                        style="yellow" if statuses[0] == "error" else "red",
+                    )
+                )
+        table.add_row(name, *row)
+    return table
+
+
+def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
+    table = _table("pass@k by Test and Model")
+    for column in ("Test", "Model", "Passes", "pass@1", "pass@k", "pass^k", "Flaky"):
+        table.add_column(column, justify="left" if column in ("Test", "Model") else "right")
+    for m in metrics:
+        table.add_row(
+            m["name"],
+            m["model"],
+            f"{m['passes']}/{m['attempts']}",
+            f"{m['pass_at_1']:.2f}",
+            f"{m['pass_at_k']:.2f}",
+            "✓" if m["pass_hat_k"] else "✗",
+            "yes" if m["flaky"] else "",
+        )
+    return table
+
+
+def changes_lines(changes: dict[str, tuple[list[str], list[str]]]) -> list[str]:
+    """'regressed / improved since the previous run' lines per model."""
+    lines = []
+    for model, (regressed, improved) in changes.items():
+        if regressed:
+            lines.append(
+                f"[red]regressed since the previous run of {model}:[/red] {', '.join(regressed)}"
+            )
+        if improved:
+            lines.append(
+                f"[green]improved since the previous run of {model}:[/green] {', '.join(improved)}"
+            )
+    return lines
+
+
+def print_report(
+    console: Console,
+    document: dict[str, Any],
+    models: Sequence[str],
+    *,
+    changes: dict[str, tuple[list[str], list[str]]],
+    executed: int,
+    reused: int,
+) -> None:
+    results = document["results"]
+    several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics"])
+    console.print(results_table(results, show_attempts=several_attempts))
+    console.print(models_table(document["by_model"]))
+    if len(models) > 1:
+        console.print(grid_table(results, models))
+    if several_attempts:
+        console.print(pass_at_k_table(document["pass_metrics"]))
+    for line in changes_lines(changes):
+        console.print(line)
+    summary = document["summary"]
+    cost = "" if summary["total_cost"] is None else f", ${summary['total_cost']:.4f}"
+    console.print(
+        f"[bold]{summary['passed']}/{summary['total']} passed[/bold] ({summary['pass_rate']:.1f}%), "
+        f"{summary['total'] - summary['passed'] - summary['errors']} failed, {summary['errors']} error(s), "
+        f"{summary['total_tokens']:,} tokens{cost}",
+        highlight=False,
+    )
+    if executed == 0 and reused:
+        console.print(
+            f"No agent run executed: all {reused} runs reused (nothing changed).", highlight=False
+        )
+    else:
+        console.print(f"{executed} agent run(s) executed, {reused} reused.", highlight=False)

@@ -1,0 +1,209 @@
+"""The results of an evaluation, read back from the store, as nao's results document plus ours."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from eval_pipeline.grading._metrics import RunOutcome, case_metrics, summarize_models
+from eval_pipeline.grading._verdict import GradeStatus
+from eval_pipeline.store import StoreLayout, query
+
+RESULTS_DIR = "outputs"
+
+
+def _load(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _none_if_nan(value: Any) -> Any:
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
+
+
+def _data_details(checks: list[dict[str, Any]]) -> dict[str, Any]:
+    for check in checks:
+        if check.get("kind") == "data":
+            return check.get("details") or {}
+    return {}
+
+
+def read_run_rows(
+    layout: StoreLayout, models: Sequence[str], day: date, names: Sequence[str]
+) -> pd.DataFrame:
+    """One row per graded run of these models and tests on the day, with its run's transcript."""
+    return query(
+        layout,
+        """
+        SELECT g.name, g.model, g.attempt, g.status, g.passed, g.message, g.verified, g.checks,
+               g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
+               r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
+               t.sql AS reference_sql
+        FROM grades g
+        LEFT JOIN agent_runs r ON r.key = g.run_key AND r.model = g.model AND r.run_date = g.run_date
+        LEFT JOIN test_cases t ON t.name = g.name
+        WHERE g.run_date = ? AND list_contains(?, g.model) AND list_contains(?, g.name)
+        """,
+        [day, list(models), list(names)],
+    )
+
+
+def build_results(
+    rows: pd.DataFrame, models: Sequence[str], names: Sequence[str], day: date
+) -> dict[str, Any]:
+    """nao's keys (`timestamp`, `results`, `summary`, `by_model`) plus `status`, `attempt`,
+    `pass_metrics` and `run_date`. Results are grouped by model in the order the models were
+    given, then by test in suite order, then attempt."""
+    model_order = {m: i for i, m in enumerate(models)}
+    name_order = {n: i for i, n in enumerate(names)}
+    records = rows.to_dict("records")
+    records.sort(
+        key=lambda r: (
+            model_order.get(r["model"], 99),
+            name_order.get(r["name"], 10**6),
+            r["attempt"],
+        )
+    )
+    results = []
+    outcomes = []
+    for row in records:
+        checks = _load(row["checks"]) or []
+        data = _data_details(checks)
+        cost = _none_if_nan(row["cost_usd"])
+        results.append(
+            {
+                "name": row["name"],
+                "model": row["model"],
+                "passed": bool(row["passed"]),
+                "status": row["status"],
+                "attempt": int(row["attempt"]),
+                "message": row["message"],
+                "verified": bool(row["verified"]),
+                "tokens": int(row["tokens"] or 0),
+                "cost": cost,
+                "duration_ms": round(float(row["duration_ms"] or 0.0)),
+                "tool_call_count": int(row["tool_call_count"] or 0),
+                "run_date": day.isoformat(),
+                "details": {
+                    "response_text": _none_if_nan(row["final_text"]),
+                    "actual_data": data.get("actual_data"),
+                    "expected_data": data.get("expected_data"),
+                    "diff": data.get("diff"),
+                    "reference_sql": _none_if_nan(row["reference_sql"]),
+                    "tool_calls": [
+                        {
+                            k: c.get(k)
+                            for k in ("name", "arguments", "result", "error", "duration_ms")
+                        }
+                        for c in _load(row["run_tool_calls"]) or []
+                    ],
+                    "checks": checks,
+                    "error": _none_if_nan(row["run_error"]),
+                },
+            }
+        )
+        outcomes.append(
+            RunOutcome(
+                name=row["name"],
+                model=row["model"],
+                attempt=int(row["attempt"]),
+                status=GradeStatus(row["status"]),
+                tokens=int(row["tokens"] or 0),
+                cost_usd=cost,
+                duration_ms=float(row["duration_ms"] or 0.0),
+                tool_call_count=int(row["tool_call_count"] or 0),
+                verified=bool(row["verified"]),
+            )
+        )
+    return {
+        "timestamp": datetime.now().isoformat(),
+        "run_date": day.isoformat(),
+        "results": results,
+        "summary": _summary(results),
+        "by_model": [_model_entry(s) for s in summarize_models(outcomes)],
+        "pass_metrics": [
+            {**asdict(m), "flaky": m.flaky}
+            for m in sorted(
+                case_metrics(outcomes),
+                key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
+            )
+        ],
+    }
+
+
+def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    total = len(results)
+    duration = sum(r["duration_ms"] for r in results)
+    tools = sum(r["tool_call_count"] for r in results)
+    costs = [r["cost"] for r in results if r["cost"] is not None]
+    passed = sum(r["passed"] for r in results)
+    return {
+        "total": total,
+        "passed": passed,
+        # nao's meaning: every run that did not pass; `errors` says how many of those were
+        # infrastructure errors rather than wrong answers.
+        "failed": total - passed,
+        "errors": sum(r["status"] == "error" for r in results),
+        "unverified": sum(not r["verified"] for r in results),
+        "pass_rate": round(100 * passed / total, 1) if total else 0.0,
+        "total_tokens": sum(r["tokens"] for r in results),
+        "total_cost": round(sum(costs), 6) if costs else None,
+        "total_duration_ms": duration,
+        "total_duration_s": round(duration / 1000, 1),
+        "total_tool_calls": tools,
+        "avg_duration_ms": round(duration / total) if total else 0,
+        "avg_tool_calls": round(tools / total, 2) if total else 0.0,
+    }
+
+
+def _model_entry(summary) -> dict[str, Any]:
+    return {
+        "model": summary.model,
+        "total": summary.total,
+        "passed": summary.passed,
+        "failed": summary.total - summary.passed,
+        "errors": summary.errors,
+        "pass_rate": round(100 * summary.pass_rate, 1),
+        "total_tokens": summary.tokens,
+        "total_cost": round(summary.cost_usd, 6) if summary.cost_usd is not None else None,
+        "total_duration_ms": round((summary.avg_duration_ms or 0) * summary.total),
+        "avg_duration_ms": round(summary.avg_duration_ms or 0),
+        "p50_duration_ms": round(summary.duration_p50_ms or 0),
+        "p95_duration_ms": round(summary.duration_p95_ms or 0),
+        "total_tool_calls": summary.tool_calls,
+        "avg_tool_calls": round(summary.avg_tool_calls or 0, 2),
+    }
+
+
+def write_results_file(document: dict[str, Any], suite_root: Path) -> Path:
+    """`<suite>/outputs/results_YYYYMMDD_HHMMSS.json`, as nao writes it."""
+    folder = suite_root / RESULTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.fromisoformat(document["timestamp"]).strftime("%Y%m%d_%H%M%S")
+    path = folder / f"results_{stamp}.json"
+    path.write_text(
+        json.dumps(document, indent=2, default=str, ensure_ascii=False), encoding="utf-8"
+    )
+    return path
+
+
+def previous_statuses(layout: StoreLayout, model: str, before: datetime) -> dict[str, bool]:
+    """Per test, whether it passed in the model's latest graded materialization before `before`
+    (any day), for "regressed / improved since the previous run"."""
+    frame = query(
+        layout,
+        """
+        WITH previous AS (
+            SELECT max(written_at) AS at FROM grades_history WHERE model = ? AND written_at < ?
+        )
+        SELECT name, bool_and(passed) AS passed FROM grades_history, previous
+        WHERE model = ? AND written_at = previous.at GROUP BY name
+        """,
+        [model, before, model],
+    )
+    return dict(zip(frame["name"], frame["passed"].astype(bool), strict=True))
