@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import csv
-import datetime as dt
-import io
-import json
-import math
 import re
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import duckdb
+
+from eval_pipeline.agents._sql_result import QueryResult, to_json_safe
 
 __all__ = [
     "ForbiddenStatement",
@@ -91,43 +85,6 @@ class SandboxLimits:
             raise ValueError("timeout_s must be positive")
         if not 1 <= self.model_max_rows <= self.store_max_rows:
             raise ValueError("need 1 <= model_max_rows <= store_max_rows")
-
-
-@dataclass(frozen=True)
-class QueryResult:
-    """What one query returned, with JSON-safe values (see `to_json_safe`)."""
-
-    sql: str
-    columns: list[str]
-    column_types: list[str]
-    rows: list[tuple[Any, ...]]
-    #: Total rows when the whole result was fetched; when `truncated`, the rows kept
-    #: (counting the rest would mean producing the whole result).
-    row_count: int
-    truncated: bool
-    duration_ms: float
-
-    def to_text(self, *, max_rows: int = 100, max_cell_chars: int = 200) -> str:
-        """The result as compact CSV for a model, with a closing line saying how many rows exist.
-
-        NULL is written `NULL` (an empty cell would read as an empty string).
-        """
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(self.columns)
-        for row in self.rows[:max_rows]:
-            writer.writerow(_cell_text(value, max_cell_chars) for value in row)
-        shown = min(len(self.rows), max_rows)
-        if self.truncated:
-            note = (
-                f"(showing {shown:,} of more than {self.row_count:,} rows; aggregate, filter "
-                "or add LIMIT to get the rows that matter)"
-            )
-        elif shown < self.row_count:
-            note = f"(showing {shown:,} of {self.row_count:,} rows)"
-        else:
-            note = f"({self.row_count:,} row{'' if self.row_count == 1 else 's'})"
-        return out.getvalue() + note
 
 
 class SqlSandbox:
@@ -487,61 +444,3 @@ def _discard(cursor: duckdb.DuckDBPyConnection) -> None:
 def _trim(error: BaseException, limit: int = 1_000) -> str:
     message = str(error).strip()
     return message if len(message) <= limit else message[: limit - 1] + "…"
-
-
-# --- values --------------------------------------------------------------------------------
-
-
-def to_json_safe(value: Any) -> Any:
-    """A DuckDB value as plain JSON data.
-
-    DECIMAL → float: grading compares numbers with tolerances, and 15 significant digits
-    cover any money amount a test checks; the exact type stays in `column_types`.
-    Dates, times and timestamps → ISO 8601 strings; INTERVAL → str of the timedelta;
-    BLOB → "base64:..."; UUID → str; NaN → None; ±inf → "Infinity" / "-Infinity";
-    LIST/ARRAY → list; STRUCT/MAP → dict with string keys. Integers stay exact.
-    """
-    if value is None or isinstance(value, bool | int | str):
-        return value
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "Infinity" if value > 0 else "-Infinity"
-        return value
-    if isinstance(value, Decimal):
-        return to_json_safe(float(value))
-    if isinstance(value, dt.date | dt.time):
-        return value.isoformat()
-    if isinstance(value, dt.timedelta):
-        return str(value)
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "base64:" + base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return [to_json_safe(item) for item in value]
-    if isinstance(value, dict):
-        return {_key_text(key): to_json_safe(item) for key, item in value.items()}
-    return str(value)
-
-
-def _key_text(key: Any) -> str:
-    safe = to_json_safe(key)
-    return safe if isinstance(safe, str) else str(safe)
-
-
-def _cell_text(value: Any, max_chars: int) -> str:
-    if value is None:
-        text = "NULL"
-    elif isinstance(value, bool):
-        text = "true" if value else "false"
-    elif isinstance(value, list | dict):
-        text = _compact_json(value)
-    else:
-        text = str(value)
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

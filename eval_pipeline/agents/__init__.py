@@ -1,0 +1,109 @@
+"""Who answers a test: LLM providers, the built-in SQL agent, external HTTP agents, record/replay."""
+
+from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent, LimitExceeded
+from eval_pipeline.agents._cache import CachedChatModel, CompletionCache, MemoryCache
+from eval_pipeline.agents._catalog import WarehouseCatalog
+from eval_pipeline.agents._chat import Agent, ChatModel
+from eval_pipeline.agents._errors import (
+    AgentError,
+    AuthenticationFailed,
+    ProtocolError,
+    ProviderError,
+    ProviderTimeout,
+    ProviderUnavailable,
+    RateLimited,
+    RequestRejected,
+    UnknownModel,
+)
+from eval_pipeline.agents._factory import AgentFactory
+from eval_pipeline.agents._http_agent import HttpAgent
+from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
+from eval_pipeline.agents._providers import ProviderPool, split_model_id
+from eval_pipeline.agents._replay import (
+    Recorder,
+    Recording,
+    RecordingChatModel,
+    ReplayChatModel,
+    ReplayMissing,
+    call_context,
+)
+from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
+from eval_pipeline.agents._runner import RunRequest, execute_run, execute_runs
+from eval_pipeline.agents._sandbox import (
+    ForbiddenStatement,
+    QueryFailed,
+    QueryResult,
+    QueryTimeout,
+    SandboxError,
+    SandboxLimits,
+    SqlSandbox,
+)
+from eval_pipeline.agents._types import (
+    AgentRun,
+    ChatMessage,
+    Completion,
+    QueryRecord,
+    RequestedToolCall,
+    RunStatus,
+    ToolCallRecord,
+    ToolSpec,
+    Usage,
+    run_key,
+)
+
+__all__ = [
+    "DEFAULT_RETRY_POLICY",
+    "PRICE_TABLE_DATE",
+    "Agent",
+    "AgentError",
+    "AgentFactory",
+    "AgentLimits",
+    "AgentRun",
+    "AuthenticationFailed",
+    "BuiltinAgent",
+    "CachedChatModel",
+    "ChatMessage",
+    "ChatModel",
+    "Completion",
+    "CompletionCache",
+    "ForbiddenStatement",
+    "HttpAgent",
+    "LimitExceeded",
+    "MemoryCache",
+    "ProtocolError",
+    "ProviderError",
+    "ProviderPool",
+    "ProviderTimeout",
+    "ProviderUnavailable",
+    "QueryFailed",
+    "QueryRecord",
+    "QueryResult",
+    "QueryTimeout",
+    "RateLimited",
+    "Recorder",
+    "Recording",
+    "RecordingChatModel",
+    "ReplayChatModel",
+    "ReplayMissing",
+    "RequestRejected",
+    "RequestedToolCall",
+    "RetryPolicy",
+    "RunRequest",
+    "RunStatus",
+    "SandboxError",
+    "SandboxLimits",
+    "SqlSandbox",
+    "ToolCallRecord",
+    "ToolSpec",
+    "UnknownModel",
+    "Usage",
+    "WarehouseCatalog",
+    "call_context",
+    "cost_usd",
+    "costs_for",
+    "execute_run",
+    "execute_runs",
+    "run_key",
+    "send_with_retry",
+    "split_model_id",
+]
