@@ -73,31 +73,34 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL query on the results (read-only) and print it."""
+    import json
+
+    from eval_pipeline.agents._sql_result import to_json_safe
     from eval_pipeline.cli._formats import csv_text
-    from eval_pipeline.store import StoreLayout, query
+    from eval_pipeline.store import StoreLayout, fetch
 
     config = load_config(_suite_root(args))
     try:
-        frame = query(StoreLayout(config.state_path), args.query)
+        columns, rows = fetch(StoreLayout(config.state_path), args.query)
     except duckdb.Error as error:
         print(f"error: {str(error).strip()}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "csv":
-        sys.stdout.write(csv_text(list(frame.columns), frame.itertuples(index=False)))
+        sys.stdout.write(csv_text(columns, rows))
     elif args.format == "json":
-        sys.stdout.write(frame.to_json(orient="records", date_format="iso", indent=2) + "\n")
+        records = [dict(zip(columns, map(to_json_safe, row), strict=True)) for row in rows]
+        sys.stdout.write(json.dumps(records, indent=2, ensure_ascii=False) + "\n")
     else:
-        from rich.console import Console
         from rich.table import Table
 
-        table = Table()
-        for column in frame.columns:
-            table.add_column(str(column))
-        for row in frame.head(args.limit).itertuples(index=False):
+        from eval_pipeline.cli._render import report_console
+
+        table = Table(*columns)
+        for row in rows[: args.limit]:
             table.add_row(*("NULL" if v is None else str(v) for v in row))
-        Console().print(table)
-        if len(frame) > args.limit:
-            print(f"({len(frame):,} rows, {args.limit:,} shown; --limit or --format csv for all)")
+        report_console().print(table)
+        if len(rows) > args.limit:
+            print(f"({len(rows):,} rows, {args.limit:,} shown; --limit N or --format csv for all)")
     return EXIT_OK
 
 

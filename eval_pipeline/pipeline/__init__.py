@@ -1,5 +1,6 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
+from eval_pipeline.pipeline._cases import record_cases
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
     compute_references,
@@ -23,6 +24,7 @@ __all__ = [
     "load_references",
     "plan_requests",
     "publish",
+    "record_cases",
     "run_agents",
     "run_from_row",
     "run_partition",

@@ -5,6 +5,7 @@ from eval_pipeline.store._database import (
     StoreBusy,
     connect,
     ensure_database,
+    fetch,
     query,
     view_statements,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "connect",
     "ensure_database",
     "ensure_schema_files",
+    "fetch",
     "journal_files",
     "latest_file",
     "new_materialization_id",

@@ -16,7 +16,7 @@ from eval_pipeline.store._files import ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 
 # Bump when a view's definition changes; the views are then recreated on next use.
-VIEWS_VERSION = 1
+VIEWS_VERSION = 2
 _PARTITION_KEYS = {"model_date": "model, run_date", "date": "run_date", "none": ""}
 
 
@@ -29,13 +29,27 @@ def _sql_string(value: str) -> str:
 
 
 def view_statements(layout: StoreLayout) -> list[str]:
-    """`<table>_history` (every file ever written) and `<table>` (each partition's latest file)."""
+    """`<table>_history` (every file ever written) and `<table>` (each partition's latest file).
+
+    An "append" table keeps every row in `<table>` too (each write is a new fact, such as a
+    person's label), and `<table>_latest` holds the newest row per item (`latest_by`).
+    """
     statements = []
     for name, spec in TABLES.items():
         source = f"read_parquet({_sql_string(layout.glob(name))}, union_by_name = true, hive_partitioning = false)"
+        statements.append(f"CREATE OR REPLACE VIEW {name}_history AS SELECT * FROM {source}")
+        if spec.partitioning == "append":
+            statements.append(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}_history")
+            if spec.latest_by:
+                keys = ", ".join(spec.latest_by)
+                statements.append(
+                    f"CREATE OR REPLACE VIEW {name}_latest AS SELECT * FROM {name}_history "
+                    f"QUALIFY row_number() OVER (PARTITION BY {keys} "
+                    "ORDER BY written_at DESC, materialization_id DESC) = 1"
+                )
+            continue
         keys = _PARTITION_KEYS[spec.partitioning]
         window = f"PARTITION BY {keys}" if keys else ""
-        statements.append(f"CREATE OR REPLACE VIEW {name}_history AS SELECT * FROM {source}")
         statements.append(
             f"CREATE OR REPLACE VIEW {name} AS SELECT * EXCLUDE (_is_latest) FROM ("
             f"SELECT *, written_at = max(written_at) OVER ({window}) AS _is_latest FROM {name}_history"
@@ -107,3 +121,13 @@ def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.D
     """Run one SQL query on the results and return it as a DataFrame."""
     with connect(layout) as connection:
         return connection.execute(sql, parameters or []).df()
+
+
+def fetch(
+    layout: StoreLayout, sql: str, parameters: list | None = None
+) -> tuple[list[str], list[tuple]]:
+    """Run one SQL query on the results; column names and rows with DuckDB's own types."""
+    with connect(layout) as connection:
+        cursor = connection.execute(sql, parameters or [])
+        columns = [column[0] for column in cursor.description or []]
+        return columns, cursor.fetchall()

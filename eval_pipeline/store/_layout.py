@@ -10,7 +10,9 @@ from typing import Literal
 
 import pyarrow as pa
 
-Partitioning = Literal["model_date", "date", "none"]
+# "append": every write is kept and the table view shows ALL rows (e.g. human labels);
+# the other kinds show each partition's latest write.
+Partitioning = Literal["model_date", "date", "none", "append"]
 
 _TS = pa.timestamp("us", tz="UTC")
 
@@ -28,6 +30,8 @@ class TableSpec:
     partitioning: Partitioning
     schema: pa.Schema
     description: str
+    # For "append" tables: the columns naming one item; `<table>_latest` keeps its newest row.
+    latest_by: tuple[str, ...] = ()
 
     @property
     def json_columns(self) -> frozenset[str]:
@@ -50,6 +54,7 @@ TABLES: dict[str, TableSpec] = {
                     ("prompt", pa.string()),
                     _json("messages"),
                     ("sql", pa.string()),
+                    ("database", pa.string()),
                     ("kinds", pa.list_(pa.string())),
                     ("tags", pa.list_(pa.string())),
                     ("category", pa.string()),
@@ -190,6 +195,27 @@ TABLES: dict[str, TableSpec] = {
             ),
             "One row per model and day: pass rate (a fraction in [0, 1]), counts, tokens, cost, latency.",
         ),
+        TableSpec(
+            "labels",
+            "append",
+            pa.schema(
+                [
+                    ("label_id", pa.string()),
+                    ("run_key", pa.string()),
+                    ("name", pa.string()),
+                    ("model", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("attempt", pa.int32()),
+                    ("passed", pa.bool_()),
+                    ("note", pa.string()),
+                    ("author", pa.string()),
+                    ("labelled_at", _TS),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "People's verdicts on runs, every one kept; `labels_latest` holds the newest per run.",
+            latest_by=("run_key",),
+        ),
     )
 }
 
@@ -208,6 +234,17 @@ class StoreLayout:
     @property
     def database(self) -> Path:
         return self.root / "results.duckdb"
+
+    @property
+    def history_database(self) -> Path:
+        """The history marts (dbt over the results); a file of its own, so building them
+        never needs the write lock of results.duckdb, which readers hold."""
+        return self.root / "history.duckdb"
+
+    @property
+    def history_dbt_dir(self) -> Path:
+        """The history dbt project's run artefacts and logs."""
+        return self.root / "history_dbt"
 
     @property
     def tables_dir(self) -> Path:

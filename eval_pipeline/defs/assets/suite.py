@@ -5,6 +5,7 @@ from collections import Counter
 import dagster as dg
 
 from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.pipeline import record_cases
 from eval_pipeline.suite import Case
 
 GROUP = "suite"
@@ -23,12 +24,13 @@ def _cases_table(cases: list[Case]) -> str:
 
 @dg.asset(
     group_name=GROUP,
-    kinds={"yaml"},
+    kinds={"yaml", "duckdb"},
     description="The suite's test files, validated. Its data version is the suite hash, so "
     "editing a test marks the runs and grades that depend on it as unsynced.",
 )
 def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
     loaded = suite.load()
+    record_cases(loaded, suite.store())
     cases = list(loaded.cases)
     kinds = Counter(kind for case in cases for kind in case.kinds)
     unverified = [case.name for case in cases if not case.kinds]
