@@ -183,6 +183,14 @@ class _Tolerance:
                 out = np.round(values, self.decimals)
                 # Beyond 2**52 / 10**d a float has no digits to round; x * 10**d may overflow.
                 huge = ~(np.abs(values) < 2.0**52 / 10.0**self.decimals)
+                # numpy scales by 10**d first, which can land a value just above a half on
+                # the half itself (0.005 * 100 == 0.5) and round it the wrong way; Python's
+                # round() rounds the exact binary value, as "%.2f" display does: redo those.
+                scaled = values * 10.0**self.decimals
+                near_half = np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6
+                near_half &= ~huge
+            for index in np.flatnonzero(near_half):
+                out[index] = round(float(values[index]), self.decimals)
             out[huge] = values[huge]
             out += 0.0
         out[np.isnan(out)] = np.nan

@@ -384,3 +384,11 @@ def test_value_matching_works_in_ordered_mode():
     expected = frame(rank=[3, 2, 1], name=["c", "b", "a"])
     assert compare_results(actual, expected, ordered=True).passed
     assert not compare_results(actual.iloc[::-1], expected, ordered=True).passed
+
+
+def test_rounding_follows_display_rounding_of_the_exact_value():
+    # 0.005 is stored just above a half: "%.2f" shows it as 0.01, and so must the comparison
+    # (numpy alone scales it onto the half and rounds it down to 0.00).
+    assert compare_results(pd.DataFrame({"x": ["$0.01"]}), pd.DataFrame({"x": [0.005]})).passed
+    # 0.015 is stored just below a half: it displays as 0.01, so 0.02 is a different figure.
+    assert not compare_results(pd.DataFrame({"x": [0.02]}), pd.DataFrame({"x": [0.015]})).passed
