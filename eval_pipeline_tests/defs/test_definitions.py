@@ -1,0 +1,93 @@
+"""The Dagster code location: it loads, validates, and has the shape the UI shows."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.defs import build_definitions
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def suite_copy(tmp_path_factory) -> Path:
+    """The sample suite copied out of the repository, so dbt's parse output lands in tmp."""
+    root = tmp_path_factory.mktemp("defs") / "suite"
+    shutil.copytree(
+        REPO / "tests_suite",
+        root,
+        ignore=shutil.ignore_patterns("target", "logs", ".eval", "*.duckdb"),
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def defs(suite_copy) -> dg.Definitions:
+    return build_definitions(suite_copy)
+
+
+@pytest.mark.slow
+def test_dagster_validates_the_code_location_from_the_repo_root(suite_copy):
+    env = dict(
+        os.environ,
+        EVAL_SUITE_DIR=str(suite_copy),
+        PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    )
+    result = subprocess.run(
+        [
+            str(Path(sys.executable).with_name("dagster")),
+            "definitions",
+            "validate",
+            "-w",
+            "workspace.yaml",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Validation successful for code location eval_pipeline" in result.stdout + result.stderr
+
+
+def test_asset_graph_has_every_stage_with_its_partitions(defs):
+    graph = defs.resolve_asset_graph()
+    keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
+    for name in (
+        "test_cases",
+        "agent_context",
+        "reference_results",
+        "agent_runs",
+        "grades",
+        "model_summaries",
+        "leaderboard",
+        "report",
+        "warehouse/orders",
+        "warehouse/customers",
+    ):
+        assert name in keys
+    multi = graph.get(dg.AssetKey("agent_runs")).partitions_def
+    assert isinstance(multi, dg.MultiPartitionsDefinition)
+    assert {d.name for d in multi.partitions_defs} == {"model", "date"}
+    assert isinstance(
+        graph.get(dg.AssetKey("reference_results")).partitions_def, dg.DailyPartitionsDefinition
+    )
+    checks = {key.name for key in graph.asset_check_keys}
+    assert {"min_accuracy", "no_regression"} <= checks
+    assert "dbt" in graph.get(dg.AssetKey(["warehouse", "orders"])).kinds
+
+
+def test_schedules_and_sensors_run_by_default(defs):
+    schedule = defs.resolve_schedule_def("daily_evaluation")
+    assert schedule.cron_schedule == "0 6 * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    for name in ("sync_model_partitions", "evaluation_automation"):
+        assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
