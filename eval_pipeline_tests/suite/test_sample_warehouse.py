@@ -1,14 +1,11 @@
 """The bundled sample suite: its dbt project builds, and every reference query means what it says.
 
-The warehouse is built once per session into a temporary folder, so the repository stays clean.
+The warehouse is built once per session into a temporary folder (the `sample_warehouse` fixture
+of eval_pipeline_tests/conftest.py), so the repository stays clean.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,39 +35,11 @@ CASES = _load_cases()
 SQL_CASES = [pytest.param(case, id=rel) for rel, case in CASES if case.get("sql")]
 
 
-def _dbt_executable() -> str | None:
-    sibling = Path(sys.executable).with_name("dbt")
-    return str(sibling) if sibling.exists() else shutil.which("dbt")
-
-
 @pytest.fixture(scope="session")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Build the sample warehouse with `dbt build` and open it read-only."""
-    dbt = _dbt_executable()
-    if dbt is None:
-        pytest.skip("the dbt executable is not installed")
-    work = tmp_path_factory.mktemp("sample_warehouse")
-    path = work / "warehouse.duckdb"
-    env = {
-        **os.environ,
-        "EVAL_WAREHOUSE_PATH": str(path),
-        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-    }
-    command = [
-        dbt,
-        "build",
-        "--project-dir",
-        str(DBT_DIR),
-        "--profiles-dir",
-        str(DBT_DIR),
-        "--target-path",
-        str(work / "target"),
-        "--log-path",
-        str(work / "logs"),
-    ]
-    done = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"dbt build failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
-    connection = duckdb.connect(str(path), read_only=True)
+def warehouse(sample_warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
+    """The sample warehouse (built once per session by the shared `sample_warehouse` fixture
+    of eval_pipeline_tests/conftest.py), opened read-only."""
+    connection = duckdb.connect(str(sample_warehouse.path), read_only=True)
     yield connection
     connection.close()
 
