@@ -125,6 +125,8 @@ class ScriptedServer:
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.in_flight = 0
+        self.peak_in_flight = 0  # most requests being answered at once: proof of concurrency
 
     # -- lifecycle
 
@@ -272,6 +274,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as httpx's pools expect
+    # Headers and body go out in two writes; with Nagle's algorithm the body then waits for
+    # the client's delayed ACK, adding ~40 ms to every response.
+    disable_nagle_algorithm = True
     server_state: ScriptedServer
     timeout = 30  # a stuck client must not pin a thread forever
 
@@ -311,7 +316,15 @@ class _Handler(BaseHTTPRequestHandler):
             json=parsed,
         )
         step = state._next_step(request)
-        if state._stopping.wait(state.latency_s + step.delay_s):
+        with state._lock:
+            state.in_flight += 1
+            state.peak_in_flight = max(state.peak_in_flight, state.in_flight)
+        try:
+            interrupted = state._stopping.wait(state.latency_s + step.delay_s)
+        finally:
+            with state._lock:
+                state.in_flight -= 1
+        if interrupted:
             return self._reset()
         if step.kind == "hang":
             state._stopping.wait(step.hang_s)

@@ -251,9 +251,8 @@ def test_many_concurrent_conversations(server):
         async with open_chat_model(server, threads=32) as model:
             return await asyncio.gather(*(conversation(model) for _ in range(32)))
 
-    started = time.monotonic()
     results = asyncio.run(go())
-    elapsed = time.monotonic() - started
     assert [r.text for r in results] == ["One."] * 32
     assert len(server.requests) == 64
-    assert elapsed < 2.0  # sequential would be 12.8 s
+    # every conversation was waiting on the server at the same time, not one after another
+    assert server.peak_in_flight >= 24
