@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-
-import dagster as dg
+from typing import TYPE_CHECKING
 
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._factory import RECORDINGS_DIR, recording_path
 from eval_pipeline.agents._providers import split_model_id
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
-from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
-from eval_pipeline.defs.partitions import model_day_key, models_partitions
 from eval_pipeline.pipeline import plan_requests
 from eval_pipeline.suite import Problem, Suite, SuiteError
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 
 class EvaluationFailed(RuntimeError):
@@ -61,11 +62,15 @@ def check_models(suite: Suite, models: Sequence[str]) -> None:
         name = recording_name(model)
         if name is not None:
             if not recording_path(config, name).exists():
+                folder = config.root / RECORDINGS_DIR
+                present = sorted(p.stem for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+                known = ", ".join(f"replay:{n}" for n in present) or "(none)"
                 problems.append(
                     Problem(
                         "--model",
                         None,
-                        f"{model!r}: no recording {RECORDINGS_DIR}/{name}.jsonl in the suite",
+                        f"{model!r}: no recording {RECORDINGS_DIR}/{name}.jsonl in the suite; "
+                        f"recordings: {known}",
                     )
                 )
         elif provider == "http":
@@ -113,6 +118,13 @@ def run_evaluation(
     """Materialize, for the requested day: the suite inputs, the warehouse if missing, the
     reference results, each model's runs → grades → summaries, then the leaderboard and
     report — each step a Dagster run in the project's instance (so it shows in the UI)."""
+    # Dagster and the definitions (dagster-dbt, dbt) take seconds to import: only here, so
+    # `list`, `sql`, `diff`, `export` and every usage error answer without paying for them.
+    import dagster as dg
+
+    from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
+    from eval_pipeline.defs.partitions import model_day_key, models_partitions
+
     config = suite.config
     os.environ[DAGSTER_HOME_ENV] = str(instance_home(config))
     defs = build_definitions(suite.root)
@@ -152,14 +164,16 @@ def run_evaluation(
             and warehouse.dbt_project is not None
             and not warehouse.path.exists()
         ):
-            on_stage("building the warehouse with dbt (first run only)")
+            log = config.state_path / "logs" / "warehouse-build.log"
+            on_stage(f"building the warehouse with dbt, first run only (log: {log})")
+            log.parent.mkdir(parents=True, exist_ok=True)
             job = defs.resolve_job_def(WAREHOUSE_JOB)
-            _require(
-                job.execute_in_process(
+            # dagster-dbt echoes dbt's output to stdout; it belongs in a log, not the report.
+            with open(log, "w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+                result = job.execute_in_process(
                     instance=instance, raise_on_error=False, tags=tags, run_config=quiet
-                ),
-                "the warehouse build",
-            )
+                )
+            _require(result, f"the warehouse build (see {log})")
         step("reading the suite", ["test_cases", "agent_context"])
         step("running the reference SQL", ["reference_results"], partition_key=day)
         agent_config = {

@@ -160,14 +160,44 @@ def cmd_export(args: argparse.Namespace) -> int:
             "model"
         ]
     )
-    names = [c.name for c in suite.cases]
-    document = build_results(read_run_rows(layout, models, day, names), models, names, day)
-    text = results_csv(document)
+    if args.format == "html":
+        from eval_pipeline.viewer import NoResults, render_html_export
+
+        try:
+            text = render_html_export(layout, day, models=models)
+        except NoResults as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        what = "a self-contained page"
+    else:
+        names = [c.name for c in suite.cases]
+        document = build_results(read_run_rows(layout, models, day, names), models, names, day)
+        text = results_csv(document)
+        what = f"{len(document['results'])} runs"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output} ({len(document['results'])} runs)", file=sys.stderr)
+        print(f"wrote {args.output} ({what})", file=sys.stderr)
     else:
         sys.stdout.write(text)
+    return EXIT_OK
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    """Serve the results viewer over the store's whole history."""
+    from eval_pipeline.store import StoreLayout
+    from eval_pipeline.viewer import serve
+
+    config = load_config(_suite_root(args))
+    try:
+        serve(
+            StoreLayout(config.state_path),
+            host=args.host,
+            port=args.port,
+            open_browser=not args.no_open,
+        )
+    except OSError as error:
+        print(f"error: cannot serve on {args.host}:{args.port}: {error}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -243,11 +273,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     diff.add_argument("--model", action="append", help="only this model (repeatable)")
 
-    export = add("export", cmd_export, "write a day's results as a spreadsheet-safe CSV")
-    export.add_argument("--format", choices=("csv",), default="csv")
+    export = add(
+        "export",
+        cmd_export,
+        "write a day's results as a spreadsheet-safe CSV or a self-contained HTML page",
+    )
+    export.add_argument("--format", choices=("csv", "html"), default="csv")
     export.add_argument("--date", metavar="YYYY-MM-DD", help="default: the latest graded day")
     export.add_argument("--model", action="append", help="only this model (repeatable)")
     export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
+
+    server = add("server", cmd_server, "serve the results viewer (every day in the store)")
+    server.add_argument("--port", type=int, default=8765)
+    server.add_argument(
+        "--host", default="127.0.0.1", help="default 127.0.0.1: only this machine can connect"
+    )
+    server.add_argument("--no-open", action="store_true", help="do not open a browser")
 
     ui = add("ui", cmd_ui, "start the Dagster UI on the project's instance")
     ui.add_argument("--port", type=int, default=3000)

@@ -9,10 +9,13 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.grading._grader import Grade
+from eval_pipeline.grading._verdict import GradeStatus
 
 MESSAGE_WIDTH = 60
 
@@ -24,7 +27,8 @@ def _seconds(value: float) -> str:
 
 
 class Progress:
-    """Counts finished runs and prints a line per run (unless quiet) and a status line.
+    """Counts runs as they finish and grades as they are decided; prints a line per run
+    (unless quiet) and, on a terminal, keeps a live status line below them.
 
     Runs finish on the event loop of whichever pipeline step runs them; printing is guarded
     by a lock so lines never interleave.
@@ -34,41 +38,68 @@ class Progress:
         self.console = console
         self.total = total
         self.quiet = quiet
-        self.done = 0
-        self.errors = 0
+        self.done = self.errors = self.passed = self.failed = 0
         self.cost = 0.0
-        self.started = time.monotonic()
+        self.runs_started: float | None = None  # ETA counts from the first run, not the setup
         self._lock = threading.Lock()
+        self._status = console.status("") if console.is_terminal and not quiet else None
+
+    def __enter__(self) -> Progress:
+        if self._status is not None:
+            self._status.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._status is not None:
+            self._status.stop()
 
     def stage(self, text: str) -> None:
+        if text.startswith("evaluating") and self.runs_started is None:
+            self.runs_started = time.monotonic()
         if not self.quiet:
             self.console.print(f"[dim]→ {text}[/dim]")
+        self._refresh()
 
     def status_line(self) -> str:
-        elapsed = time.monotonic() - self.started
+        elapsed = time.monotonic() - (self.runs_started or time.monotonic())
         eta = ""
         if 0 < self.done < self.total:
             eta = f", ETA {_seconds(elapsed / self.done * (self.total - self.done))}"
         return (
-            f"{self.done}/{self.total} runs, {self.errors} error(s), {_seconds(elapsed)} elapsed{eta}, "
-            f"${self.cost:.4f} so far"
+            f"{self.done}/{self.total} runs, {self.passed} passed, {self.failed} failed, "
+            f"{self.errors} error(s), {_seconds(elapsed)}{eta}, ${self.cost:.4f} so far"
         )
+
+    def _refresh(self) -> None:
+        if self._status is not None:
+            self._status.update(self.status_line())
+
+    def __call__(self, item: object) -> None:
+        if isinstance(item, AgentRun):
+            self.run_finished(item)
+        elif isinstance(item, Grade):
+            with self._lock:
+                self.passed += item.status is GradeStatus.PASSED
+                self.failed += item.status is GradeStatus.FAILED
+                self._refresh()
 
     def run_finished(self, run: AgentRun) -> None:
         with self._lock:
             self.done += 1
             self.errors += run.status is RunStatus.ERROR
             self.cost += run.cost_usd or 0.0
+            self._refresh()
             if self.quiet:
                 return
-            mark = "[red]error[/red]" if run.status is RunStatus.ERROR else "[green]done[/green] "
-            detail = f" — {run.error[:100]}" if run.error else ""
+            mark = "[red]error[/red]" if run.status is RunStatus.ERROR else "[green]ran[/green]  "
+            # Escaped: an error or a test name holding "[...]" is text, not rich markup
+            # ("[/api]" would raise MarkupError and abort the whole evaluation).
+            detail = f" — {escape(run.error[:100])}" if run.error else ""
             self.console.print(
-                f"  {mark} {run.case_name} [dim]{run.model} #{run.attempt}[/dim] "
+                f"  [{self.done}/{self.total}] {mark} {escape(run.case_name)} [dim]{escape(run.model)} #{run.attempt}[/dim] "
                 f"{run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok{detail}",
                 highlight=False,
             )
-            self.console.print(f"  [dim]{self.status_line()}[/dim]", highlight=False)
 
 
 def report_console(file=None) -> Console:
@@ -99,7 +130,9 @@ def _short(text: str | None, width: int = MESSAGE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def results_table(results: Sequence[dict[str, Any]], *, show_attempts: bool) -> Table:
+def results_table(
+    results: Sequence[dict[str, Any]], *, show_attempts: bool, table_width: int | None = None
+) -> Table:
     table = _table("Results")
     for column in (
         "Test",
@@ -122,7 +155,7 @@ def results_table(results: Sequence[dict[str, Any]], *, show_attempts: bool) -> 
             r["model"],
             *([str(r["attempt"])] if show_attempts else []),
             _status_text(r["status"]),
-            _short(r["message"]),
+            _short(r["message"], MESSAGE_WIDTH if table_width is None else 100),
             f"{r['tokens']:,}",
             _money(r["cost"]),
             f"{r['duration_ms'] / 1000:.1f}",
@@ -236,12 +269,14 @@ def print_report(
 ) -> None:
     results = document["results"]
     several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics"])
-    console.print(results_table(results, show_attempts=several_attempts))
+    wide = None if console.is_terminal else console.width
+    console.print(results_table(results, show_attempts=several_attempts, table_width=wide))
     console.print(models_table(document["by_model"]))
     if len(models) > 1:
         console.print(grid_table(results, models))
     if several_attempts:
-        console.print(pass_at_k_table(document["pass_metrics"]))
+        repeated = [m for m in document["pass_metrics"] if m["attempts"] > 1]
+        console.print(pass_at_k_table(repeated))
     for line in changes_lines(changes):
         console.print(line)
     summary = document["summary"]

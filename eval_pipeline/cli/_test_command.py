@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import logging
@@ -180,13 +181,15 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
     names = [c.name for c in selected]
     k = request.k or settings.k
     total = sum(len(plan_requests(selected, m, request.run_date, "", k=k)) for m in request.models)
-    progress = Progress(progress_console, total, quiet=args.quiet)
     _quiet_dagster()
-    unsubscribe = subscribe(progress.run_finished)
-    try:
-        outcome = run_evaluation(suite, request, on_stage=progress.stage)
-    finally:
-        unsubscribe()
+    with Progress(progress_console, total, quiet=args.quiet) as progress:
+        unsubscribe = subscribe(progress)
+        try:
+            # Nothing but the report may reach stdout: stray prints go to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                outcome = run_evaluation(suite, request, on_stage=progress.stage)
+        finally:
+            unsubscribe()
 
     layout = StoreLayout(suite.config.state_path)
     rows = read_run_rows(layout, request.models, request.run_date, names)
@@ -221,9 +224,15 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
         )
         if args.output:
             _emit(report.file.getvalue(), args.output)
-    progress_console.print(f"results written to {path}", highlight=False)
+    # soft_wrap: never fold a path (or a list of tests) across lines in a log or a pipe.
+    progress_console.print(
+        f"results written to {path}", highlight=False, markup=False, soft_wrap=True
+    )
 
     if threshold is not None:
-        progress_console.print(gate.message, highlight=False)
+        # The verdict (and, in `all` mode, the tests below the bar) is a diagnostic, as in
+        # oxy: stderr, even when stdout carries the pretty report. Not markup: the tests are
+        # named "name [model]", which rich would swallow as a style tag.
+        Console(stderr=True).print(gate.message, highlight=False, markup=False, soft_wrap=True)
         return EXIT_OK if gate.passed else EXIT_FAILED
     return EXIT_OK if document["summary"]["passed"] == document["summary"]["total"] else EXIT_FAILED

@@ -1,19 +1,19 @@
-"""Progress of runs in this process, for whoever displays it (the command line's live view)."""
+"""Progress of an evaluation in this process, for whoever displays it (the command line's live view)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
-from eval_pipeline.agents._types import AgentRun
-
-Listener = Callable[[AgentRun], None]
+# Listeners are told of each AgentRun as it finishes and of each Grade as it is decided.
+Listener = Callable[[Any], None]
 _listeners: list[Listener] = []
 _lock = threading.Lock()
 
 
 def subscribe(listener: Listener) -> Callable[[], None]:
-    """Be told of every run that finishes in this process; returns the unsubscribe function."""
+    """Be told of every run and grade produced in this process; returns the unsubscribe."""
     with _lock:
         _listeners.append(listener)
 
@@ -25,8 +25,8 @@ def subscribe(listener: Listener) -> Callable[[], None]:
     return unsubscribe
 
 
-def publish(run: AgentRun) -> None:
+def publish(item: Any) -> None:
     with _lock:
         listeners = list(_listeners)
     for listener in listeners:
-        listener(run)
+        listener(item)

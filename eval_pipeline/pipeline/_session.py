@@ -77,6 +77,9 @@ async def grade_runs(
         extraction = config.extraction if judge is not None else "last_query"
         grader = Grader(judge_model=judge, extraction=extraction, tolerance=config.comparison)
         try:
-            return await grade_partition(suite, model, run_date, layout=layout, grader=grader)
+            grades = await grade_partition(suite, model, run_date, layout=layout, grader=grader)
         finally:
             factory.close()
+    for grade in grades:
+        publish(grade)
+    return grades

@@ -1,3 +1,4 @@
+{{ config(meta={'dagster': {'ref': {'name': 'orders'}}}) }}
 -- Nothing in the warehouse happens after the fixed "today".
 select 'order' as kind, order_id as id from {{ ref('orders') }}
 where order_date > (select as_of_date from {{ ref('reporting_date') }})
