@@ -61,18 +61,28 @@ def _successful(queries: Sequence[QueryRecord]) -> list[QueryRecord]:
     return [q for q in queries if q.error is None and q.columns]
 
 
-def _unique(columns: Sequence[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    names = []
-    for column in columns:
-        name = column or "column"
-        if name in seen:
-            seen[name] += 1
-            name = f"{name}_{seen[name]}"
-        else:
-            seen[name] = 0
-        names.append(name)
-    return names
+def _unique(names: Sequence[str]) -> list[str]:
+    """The names made distinct as DuckDB sees them (case-insensitively): `x, x` → `x, x_1`.
+
+    A generated name never takes one the list already holds, so `x, x, x_1` keeps all three
+    columns (`x, x_2, x_1`) instead of overwriting one with another.
+    """
+    given = {name.lower() for name in names if name}
+    taken: set[str] = set()
+    unique = []
+    for original in names:
+        base = original or "column"
+        name, n = base, 0
+        while name.lower() in taken or (name != original and name.lower() in given):
+            n += 1
+            name = f"{base}_{n}"
+        taken.add(name.lower())
+        unique.append(name)
+    return unique
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _table_name(query_id: str) -> str:
@@ -80,15 +90,20 @@ def _table_name(query_id: str) -> str:
     return name if name and not name[0].isdigit() else f"q_{name}"
 
 
+def _table_names(queries: Sequence[QueryRecord]) -> list[str]:
+    # An external agent may send two queries with one id, or ids that read alike once
+    # sanitised (`q-1`, `q_1`): every query still gets a table of its own.
+    return _unique([_table_name(query.id) for query in queries])
+
+
 def _load_tables(queries: Sequence[QueryRecord], folder: Path):
     def setup(connection: duckdb.DuckDBPyConnection) -> None:
-        for query in queries:
-            table = _table_name(query.id)
+        for query, table in zip(queries, _table_names(queries), strict=True):
             columns = _unique(query.columns)
             if not query.rows:
                 types = query.column_types or ["VARCHAR"] * len(columns)
-                spec = ", ".join(f'"{c}" {t}' for c, t in zip(columns, types, strict=False))
-                connection.execute(f'CREATE TABLE "{table}" ({spec})')
+                spec = ", ".join(f"{_quote(c)} {t}" for c, t in zip(columns, types, strict=False))
+                connection.execute(f"CREATE TABLE {_quote(table)} ({spec})")
                 continue
             path = folder / f"{table}.jsonl"
             with open(path, "w", encoding="utf-8") as handle:
@@ -97,7 +112,8 @@ def _load_tables(queries: Sequence[QueryRecord], folder: Path):
                         json.dumps(dict(zip(columns, row, strict=False)), default=str) + "\n"
                     )
             connection.execute(
-                f"CREATE TABLE \"{table}\" AS SELECT * FROM read_json_auto(?, format = 'newline_delimited')",
+                f"CREATE TABLE {_quote(table)} AS "
+                "SELECT * FROM read_json_auto(?, format = 'newline_delimited')",
                 [str(path)],
             )
 
@@ -106,8 +122,7 @@ def _load_tables(queries: Sequence[QueryRecord], folder: Path):
 
 def _describe(queries: Sequence[QueryRecord]) -> str:
     parts = []
-    for query in queries:
-        table = _table_name(query.id)
+    for query, table in zip(queries, _table_names(queries), strict=True):
         columns = ", ".join(_unique(query.columns))
         sample = "\n".join(json.dumps(row, default=str) for row in query.rows[:_SAMPLE_ROWS])
         parts.append(
@@ -171,7 +186,15 @@ async def extract_answer(
         )
     with tempfile.TemporaryDirectory(prefix="eval-extract-") as folder:
         limits = SandboxLimits(timeout_s=20.0, store_max_rows=100_000, model_max_rows=20)
-        with SqlSandbox.in_memory(_load_tables(queries, Path(folder)), limits=limits) as sandbox:
+        try:
+            sandbox = SqlSandbox.in_memory(_load_tables(queries, Path(folder)), limits=limits)
+        except duckdb.Error as error:  # data DuckDB cannot load: say so, do not crash the grading
+            return Extraction(
+                "error",
+                source="llm",
+                message=f"the agent's query results could not be loaded: {error}",
+            )
+        with sandbox:
             return await _extract_with_model(run, expected_columns, queries, sandbox, model)
 
 

@@ -86,6 +86,36 @@ class Grade:
         )
 
 
+_ISO_DATE_TIME = (
+    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?"
+)
+
+
+def _dates_as_timestamps(frame: pd.DataFrame) -> pd.DataFrame:
+    """Columns of ISO 8601 dates and timestamps as timestamps, for the comparison.
+
+    Stored results keep DATE and TIMESTAMP values as ISO text (`to_json_safe`), so without
+    this a reference `DATE '2024-01-03'` and an answer `TIMESTAMP '2024-01-03 00:00:00'`
+    would compare as the strings `2024-01-03` and `2024-01-03T00:00:00`, and a date would
+    not equal the midnight timestamp of its day.
+    """
+    converted = frame
+    for position in range(frame.shape[1]):
+        values = frame.iloc[:, position].dropna()
+        if values.empty or not all(isinstance(v, str) for v in values):
+            continue
+        if not values.str.fullmatch(_ISO_DATE_TIME).all():
+            continue
+        try:
+            parsed = pd.to_datetime(frame.iloc[:, position], format="ISO8601", utc=True)
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if converted is frame:
+            converted = frame.copy()
+        converted.isetitem(position, parsed)
+    return converted
+
+
 def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     if frame is None:
         return None
@@ -235,8 +265,8 @@ class Grader:
         tolerance = case.comparison or self.tolerance
         ordered = case.ordered if case.ordered is not None else sql_is_ordered(case.sql or "")
         comparison = compare_results(
-            extraction.frame,
-            expected,
+            _dates_as_timestamps(extraction.frame),
+            _dates_as_timestamps(expected),
             ordered=ordered,
             decimals=tolerance.decimals,
             rtol=tolerance.rtol,

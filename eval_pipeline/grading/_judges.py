@@ -63,7 +63,9 @@ Reason briefly, then end with a last line that is exactly "Answer: A" or "Answer
 """
 
 _TEMPLATE_VAR = re.compile(r"{{\s*(task_description|submission_1|submission_2)\s*}}")
-_ANSWER = re.compile(r"answer\s*[:=]?\s*\**\s*\(?([AB])\)?\b", re.IGNORECASE)
+# "Answer: A", "**Answer:** b", "ANSWER=B", "Answer B"; without a colon the letter must be a
+# capital, or the prose "both answer a question" would read as a verdict.
+_ANSWER = re.compile(r"(?i:answer)(?:\s*[:=]\s*\**\s*\(?([ABab])|\s*\**\s*\(?([AB]))\)?\b")
 
 
 def render_consistency_prompt(template: str, task: str, first: str, second: str) -> str:
@@ -94,7 +96,7 @@ def parse_consistency_answer(text: str) -> bool | None:
         return stripped.upper() == "A"
     matches = _ANSWER.findall(text)
     if matches:
-        return matches[-1].upper() == "A"
+        return "".join(matches[-1]).upper() == "A"
     return None
 
 

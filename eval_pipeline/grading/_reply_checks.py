@@ -112,7 +112,10 @@ async def check_consistency(
         "min_accuracy": consistency.min_accuracy,
     }
     undecided = [d for d in decisions if d.passed is None]
-    if undecided:
+    # An outage is an error only while the undecided pairs could still lift the accuracy to
+    # the bar; when even their all agreeing would fall short, the failure is already known.
+    best_case = (consistent + len(undecided)) / len(pairs)
+    if undecided and best_case + 1e-12 >= consistency.min_accuracy:
         return CheckResult(
             "consistency",
             GradeStatus.ERROR,
@@ -120,6 +123,8 @@ async def check_consistency(
             details,
         )
     message = f"consistency {accuracy:.0%} ({consistent}/{len(pairs)} pairs agree)"
+    if undecided:
+        message += f", {len(undecided)} pair(s) not judged"
     if accuracy + 1e-12 < consistency.min_accuracy:
         return CheckResult(
             "consistency",
