@@ -1,66 +1,59 @@
 """Fixtures shared across the test packages: the bundled sample suite's warehouse, built once.
 
-`dbt build` of `tests_suite/dbt` takes ~15-20 s, so every slow test that needs the real
-warehouse (reference SQL checks, the offline demo run) shares one build per session, made in
-a temporary folder so the repository stays clean.
+The warehouse is built the way users build it, by materializing the dbt assets through
+Dagster, in a copy of the suite in a temporary folder so the repository stays clean. The
+build takes ~20-60 s, so every test that needs the real warehouse (reference SQL checks,
+the offline demo run) shares one build per session.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import dagster as dg
 import pytest
 
 SAMPLE_SUITE_DIR = Path(__file__).resolve().parents[1] / "tests_suite"
 SAMPLE_DBT_DIR = SAMPLE_SUITE_DIR / "dbt"
+_NOT_SOURCES = shutil.ignore_patterns(
+    ".eval", "target", "logs", "outputs", "*.duckdb", "*.duckdb.wal"
+)
 
 
 @dataclass(frozen=True)
 class SampleWarehouse:
-    """A built sample warehouse: the DuckDB file, and dbt's target folder (with manifest.json)."""
+    """A built sample warehouse: the DuckDB file, dbt's target folder (with manifest.json),
+    and the materialized dbt asset keys as Dagster recorded them."""
 
     path: Path
     target: Path
+    materialized: frozenset[str]
 
 
-def _dbt_executable() -> str | None:
-    sibling = Path(sys.executable).with_name("dbt")
-    return str(sibling) if sibling.exists() else shutil.which("dbt")
+def copy_sample_suite(destination: Path) -> Path:
+    """The sample suite's sources (no build output, no results) copied to `destination`."""
+    shutil.copytree(SAMPLE_SUITE_DIR, destination, ignore=_NOT_SOURCES)
+    return destination
 
 
 @pytest.fixture(scope="session")
 def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehouse:
-    """Build the sample warehouse with `dbt build` (models and dbt tests) into a temp folder.
+    """Build the sample warehouse through Dagster's `build_warehouse` job (dbt build: models,
+    seeds and dbt tests) into a temp copy of the suite. Open the file read-only: it is shared."""
+    from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions
 
-    Skips when dbt is not installed. Open the file read-only: other tests share it.
-    """
-    dbt = _dbt_executable()
-    if dbt is None:
-        pytest.skip("the dbt executable is not installed")
-    work = tmp_path_factory.mktemp("sample_warehouse")
-    path = work / "warehouse.duckdb"
-    env = {
-        **os.environ,
-        "EVAL_WAREHOUSE_PATH": str(path),
-        "DBT_SEND_ANONYMOUS_USAGE_STATS": "false",
-    }
-    command = [
-        dbt,
-        "build",
-        "--project-dir",
-        str(SAMPLE_DBT_DIR),
-        "--profiles-dir",
-        str(SAMPLE_DBT_DIR),
-        "--target-path",
-        str(work / "target"),
-        "--log-path",
-        str(work / "logs"),
-    ]
-    done = subprocess.run(command, env=env, cwd=work, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, f"dbt build failed:\n{done.stdout[-4000:]}\n{done.stderr[-2000:]}"
-    return SampleWarehouse(path=path, target=work / "target")
+    suite = copy_sample_suite(tmp_path_factory.mktemp("sample_warehouse") / "suite")
+    defs = build_definitions(suite)
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = defs.resolve_job_def(WAREHOUSE_JOB).execute_in_process(
+            instance=instance, raise_on_error=False
+        )
+        assert result.success, "the warehouse build through Dagster failed"
+        materialized = frozenset(
+            e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+        )
+    return SampleWarehouse(
+        path=suite / "warehouse.duckdb", target=suite / "dbt" / "target", materialized=materialized
+    )

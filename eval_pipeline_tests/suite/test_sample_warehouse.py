@@ -110,3 +110,19 @@ def test_every_mart_column_is_described(warehouse):
         f"{table}.{column}" for table, column in tables if column not in described.get(table, set())
     )
     assert missing == [], f"mart columns without a description in schema.yml: {missing}"
+
+
+def test_the_warehouse_builds_through_dagster_with_every_mart(sample_warehouse):
+    """The build the fixture ran is Dagster's `build_warehouse` job: every mart the agent
+    queries was recorded as a materialization of its `warehouse/...` asset."""
+    for mart in (
+        "customers",
+        "products",
+        "orders",
+        "order_items",
+        "payments",
+        "refunds",
+        "marketing_channels",
+    ):
+        assert f"warehouse/{mart}" in sample_warehouse.materialized
+    assert sample_warehouse.path.exists()
