@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.agents._errors import AgentError
@@ -111,8 +111,14 @@ class Judge:
     def __init__(self, model: ChatModel) -> None:
         self.model = model
 
-    async def _ask_json(self, system: str, prompt: str) -> JudgeDecision:
-        messages = [ChatMessage("system", system), ChatMessage("user", prompt)]
+    async def _ask(
+        self,
+        messages: list[ChatMessage],
+        parse: Callable[[str], JudgeDecision | None],
+        reminder: str,
+        failure: str,
+    ) -> JudgeDecision:
+        """Ask, and once more with `reminder` when `parse` finds no verdict in the answer."""
         for attempt in range(2):
             try:
                 completion = await self.model.complete(
@@ -122,20 +128,30 @@ class Judge:
                 return JudgeDecision(
                     None, error=f"judge {self.model.model_id} unavailable: {error}"
                 )
-            parsed = parse_verdict_json(completion.text)
-            if parsed is not None:
-                return JudgeDecision(parsed[0], reasoning=parsed[1])
+            decision = parse(completion.text)
+            if decision is not None:
+                return decision
             if attempt == 0:
-                messages += [
+                messages = [
+                    *messages,
                     ChatMessage("assistant", completion.text),
-                    ChatMessage(
-                        "user", "That was not the required JSON object. " + _VERDICT_FORMAT
-                    ),
+                    ChatMessage("user", reminder),
                 ]
         snippet = completion.text.strip().replace("\n", " ")[:200]
         return JudgeDecision(
-            None,
-            error=f"judge {self.model.model_id} gave no verdict twice; last answer: {snippet!r}",
+            None, error=f"judge {self.model.model_id} {failure}; last answer: {snippet!r}"
+        )
+
+    async def _ask_json(self, system: str, prompt: str) -> JudgeDecision:
+        def parse(text: str) -> JudgeDecision | None:
+            parsed = parse_verdict_json(text)
+            return None if parsed is None else JudgeDecision(parsed[0], reasoning=parsed[1])
+
+        return await self._ask(
+            [ChatMessage("system", system), ChatMessage("user", prompt)],
+            parse,
+            "That was not the required JSON object. " + _VERDICT_FORMAT,
+            "gave no verdict twice",
         )
 
     async def evaluate_reply(
@@ -160,28 +176,14 @@ class Judge:
         prompt = render_consistency_prompt(
             template or DEFAULT_CONSISTENCY_PROMPT, task, first, second
         )
-        messages = [ChatMessage("user", prompt)]
-        for attempt in range(2):
-            try:
-                completion = await self.model.complete(
-                    messages, tools=(), max_tokens=JUDGE_MAX_TOKENS
-                )
-            except AgentError as error:
-                return JudgeDecision(
-                    None, error=f"judge {self.model.model_id} unavailable: {error}"
-                )
-            answer = parse_consistency_answer(completion.text)
-            if answer is not None:
-                return JudgeDecision(answer, reasoning=completion.text.strip())
-            if attempt == 0:
-                messages += [
-                    ChatMessage("assistant", completion.text),
-                    ChatMessage(
-                        "user", 'End with a last line that is exactly "Answer: A" or "Answer: B".'
-                    ),
-                ]
-        snippet = completion.text.strip().replace("\n", " ")[:200]
-        return JudgeDecision(
-            None,
-            error=f"judge {self.model.model_id} answered neither A nor B; last answer: {snippet!r}",
+
+        def parse(text: str) -> JudgeDecision | None:
+            answer = parse_consistency_answer(text)
+            return None if answer is None else JudgeDecision(answer, reasoning=text.strip())
+
+        return await self._ask(
+            [ChatMessage("user", prompt)],
+            parse,
+            'End with a last line that is exactly "Answer: A" or "Answer: B".',
+            "answered neither A nor B",
         )
