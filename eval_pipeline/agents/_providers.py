@@ -16,6 +16,7 @@ from eval_pipeline.agents._http_agent import HttpAgent
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
+from eval_pipeline.agents._transport import pooled_transport
 from eval_pipeline.suite._config import ProviderConfig, SuiteConfig
 
 __all__ = ["ProviderPool", "split_model_id"]
@@ -166,15 +167,19 @@ class ProviderPool:
     def _new_client(self, timeout_s: float, *, headers: dict[str, str]) -> httpx.AsyncClient:
         if self._closed:
             raise RuntimeError("this ProviderPool is closed; open a new one")
+        # Each run has at most one request in flight per endpoint, so `concurrency`
+        # connections never make a run wait for another's connection.
+        limits = httpx.Limits(
+            max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+        )
+        transport = self._transport
+        if transport is None:
+            transport = pooled_transport(self.concurrency, verify=_tls_context())
         return httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S)),
-            # Each run has at most one request in flight per endpoint, so `concurrency`
-            # connections never make a run wait for another's connection.
-            limits=httpx.Limits(
-                max_connections=self.concurrency, max_keepalive_connections=self.concurrency
-            ),
-            transport=self._transport,
+            limits=limits,  # for proxies from the environment, which get their own transport
+            transport=transport,
             verify=_tls_context(),
             follow_redirects=False,
         )

@@ -62,7 +62,7 @@ async def execute_run(
                 agent.run(request.case, attempt=request.attempt, run=run), timeout_s
             )
     except TimeoutError:
-        run.status, run.error = RunStatus.ERROR, f"the run did not finish within {timeout_s:.0f} s"
+        run.status, run.error = RunStatus.ERROR, f"the run did not finish within {timeout_s:g} s"
     except AgentError as error:
         run.status, run.error = RunStatus.ERROR, str(error)
     except Exception as error:  # a bug must not cost the other runs of the batch

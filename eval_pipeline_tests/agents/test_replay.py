@@ -1,0 +1,273 @@
+"""Record and replay: a recorded run plays back offline as the same run, concurrent runs never
+mix their turns, and a recording that lacks a turn or is malformed says exactly where."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._replay import Recording, ReplayChatModel, ReplayMissing, call_context
+from eval_pipeline.agents._runner import execute_runs
+from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus
+from eval_pipeline.suite import Suite, load_suite
+from eval_pipeline_tests.agents.servers import (
+    ScriptedServer,
+    Tokens,
+    answer,
+    call,
+    execute_sql,
+    tool_calls,
+)
+from eval_pipeline_tests.agents.tiny_suite import by_prompt, open_factory, requests_for, write_suite
+
+QUESTIONS = {f"q{i}": f"What is {i} squared?" for i in range(6)}
+
+
+def make_suite(tmp_path: Path, server: ScriptedServer | None = None, **options: Any) -> Suite:
+    providers = []
+    if server is not None:
+        providers = [{"provider": server.protocol, "base_url": server.base_url, "timeout_s": 5}]
+    return load_suite(write_suite(tmp_path / "suite", providers=providers, **options))
+
+
+def run_all(
+    suite: Suite, model: str, *, record: bool = False, k: int = 1, concurrency: int = 6
+) -> list[AgentRun]:
+    """Every case (k attempts each) by `model`, all at once, as a materialization makes them."""
+
+    async def go() -> list[AgentRun]:
+        async with open_factory(suite, record=record) as factory:
+            requests = requests_for(suite, model, k=k, context=factory.context)
+            return await execute_runs(requests, factory.agent, concurrency=concurrency)
+
+    return asyncio.run(go())
+
+
+def write_recording(suite: Suite, name: str, *lines: dict[str, Any] | str) -> Path:
+    """A hand-written recording: dicts become JSON lines, strings are written verbatim."""
+    path = suite.root / "recordings" / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
+    path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    return path
+
+
+def observable(run: AgentRun) -> dict[str, Any]:
+    """What a person or a grader sees of a run (the model id and timing aside)."""
+    return {
+        "status": run.status,
+        "final_text": run.final_text,
+        "messages": run.messages,
+        "tool_calls": [(c.name, c.arguments, c.result, c.error) for c in run.tool_calls],
+        "queries": [(q.sql, q.columns, q.rows, q.error) for q in run.queries],
+        "usage": run.usage,
+        "turns": run.turns,
+    }
+
+
+# ---- round trip ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_a_recorded_run_replays_offline_as_the_same_run(tmp_path, protocol):
+    with ScriptedServer(protocol) as server:
+        suite = make_suite(tmp_path, server, cases={"revenue": "What is our revenue?"})
+        tokens = Tokens(input=900, output=30, cached=600)
+        server.script(
+            tool_calls(call("list_tables"), tokens=tokens),
+            tool_calls(execute_sql("SELECT sum(amount_usd) AS revenue FROM orders"), tokens=tokens),
+            answer("Revenue is 780 USD.", tokens=tokens),
+        )
+        (recorded,) = run_all(suite, f"{protocol}:gpt-4.1", record=True)
+    # The server is gone: whatever follows is served from the file.
+
+    path = suite.root / "recordings" / f"{protocol}-gpt-4.1.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(e["test"], e["attempt"], e["purpose"], e["turn"]) for e in lines] == [
+        ("revenue", 0, "agent", 0),
+        ("revenue", 0, "agent", 1),
+        ("revenue", 0, "agent", 2),
+    ]
+    assert all(e["model"] == f"{protocol}:gpt-4.1" and e["raw"] for e in lines)
+
+    (replayed,) = run_all(suite, f"replay:{protocol}-gpt-4.1")
+
+    assert recorded.status is RunStatus.COMPLETED
+    assert replayed.model == f"replay:{protocol}-gpt-4.1"
+    assert observable(replayed) == observable(recorded)
+    assert replayed.queries[0].rows == [[780.0]]  # the SQL really ran again, on the warehouse
+    assert replayed.usage.cached_input_tokens == 1800
+    assert replayed.cost_usd is None  # a replay costs nothing and knows no prices
+
+
+def test_concurrent_runs_of_different_tests_replay_their_own_turns(tmp_path, openai_server):
+    suite = make_suite(tmp_path, openai_server, cases=QUESTIONS)
+    scripts = {
+        question: [
+            tool_calls(execute_sql(f"SELECT {i} * {i} AS squared")),
+            answer(f"{i} squared is {i * i}."),
+        ]
+        for i, question in enumerate(QUESTIONS.values())
+    }
+    openai_server.set_script(by_prompt(scripts))
+    recorded = run_all(suite, "openai:gpt-4.1", record=True)
+
+    lines = (suite.root / "recordings" / "openai-gpt-4.1.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["test"] for line in lines) == sorted(list(QUESTIONS) * 2)
+    # Replaying all at once, twice, gives every test its own turns every time.
+    for _ in range(2):
+        replayed = run_all(suite, "replay:openai-gpt-4.1")
+        assert [observable(r) for r in replayed] == [observable(r) for r in recorded]
+    assert [r.final_text for r in replayed] == [f"{i} squared is {i * i}." for i in range(6)]
+    assert [r.queries[0].rows for r in replayed] == [[[i * i]] for i in range(6)]
+
+
+def test_a_hand_written_line_without_attempt_serves_every_attempt(tmp_path):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"]})
+    write_recording(
+        suite,
+        "demo",
+        {"_comment": "Hand-written for this test, not recorded from a model."},
+        {"test": "q0", "turn": 0, "completion": {"text": "Zero, whatever the attempt."}},
+        {"test": "q0", "attempt": 2, "turn": 0, "completion": {"text": "Zero, said attempt 2."}},
+    )
+    runs = run_all(suite, "replay:demo", k=3)
+
+    assert [r.final_text for r in runs] == [
+        "Zero, whatever the attempt.",
+        "Zero, whatever the attempt.",
+        "Zero, said attempt 2.",
+    ]
+
+
+# ---- what is missing or broken -------------------------------------------------------------------
+
+
+def test_a_missing_turn_or_test_makes_an_error_run_that_says_which(tmp_path):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"], "q1": QUESTIONS["q1"]})
+    write_recording(
+        suite,
+        "demo",
+        {
+            "test": "q0",
+            "turn": 0,
+            "completion": {
+                "tool_calls": [{"name": "execute_sql", "arguments": {"sql_query": "SELECT 0"}}]
+            },
+        },
+    )
+    stopped_early, unknown = run_all(suite, "replay:demo")
+
+    assert stopped_early.status is RunStatus.ERROR and unknown.status is RunStatus.ERROR
+    assert stopped_early.error == (
+        "recording demo.jsonl has no turn 1 for test 'q0', attempt 0, purpose 'agent'; "
+        "record it with --record, or add the line by hand"
+    )
+    assert unknown.error.startswith("recording demo.jsonl has no turn 0 for test 'q1', attempt 0")
+    # The turn that was there still ran.
+    assert stopped_early.queries[0].rows == [[0]]
+
+
+def test_replay_missing_names_the_attempt_and_purpose_it_looked_for(tmp_path):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"]})
+    path = write_recording(suite, "demo", {"test": "q0", "turn": 0, "completion": {"text": "0"}})
+    model = ReplayChatModel(Recording(path), "replay:demo")
+
+    async def ask() -> None:
+        with call_context("q0", attempt=2, purpose="extraction"):
+            await model.complete([ChatMessage("user", "extract")])
+
+    with pytest.raises(ReplayMissing) as caught:
+        asyncio.run(ask())
+    assert "no turn 0 for test 'q0', attempt 2, purpose 'extraction'" in str(caught.value)
+
+    with pytest.raises(ReplayMissing, match="outside a test's context"):
+        asyncio.run(model.complete([ChatMessage("user", "who am I?")]))
+
+
+def test_comment_and_blank_lines_are_skipped(tmp_path):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"]})
+    path = write_recording(
+        suite,
+        "demo",
+        {"_comment": "Hand-written demo recording; the answers are made up."},
+        "",
+        {"test": "q0", "turn": 0, "completion": {"text": "0 squared is 0."}},
+    )
+    assert list(Recording(path).entries) == [("q0", None, "agent", 0)]
+
+
+@pytest.mark.parametrize(
+    "bad_line",
+    [
+        '{"test": "q0", "turn": 1, "completion": ',  # torn JSON
+        '{"test": "q0", "completion": {"text": "no turn"}}',  # a key missing
+        '{"test": "q0", "turn": "second", "completion": {"text": "x"}}',  # not a number
+        '{"test": "q0", "turn": 1, "completion": {"tool_calls": [{"arguments": {}}]}}',
+    ],
+)
+def test_a_malformed_line_is_reported_with_file_and_line(tmp_path, bad_line):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"]})
+    path = write_recording(
+        suite,
+        "demo",
+        {"_comment": "line 1"},
+        {"test": "q0", "turn": 0, "completion": {"text": "fine"}},
+        bad_line,
+    )
+    with pytest.raises(ValueError, match=rf"^{path}:3: not a recording entry"):
+        Recording(path)
+
+    async def build() -> None:
+        async with open_factory(suite) as factory:
+            factory.agent("replay:demo")
+
+    with pytest.raises(ValueError, match=r"demo\.jsonl:3: "):
+        asyncio.run(build())
+
+
+def test_an_unknown_recording_lists_the_ones_there_are(tmp_path):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"]})
+    write_recording(suite, "demo", {"test": "q0", "turn": 0, "completion": {"text": "0"}})
+
+    async def build() -> None:
+        async with open_factory(suite) as factory:
+            factory.agent("replay:dmeo")
+
+    with pytest.raises(
+        UnknownModel, match=r"no recording at .*dmeo\.jsonl; configured: replay:demo"
+    ):
+        asyncio.run(build())
+
+
+def test_a_conversation_case_replays_only_the_turns_the_agent_generated(tmp_path, openai_server):
+    conversation = {
+        "conversation": [
+            {"role": "user", "content": "Revenue last month?"},
+            {"role": "assistant", "content": "780 USD."},
+            {"role": "user", "content": "And the month before?"},
+        ]
+    }
+    suite = make_suite(tmp_path, openai_server, cases={"follow_up": conversation})
+    openai_server.script(tool_calls(execute_sql("SELECT 2 AS month")), answer("Also 780 USD."))
+    (recorded,) = run_all(suite, "openai:gpt-4.1", record=True)
+    (replayed,) = run_all(suite, "replay:openai-gpt-4.1")
+
+    assert replayed.status is RunStatus.COMPLETED
+    assert observable(replayed) == observable(recorded)
+    # The given assistant turn is part of the transcript, not a recorded completion.
+    assert [m["role"] for m in replayed.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert replayed.turns == 2
