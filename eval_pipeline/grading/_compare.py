@@ -183,14 +183,20 @@ class _Tolerance:
                 out = np.round(values, self.decimals)
                 # Beyond 2**52 / 10**d a float has no digits to round; x * 10**d may overflow.
                 huge = ~(np.abs(values) < 2.0**52 / 10.0**self.decimals)
-                # numpy scales by 10**d first, which can land a value just above a half on
-                # the half itself (0.005 * 100 == 0.5) and round it the wrong way; Python's
-                # round() rounds the exact binary value, as "%.2f" display does: redo those.
-                scaled = values * 10.0**self.decimals
-                near_half = np.abs(np.abs(scaled - np.trunc(scaled)) - 0.5) < 1e-6
-                near_half &= ~huge
-            for index in np.flatnonzero(near_half):
-                out[index] = round(float(values[index]), self.decimals)
+                # numpy rounds x * 10**d, and that product can land exactly on a half when
+                # x lies just above or below it (0.005 * 100 == 0.5): there the product's
+                # rounding error says which side x is on, as "%.2f" display would round.
+                scale = 10.0**self.decimals
+                scaled = values * scale
+                below = np.floor(scaled)
+                on_half = (scaled - below == 0.5) & ~huge
+            if on_half.any():
+                error = _product_error(values[on_half], scale, scaled[on_half])
+                exact = np.round(scaled[on_half])  # a true half: round half to even
+                fixed = np.where(
+                    error > 0, below[on_half] + 1, np.where(error < 0, below[on_half], exact)
+                )
+                out[on_half] = fixed / scale
             out[huge] = values[huge]
             out += 0.0
         out[np.isnan(out)] = np.nan
@@ -207,6 +213,20 @@ class _Tolerance:
             ok |= np.abs(a_raw - e_raw) <= self.atol + self.rtol * np.abs(e_raw)
         ok |= np.isnan(a_rounded) & np.isnan(e_rounded)
         return ok
+
+
+def _product_error(a: np.ndarray, b: float, product: np.ndarray) -> np.ndarray:
+    """The rounding error of `a * b` (so that a * b == product + error exactly): Dekker's
+    two-product, since numpy has no fused multiply-add."""
+
+    def split(x):
+        c = 134217729.0 * x  # 2**27 + 1
+        high = c - (c - x)
+        return high, x - high
+
+    a_high, a_low = split(a)
+    b_high, b_low = split(np.float64(b))
+    return ((a_high * b_high - product) + a_high * b_low + a_low * b_high) + a_low * b_low
 
 
 # --- column normalisation ---------------------------------------------------------------

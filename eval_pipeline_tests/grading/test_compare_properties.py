@@ -199,3 +199,11 @@ def test_unordered_verdict_agrees_with_a_brute_force_matching(tables_):
         pd.DataFrame(actual, columns=names), pd.DataFrame(expected, columns=names)
     )
     assert result.passed is oracle
+
+
+@PROPERTY
+@given(st.floats(-1e6, 1e6, allow_nan=False), st.integers(0, 3))
+def test_a_figure_as_displayed_equals_the_number_it_displays(value, decimals):
+    shown = f"{value:.{decimals}f}"  # how a report or an agent's SQL ROUND would show it
+    actual, expected = pd.DataFrame({"x": [shown]}), pd.DataFrame({"x": [value]})
+    assert compare_results(actual, expected, decimals=decimals).passed
