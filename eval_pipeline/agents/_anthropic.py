@@ -6,9 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
+from eval_pipeline.agents._chat import HttpChatModel
 from eval_pipeline.agents._types import (
     ChatMessage,
     Completion,
@@ -17,7 +15,6 @@ from eval_pipeline.agents._types import (
     Usage,
 )
 from eval_pipeline.agents._wire import BodyReader
-from eval_pipeline.suite._config import ModelCosts
 
 __all__ = [
     "ANTHROPIC_BASE_URL",
@@ -39,37 +36,12 @@ def anthropic_headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-class AnthropicChatModel:
-    """A model behind `POST {base_url}/v1/messages`.
+class AnthropicChatModel(HttpChatModel):
+    """A model behind `POST {base_url}/v1/messages` (see `HttpChatModel` for the args)."""
 
-    Args:
-        client: the provider's pooled client, carrying `x-api-key` and `anthropic-version`.
-        model: the model name sent on the wire (``claude-sonnet-4-5``).
-        provider: the provider's configured name, the prefix of `model_id`.
-        base_url: the API root; None means api.anthropic.com.
-        costs: prices for cost accounting, None when unknown.
-        policy: the retry policy.
-    """
-
-    def __init__(
-        self,
-        client: httpx.AsyncClient,
-        model: str,
-        *,
-        provider: str = "anthropic",
-        base_url: str | None = None,
-        costs: ModelCosts | None = None,
-        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    ) -> None:
-        self.model = model
-        self.model_id = f"{provider}:{model}"
-        self.costs = costs
-        self.url = f"{(base_url or ANTHROPIC_BASE_URL).rstrip('/')}/v1/messages"
-        self._client = client
-        self._policy = policy
-
-    def __repr__(self) -> str:
-        return f"AnthropicChatModel({self.model_id!r}, url={self.url!r})"
+    default_provider = "anthropic"
+    default_base_url = ANTHROPIC_BASE_URL
+    path = "/v1/messages"
 
     def request_body(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
@@ -90,19 +62,8 @@ class AnthropicChatModel:
             ]
         return body
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
-    ) -> Completion:
-        """One completion; see `ChatModel.complete`."""
-        response = await send_with_retry(
-            self._client,
-            "POST",
-            self.url,
-            endpoint=self.model_id,
-            json=self.request_body(messages, tools=tools, max_tokens=max_tokens),
-            policy=self._policy,
-        )
-        return parse_anthropic_completion(BodyReader(response, endpoint=self.model_id))
+    def parse(self, reader: BodyReader) -> Completion:
+        return parse_anthropic_completion(reader)
 
 
 def anthropic_messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:

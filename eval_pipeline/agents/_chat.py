@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
+import httpx
+
+from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._types import AgentRun, ChatMessage, Completion, ToolSpec
+from eval_pipeline.agents._wire import BodyReader
 from eval_pipeline.suite._case import Case
 from eval_pipeline.suite._config import ModelCosts
 
-__all__ = ["Agent", "ChatModel"]
+__all__ = ["Agent", "ChatModel", "HttpChatModel"]
 
 
 @runtime_checkable
@@ -59,3 +63,64 @@ class Agent(Protocol):
                 then left as it was.
         """
         ...
+
+
+class HttpChatModel:
+    """What every provider's chat model shares: one pooled client, the model id, prices, and
+    a completion that is one POST through the retry policy. A provider subclass says where
+    (`default_base_url`, `path`), what to send (`request_body`) and how to read (`parse`).
+
+    Args:
+        client: the provider's pooled client, carrying its auth headers.
+        model: the model name sent on the wire (``gpt-4.1``, ``claude-sonnet-4-5``).
+        provider: the provider's configured name, the prefix of `model_id`.
+        base_url: the API root; None means the vendor's own.
+        costs: prices for cost accounting, None when unknown.
+        policy: the retry policy.
+    """
+
+    default_provider: ClassVar[str]
+    default_base_url: ClassVar[str]
+    path: ClassVar[str]
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        model: str,
+        *,
+        provider: str | None = None,
+        base_url: str | None = None,
+        costs: ModelCosts | None = None,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+    ) -> None:
+        self.model = model
+        self.model_id = f"{provider or self.default_provider}:{model}"
+        self.costs = costs
+        self.url = f"{(base_url or self.default_base_url).rstrip('/')}{self.path}"
+        self._client = client
+        self._policy = policy
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_id!r}, url={self.url!r})"
+
+    def request_body(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def parse(self, reader: BodyReader) -> Completion:
+        raise NotImplementedError
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
+    ) -> Completion:
+        """One completion; see `ChatModel.complete`."""
+        response = await send_with_retry(
+            self._client,
+            "POST",
+            self.url,
+            endpoint=self.model_id,
+            json=self.request_body(messages, tools=tools, max_tokens=max_tokens),
+            policy=self._policy,
+        )
+        return self.parse(BodyReader(response, endpoint=self.model_id))

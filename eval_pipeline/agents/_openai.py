@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
+from eval_pipeline.agents._chat import HttpChatModel
 from eval_pipeline.agents._types import (
     ChatMessage,
     Completion,
@@ -17,7 +17,6 @@ from eval_pipeline.agents._types import (
     Usage,
 )
 from eval_pipeline.agents._wire import BodyReader, parse_arguments
-from eval_pipeline.suite._config import ModelCosts
 
 __all__ = ["OPENAI_BASE_URL", "OpenAIChatModel", "openai_headers", "openai_messages"]
 
@@ -29,40 +28,20 @@ def openai_headers(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
-class OpenAIChatModel:
-    """A model behind `POST {base_url}/chat/completions`.
+class OpenAIChatModel(HttpChatModel):
+    """A model behind `POST {base_url}/chat/completions` (see `HttpChatModel` for the args)."""
 
-    Args:
-        client: the provider's pooled client, carrying the auth header.
-        model: the model name sent on the wire (``gpt-4.1``).
-        provider: the provider's configured name, the prefix of `model_id`.
-        base_url: the API root; None means api.openai.com.
-        costs: prices for cost accounting, None when unknown.
-        policy: the retry policy.
-    """
+    default_provider = "openai"
+    default_base_url = OPENAI_BASE_URL
+    path = "/chat/completions"
 
     def __init__(
-        self,
-        client: httpx.AsyncClient,
-        model: str,
-        *,
-        provider: str = "openai",
-        base_url: str | None = None,
-        costs: ModelCosts | None = None,
-        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        self, client: httpx.AsyncClient, model: str, *, base_url: str | None = None, **options: Any
     ) -> None:
-        self.model = model
-        self.model_id = f"{provider}:{model}"
-        self.costs = costs
-        self.url = f"{(base_url or OPENAI_BASE_URL).rstrip('/')}/chat/completions"
+        super().__init__(client, model, base_url=base_url, **options)
         # OpenAI's reasoning models refuse `max_tokens`, while some compatible servers only
         # know `max_tokens`; OpenAI itself accepts the newer name for every model.
         self._max_tokens_field = "max_completion_tokens" if base_url is None else "max_tokens"
-        self._client = client
-        self._policy = policy
-
-    def __repr__(self) -> str:
-        return f"OpenAIChatModel({self.model_id!r}, url={self.url!r})"
 
     def request_body(
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
@@ -88,19 +67,8 @@ class OpenAIChatModel:
             ]
         return body
 
-    async def complete(
-        self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
-    ) -> Completion:
-        """One completion; see `ChatModel.complete`."""
-        response = await send_with_retry(
-            self._client,
-            "POST",
-            self.url,
-            endpoint=self.model_id,
-            json=self.request_body(messages, tools=tools, max_tokens=max_tokens),
-            policy=self._policy,
-        )
-        return parse_openai_completion(BodyReader(response, endpoint=self.model_id))
+    def parse(self, reader: BodyReader) -> Completion:
+        return parse_openai_completion(reader)
 
 
 def openai_messages(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
