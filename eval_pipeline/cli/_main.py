@@ -205,8 +205,9 @@ def cmd_ui(args: argparse.Namespace) -> int:
     """Start the Dagster UI on the instance the command line writes to."""
     config = load_config(_suite_root(args))
     env = dict(os.environ, DAGSTER_HOME=str(instance_home(config)), EVAL_SUITE_DIR=str(config.root))
+    beside = Path(sys.executable).with_name("dagster")  # a venv that is not on PATH
     command = [
-        "dagster",
+        str(beside) if beside.exists() else "dagster",
         "dev",
         "-m",
         "eval_pipeline.definitions",
