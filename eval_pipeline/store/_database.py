@@ -16,7 +16,7 @@ from eval_pipeline.store._files import ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 
 # Bump when a view's definition changes; the views are then recreated on next use.
-VIEWS_VERSION = 2
+VIEWS_VERSION = 3
 _PARTITION_KEYS = {"model_date": "model, run_date", "date": "run_date", "none": ""}
 
 

@@ -214,7 +214,8 @@ TABLES: dict[str, TableSpec] = {
                 ]
             ),
             "People's verdicts on runs, every one kept; `labels_latest` holds the newest per run.",
-            latest_by=("run_key",),
+            # A run is a graded attempt: tests with the same prompt share an agent run key.
+            latest_by=("name", "model", "run_date", "attempt"),
         ),
     )
 }

@@ -1,0 +1,341 @@
+"""Queries over the results store for the viewer: days, runs, one run, trends and labels."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import date
+from typing import Any
+
+import duckdb
+
+from eval_pipeline.cli._results import build_results
+from eval_pipeline.viewer._reader import StoreReader
+
+RUN_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
+
+
+def run_id(name: str, model: str, run_date: date, attempt: int) -> str:
+    """The viewer's id of a graded run, the same as the reader's `RUN_ID_SQL` computes."""
+    text = "\x1f".join((name, model, run_date.isoformat(), str(attempt)))
+    return hashlib.md5(text.encode()).hexdigest()[:16]
+
+
+def load_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
+    cursor = con.execute(sql, params or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def days(con: duckdb.DuckDBPyConnection) -> list[date]:
+    """Every day with grades, newest first."""
+    return [
+        r["run_date"]
+        for r in _rows(con, "SELECT DISTINCT run_date FROM grades_snapshot ORDER BY 1 DESC")
+    ]
+
+
+def all_models(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [r["model"] for r in _rows(con, "SELECT DISTINCT model FROM grades_snapshot ORDER BY 1")]
+
+
+def all_tags(con: duckdb.DuckDBPyConnection) -> list[str]:
+    return [
+        r["tag"]
+        for r in _rows(
+            con,
+            "SELECT DISTINCT tag FROM (SELECT unnest(tags) AS tag FROM cases_snapshot) "
+            "WHERE tag IS NOT NULL ORDER BY 1",
+        )
+    ]
+
+
+def case_order(con: duckdb.DuckDBPyConnection, day: date) -> list[str]:
+    """The tests graded on a day, in suite order (by file) where the suite knows them."""
+    return [
+        r["name"]
+        for r in _rows(
+            con,
+            """
+            SELECT g.name, min(t.file) AS file FROM grades_snapshot g LEFT JOIN cases_snapshot t ON t.name = g.name
+            WHERE g.run_date = ? GROUP BY g.name ORDER BY file NULLS LAST, g.name
+            """,
+            [day],
+        )
+    ]
+
+
+def models_on(con: duckdb.DuckDBPyConnection, day: date) -> list[str]:
+    return [
+        r["model"]
+        for r in _rows(
+            con,
+            "SELECT DISTINCT model FROM grades_snapshot WHERE run_date = ? ORDER BY model",
+            [day],
+        )
+    ]
+
+
+def day_document(
+    con: duckdb.DuckDBPyConnection,
+    reader: StoreReader,
+    day: date,
+    models: list[str],
+    names: list[str],
+) -> dict[str, Any]:
+    """The results document of `eval-pipeline test` for a day (nao's keys and ours, built by
+    the same `build_results`, so the page and the CLI's JSON report the same numbers), each
+    result with its viewer `run_id`. Reads only the day's partition files."""
+    keys = [(m, day) for m in models]
+    rows = con.execute(
+        f"""
+        SELECT g.name, g.model, g.attempt, g.status, g.passed, g.message, g.verified, g.checks,
+               g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
+               r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
+               t.sql AS reference_sql
+        FROM {reader.partitions("grades", keys)} g
+        LEFT JOIN {reader.partitions("agent_runs", keys)} r
+            ON r.key = g.run_key AND r.name = g.name AND r.model = g.model
+        LEFT JOIN cases_snapshot t ON t.name = g.name
+        """
+    ).df()
+    document = build_results(rows, models, names, day)
+    for result in document["results"]:
+        result["run_id"] = run_id(result["name"], result["model"], day, result["attempt"])
+    return document
+
+
+def pass_rate_on(con: duckdb.DuckDBPyConnection, day: date, models: list[str]) -> float | None:
+    rows = _rows(
+        con,
+        "SELECT avg(passed::INT) AS rate FROM grades_snapshot WHERE run_date = ? AND list_contains(?, model)",
+        [day, models],
+    )
+    return rows[0]["rate"] if rows else None
+
+
+def runs(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    day: date | None,
+    model: str | None = None,
+    status: str | None = None,
+    tag: str | None = None,
+    text: str | None = None,
+    limit: int = 2000,
+) -> list[dict[str, Any]]:
+    """Graded runs, newest day first, filtered; each with its latest human label if any."""
+    return _rows(
+        con,
+        """
+        SELECT g.run_id, g.name, g.model, g.run_date, g.attempt, g.status,
+               g.passed, g.message, g.verified, g.tokens, g.cost_usd, g.duration_ms,
+               g.tool_call_count, t.tags, l.passed AS label_passed, l.note AS label_note
+        FROM grades_snapshot g
+        LEFT JOIN cases_snapshot t ON t.name = g.name
+        LEFT JOIN labels_latest_snapshot l ON l.name = g.name AND l.model = g.model
+            AND l.run_date = g.run_date AND l.attempt = g.attempt
+        WHERE (?::DATE IS NULL OR g.run_date = ?::DATE)
+          AND (?::VARCHAR IS NULL OR g.model = ?::VARCHAR)
+          AND (?::VARCHAR IS NULL OR g.status = ?::VARCHAR)
+          AND (?::VARCHAR IS NULL OR list_contains(t.tags, ?::VARCHAR))
+          AND (?::VARCHAR IS NULL OR contains(lower(concat_ws(' ', g.name, g.model, g.message)),
+                                              lower(?::VARCHAR)))
+        ORDER BY g.run_date DESC, g.model, g.name, g.attempt
+        LIMIT ?
+        """,
+        [day, day, model, model, status, status, tag, tag, text, text, limit],
+    )
+
+
+def run_detail(
+    con: duckdb.DuckDBPyConnection, reader: StoreReader, ident: str
+) -> dict[str, Any] | None:
+    """A graded run with its agent run (transcript, tool calls, tokens) and its test."""
+    if not RUN_ID_PATTERN.fullmatch(ident):
+        return None
+    found = _rows(
+        con, "SELECT name, model, run_date, attempt FROM grades_snapshot WHERE run_id = ?", [ident]
+    )
+    if not found:
+        return None
+    run = found[0]
+    keys = [(run["model"], run["run_date"])]
+    rows = _rows(
+        con,
+        f"""
+        SELECT ? AS run_id, g.name, g.model, g.run_date, g.attempt, g.run_key,
+               g.status, g.passed, g.message, g.verified, g.checks, g.tokens, g.cost_usd,
+               g.duration_ms, g.tool_call_count, g.written_at AS graded_at,
+               r.status AS run_status, r.final_text, r.messages, r.tool_calls AS run_tool_calls,
+               r.error AS run_error, r.input_tokens, r.cached_input_tokens, r.output_tokens,
+               r.turns, r.started_at, r.finished_at, r.reused,
+               t.sql AS case_sql, t.tags, t.category, t.difficulty, t.notes, t.file
+        FROM {reader.partitions("grades", keys)} g
+        LEFT JOIN {reader.partitions("agent_runs", keys)} r
+            ON r.key = g.run_key AND r.name = g.name AND r.model = g.model
+        LEFT JOIN cases_snapshot t ON t.name = g.name
+        WHERE g.name = ? AND g.attempt = ?
+        LIMIT 1
+        """,
+        [ident, run["name"], run["attempt"]],
+    )
+    if not rows:
+        return None
+    row = rows[0]
+    for key in ("checks", "messages", "run_tool_calls"):
+        row[key] = load_json(row[key]) or []
+    return row
+
+
+def neighbours(
+    con: duckdb.DuckDBPyConnection, run: dict[str, Any]
+) -> tuple[str | None, str | None]:
+    """The previous and next run of the same day, in the runs table's order."""
+    ids = [
+        r["run_id"]
+        for r in _rows(
+            con,
+            "SELECT g.run_id AS run_id FROM grades_snapshot g WHERE run_date = ? "
+            "ORDER BY model, name, attempt",
+            [run["run_date"]],
+        )
+    ]
+    index = ids.index(run["run_id"]) if run["run_id"] in ids else -1
+    if index < 0:
+        return None, None
+    return (ids[index - 1] if index > 0 else None), (
+        ids[index + 1] if index + 1 < len(ids) else None
+    )
+
+
+def case_history(con: duckdb.DuckDBPyConnection, name: str, model: str) -> list[dict[str, Any]]:
+    """Every graded attempt of one test by one model, oldest first."""
+    return _rows(
+        con,
+        "SELECT g.run_id, run_date, attempt, status FROM grades_snapshot g "
+        "WHERE name = ? AND model = ? ORDER BY run_date, attempt",
+        [name, model],
+    )
+
+
+def run_labels(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every label ever given to this run, newest first."""
+    return _rows(
+        con,
+        "SELECT passed, note, author, labelled_at FROM labels_snapshot WHERE name = ? AND model = ? "
+        "AND run_date = ? AND attempt = ? ORDER BY written_at DESC",
+        [run["name"], run["model"], run["run_date"], run["attempt"]],
+    )
+
+
+def trend_points(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list[dict[str, Any]]:
+    """Per model and day: runs, passes, pass rate, tokens and cost."""
+    return _rows(
+        con,
+        """
+        SELECT model, run_date, count(*) AS runs, sum(passed::INT) AS passes,
+               avg(passed::INT) AS pass_rate, sum(tokens) AS tokens, sum(cost_usd) AS cost_usd
+        FROM grades_snapshot WHERE run_date BETWEEN ? AND ? GROUP BY ALL ORDER BY run_date, model
+        """,
+        [start, end],
+    )
+
+
+def regressions(con: duckdb.DuckDBPyConnection, day: date) -> list[dict[str, Any]]:
+    """Tests that passed on the model's previous day with results and fail on `day`
+    (a test passes on a day when all its attempts pass)."""
+    return _rows(
+        con,
+        """
+        WITH per_case AS (
+            SELECT name, model, run_date, bool_and(passed) AS passed,
+                   arg_min(message, attempt) FILTER (WHERE NOT passed) AS message,
+                   arg_min(status, attempt) FILTER (WHERE NOT passed) AS status,
+                   arg_min(run_id, attempt) FILTER (WHERE NOT passed) AS run_id
+            FROM grades_snapshot GROUP BY ALL
+        ),
+        base AS (SELECT model, max(run_date) AS base_date FROM grades_snapshot WHERE run_date < ? GROUP BY model)
+        SELECT head.name, head.model, base.base_date, head.status, head.message, head.run_id
+        FROM per_case head
+        JOIN base ON base.model = head.model
+        JOIN per_case before ON before.model = head.model AND before.name = head.name
+            AND before.run_date = base.base_date
+        WHERE head.run_date = ? AND before.passed AND NOT head.passed
+        ORDER BY head.model, head.name
+        """,
+        [day, day],
+    )
+
+
+def flaky(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list[dict[str, Any]]:
+    """(test, model) pairs that sometimes passed and sometimes not in the window, with each
+    attempt's outcome (oldest first) for a strip."""
+    return _rows(
+        con,
+        """
+        SELECT name, model, count(*) AS attempts, sum(passed::INT) AS passes,
+               list(struct_pack(run_date := run_date, attempt := attempt, status := status,
+                                run_id := run_id) ORDER BY run_date, attempt) AS outcomes
+        FROM grades_snapshot WHERE run_date BETWEEN ? AND ?
+        GROUP BY ALL HAVING passes > 0 AND passes < attempts
+        ORDER BY attempts - passes DESC, name, model
+        """,
+        [start, end],
+    )
+
+
+def labelled_runs(con: duckdb.DuckDBPyConnection, reader: StoreReader) -> list[dict[str, Any]]:
+    """Each run's latest label with the run's current grade (status and checks)."""
+    keys = [
+        (r["model"], r["run_date"])
+        for r in _rows(con, "SELECT DISTINCT model, run_date FROM labels_latest_snapshot")
+    ]
+    rows = _rows(
+        con,
+        f"""
+        SELECT l.run_id, l.name, l.model, l.run_date, l.attempt,
+               l.passed AS label_passed, l.note, l.author, l.labelled_at,
+               g.status, g.passed AS grade_passed, g.checks
+        FROM labels_latest_snapshot l
+        LEFT JOIN {reader.partitions("grades", keys)} g ON g.name = l.name AND g.model = l.model
+            AND g.run_date = l.run_date AND g.attempt = l.attempt
+        ORDER BY l.labelled_at DESC
+        """,
+    )
+    for row in rows:
+        row["checks"] = load_json(row["checks"]) or []
+    return rows
+
+
+def label_count(con: duckdb.DuckDBPyConnection) -> int:
+    return _rows(con, "SELECT count(*) AS n FROM labels_snapshot")[0]["n"]
+
+
+def unlabelled_judged(con: duckdb.DuckDBPyConnection, limit: int = 25) -> list[dict[str, Any]]:
+    """Recent runs an LLM judge decided on that no person has labelled yet."""
+    return _rows(
+        con,
+        """
+        SELECT g.run_id, g.name, g.model, g.run_date, g.attempt, g.status,
+               g.message
+        FROM grades_snapshot g
+        LEFT JOIN labels_latest_snapshot l ON l.name = g.name AND l.model = g.model
+            AND l.run_date = g.run_date AND l.attempt = g.attempt
+        WHERE l.name IS NULL AND g.status <> 'error'
+          AND g.judged
+        ORDER BY g.run_date DESC, g.model, g.name, g.attempt
+        LIMIT ?
+        """,
+        [limit],
+    )

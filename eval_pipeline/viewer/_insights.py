@@ -1,0 +1,293 @@
+"""Pages over many days and people: trends (pass rate, cost, regressions, flaky tests) and labels."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import date
+from typing import Any
+
+from eval_pipeline.viewer._charts import cost_chart, dot, legend, pass_rate_chart
+from eval_pipeline.viewer._html import (
+    Markup,
+    badge,
+    cell,
+    el,
+    fmt_pct,
+    join,
+    section,
+    table,
+)
+from eval_pipeline.viewer._labels import AgreementRow
+from eval_pipeline.viewer._pages import link, page_head
+
+WINDOWS = (7, 14, 30, 90, 365)
+
+
+def _run_label(row: dict[str, Any]) -> str:
+    return f"{row['name']} · {row['model']} · {row['run_date'].isoformat()} · try {row['attempt']}"
+
+
+def trends_body(
+    points: list[dict[str, Any]],
+    regressed: list[dict[str, Any]],
+    flaky: list[dict[str, Any]],
+    *,
+    start: date,
+    end: date,
+    window: int,
+    colors: dict[str, str],
+) -> Markup:
+    models = sorted({p["model"] for p in points})
+    rates: dict[str, list[tuple[date, float]]] = defaultdict(list)
+    costs: dict[date, dict[str, float]] = defaultdict(dict)
+    for p in points:
+        rates[p["model"]].append((p["run_date"], p["pass_rate"] or 0.0))
+        costs[p["run_date"]][p["model"]] = p["cost_usd"] or 0.0
+    picker = el(
+        "form",
+        el("input", type="hidden", name="end", value=end.isoformat()),
+        el(
+            "label",
+            "Window ",
+            el(
+                "select",
+                [
+                    el("option", f"last {w} days", value=str(w), selected=w == window)
+                    for w in WINDOWS
+                ],
+                name="days",
+            ),
+        ),
+        el("noscript", el("button", "Go", type="submit")),
+        method="get",
+        action="/trends",
+        class_="autosubmit filters",
+    )
+    regression_rows = [
+        el(
+            "tr",
+            cell(link(f"/run/{r['run_id']}", r["name"]), sort=r["name"], class_="mono"),
+            cell(join(dot(colors.get(r["model"], "#999")), r["model"]), sort=r["model"]),
+            cell(r["base_date"].isoformat()),
+            cell(badge(r["status"]), sort=r["status"]),
+            cell(el("div", r["message"], class_="msg", title=r["message"]), sort=r["message"]),
+        )
+        for r in regressed
+    ]
+    flaky_rows = []
+    for r in flaky:
+        strip = el(
+            "span",
+            [
+                el(
+                    "a",
+                    href=f"/run/{o['run_id']}",
+                    class_=f"sq sq-{o['status']}",
+                    title=f"{o['run_date'].isoformat()} · try {o['attempt']}: {o['status']}",
+                    aria_label=f"{o['run_date'].isoformat()} try {o['attempt']} {o['status']}",
+                )
+                for o in r["outcomes"]
+            ],
+            class_="strip",
+        )
+        flaky_rows.append(
+            el(
+                "tr",
+                cell(r["name"], class_="mono"),
+                cell(join(dot(colors.get(r["model"], "#999")), r["model"]), sort=r["model"]),
+                cell(f"{r['passes']}/{r['attempts']}", sort=r["passes"] / r["attempts"], num=True),
+                cell(strip),
+            )
+        )
+    return join(
+        page_head(
+            "Trends",
+            f"{start.isoformat()} → {end.isoformat()} · {len(models)} model(s)",
+            picker,
+        ),
+        el(
+            "div",
+            section(
+                "Pass rate per model",
+                pass_rate_chart(rates, colors),
+                legend(colors, models),
+                id_="pass-rate-chart",
+            ),
+            section(
+                "Cost per day",
+                cost_chart(costs, colors, models),
+                legend(colors, models),
+                id_="cost-chart",
+            ),
+            class_="two-col",
+        ),
+        section(
+            f"Regressed on {end.isoformat()}",
+            table(
+                [
+                    ("Test", "text"),
+                    ("Model", "text"),
+                    ("Passed on", "text"),
+                    ("Now", "text"),
+                    ("Why", "text"),
+                ],
+                regression_rows,
+                id_="regressions",
+                empty="No test that passed on the model's previous day fails now.",
+            ),
+            extra=el(
+                "span", "passed on the model's previous day with results, fails now", class_="extra"
+            ),
+        ),
+        section(
+            "Flaky tests",
+            table(
+                [
+                    ("Test", "text"),
+                    ("Model", "text"),
+                    ("Passed", "num"),
+                    ("Attempts, oldest first", ""),
+                ],
+                flaky_rows,
+                id_="flaky",
+                empty="No flaky test in this window.",
+            ),
+            extra=el("span", "0 < passes < attempts over the window", class_="extra"),
+        ),
+    )
+
+
+def _kappa_words(kappa: float | None) -> str:
+    """Landis & Koch's reading of κ."""
+    if kappa is None:
+        return "undefined"
+    scale = ((0.0, "worse than chance"), (0.2, "slight"), (0.4, "fair"), (0.6, "moderate"))
+    for bound, words in (*scale, (0.8, "substantial")):
+        if kappa < bound:
+            return words
+    return "almost perfect"
+
+
+def labels_body(
+    agreements: list[AgreementRow],
+    labelled: list[dict[str, Any]],
+    waiting: list[dict[str, Any]],
+    *,
+    total_labels: int,
+) -> Markup:
+    rows = []
+    for row in agreements:
+        a = row.result
+        # rounded as shown, so a float's -0.00 reads as 0.00 ("slight"), not "worse than chance"
+        kappa = None if a.kappa is None else round(a.kappa, 2) + 0.0
+        rows.append(
+            el(
+                "tr",
+                cell(el("strong", row.grader) if row.kind == "overall" else row.grader),
+                cell(row.kind),
+                cell(a.n, num=True),
+                cell(fmt_pct(a.raw), sort=a.raw, num=True),
+                cell(
+                    join(
+                        "—" if kappa is None else f"{kappa:.2f}",
+                        el("span", f" {_kappa_words(kappa)}", class_="muted"),
+                    ),
+                    sort=kappa,
+                    num=True,
+                ),
+                cell(a.both_pass, num=True),
+                cell(a.both_fail, num=True),
+                cell(a.judge_pass_human_fail, num=True),
+                cell(a.judge_fail_human_pass, num=True),
+                data_grader=row.grader,
+            )
+        )
+    history = [
+        el(
+            "tr",
+            cell(r["labelled_at"].strftime("%Y-%m-%d %H:%M"), class_="nowrap"),
+            cell(link(f"/run/{r['run_id']}", _run_label(r)), sort=r["name"]),
+            cell(
+                badge("passed" if r["label_passed"] else "failed"),
+                sort=str(r["label_passed"]),
+            ),
+            cell(badge(r["status"]) if r["status"] else el("span", "not graded", class_="muted")),
+            cell(el("div", r["note"], class_="msg", title=r["note"]), sort=r["note"]),
+            cell(r["author"] or "—"),
+        )
+        for r in labelled
+    ]
+    waiting_rows = [
+        el(
+            "tr",
+            cell(link(f"/run/{r['run_id']}", r["name"]), sort=r["name"], class_="mono"),
+            cell(r["model"]),
+            cell(r["run_date"].isoformat()),
+            cell(r["attempt"], num=True),
+            cell(badge(r["status"]), sort=r["status"]),
+        )
+        for r in waiting
+    ]
+    return join(
+        page_head(
+            "Labels",
+            f"{len(labelled)} labelled run(s), {total_labels} label(s) in all; "
+            "label a run from its page",
+        ),
+        section(
+            "Judge–human agreement",
+            el(
+                "p",
+                "Each labelled run's latest label against the grade's verdicts: overall (the "
+                "grade), each LLM evaluator and each check. Raw agreement and Cohen's κ "
+                "(agreement corrected for chance); runs graded error are left out.",
+                class_="muted",
+            ),
+            table(
+                [
+                    ("Grader", "text"),
+                    ("Kind", "text"),
+                    ("Labelled runs", "num"),
+                    ("Agreement", "num"),
+                    ("Cohen's κ", "num"),
+                    ("Both pass", "num"),
+                    ("Both fail", "num"),
+                    ("Judge pass, human fail", "num"),
+                    ("Judge fail, human pass", "num"),
+                ],
+                rows,
+                id_="agreement",
+                empty="No labelled run yet: open a run and mark it passed or failed.",
+            ),
+        ),
+        section(
+            "Judged runs waiting for a label",
+            table(
+                [
+                    ("Test", "text"),
+                    ("Model", "text"),
+                    ("Day", "text"),
+                    ("Try", "num"),
+                    ("Grade", "text"),
+                ],
+                waiting_rows,
+                empty="Every run an LLM evaluator judged has a label.",
+            ),
+        ),
+        section(
+            "Latest label per run",
+            table(
+                [
+                    ("Labelled", "text"),
+                    ("Run", "text"),
+                    ("Human", "text"),
+                    ("Grade", "text"),
+                    ("Note", "text"),
+                    ("By", "text"),
+                ],
+                history,
+                id_="labels",
+                empty="No label yet.",
+            ),
+        ),
+    )

@@ -1,0 +1,99 @@
+"""How the viewer reads the store: an in-memory DuckDB with the store's views, compact snapshots
+of the small tables, and single partition files for the heavy columns."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import date
+
+import duckdb
+
+from eval_pipeline.store import StoreLayout, ensure_schema_files, latest_file, view_statements
+
+# A run of the viewer is a graded attempt: (test, model, day, attempt). The agent's run key is
+# not enough, since two tests with the same prompt share it.
+RUN_ID_SQL = (
+    "substr(md5(concat_ws(chr(31), name, model, CAST(run_date AS VARCHAR), "
+    "CAST(attempt AS VARCHAR))), 1, 16)"
+)
+
+# Rebuilt from the Parquet views when a table's files change. `grades_snapshot` leaves out the
+# checks (data previews can be large): pages read them from the one partition file they need.
+SNAPSHOTS = {
+    "grades": [
+        "CREATE OR REPLACE TABLE grades_snapshot AS SELECT name, model, run_date, attempt, "
+        "run_key, status, passed, message, verified, tokens, cost_usd, duration_ms, "
+        "tool_call_count, written_at, "
+        "coalesce(list_contains(json_extract_string(checks, '$[*].kind'), 'evaluators'), false) "
+        f"AS judged, {RUN_ID_SQL} AS run_id FROM grades"
+    ],
+    "test_cases": ["CREATE OR REPLACE TABLE cases_snapshot AS SELECT * FROM test_cases"],
+    "labels": [
+        f"CREATE OR REPLACE TABLE labels_snapshot AS SELECT *, {RUN_ID_SQL} AS run_id FROM labels",
+        "CREATE OR REPLACE TABLE labels_latest_snapshot AS "
+        f"SELECT *, {RUN_ID_SQL} AS run_id FROM labels_latest",
+    ],
+}
+
+
+def _sql_string(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+class StoreReader:
+    """The store as the viewer reads it. It never opens results.duckdb, so it holds no lock a
+    pipeline run refreshing the views, or a person's DuckDB shell, could wait on. Files are
+    immutable, so a table's snapshot is rebuilt only when its set of files changes: a run just
+    graded or a label just given shows on the next page."""
+
+    def __init__(self, layout: StoreLayout) -> None:
+        ensure_schema_files(layout)
+        self.layout = layout
+        self._database = duckdb.connect(":memory:")
+        self._database.execute("SET parquet_metadata_cache = true")  # the files never change
+        for statement in view_statements(layout):
+            self._database.execute(statement)
+        self._lock = threading.Lock()
+        self._marks: dict[str, frozenset[str]] = {}
+
+    def _files(self, table: str) -> frozenset[str]:
+        names = []
+        for folder, _, files in os.walk(self.layout.table_dir(table)):
+            names += [f"{folder}/{f}" for f in files if f.endswith(".parquet") and f[0] != "."]
+        return frozenset(names)
+
+    def _refresh(self) -> None:
+        for table, statements in SNAPSHOTS.items():
+            mark = self._files(table)
+            if self._marks.get(table) != mark:
+                for statement in statements:
+                    self._database.execute(statement)
+                self._marks[table] = mark
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection of its own for one request (one per thread), on fresh snapshots."""
+        with self._lock:
+            self._refresh()
+            cursor = self._database.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+    def partitions(self, table: str, keys: Iterable[tuple[str, date]]) -> str:
+        """A FROM source over the latest file of each (model, day) partition of a table; with
+        no file, an empty source of the table's columns."""
+        files = [latest_file(self.layout, table, model=m, run_date=d) for m, d in sorted(set(keys))]
+        paths = [_sql_string(f.as_posix()) for f in files if f is not None]
+        if not paths:
+            return f"(SELECT * FROM {table}_history WHERE false)"
+        return (
+            f"read_parquet([{', '.join(paths)}], union_by_name = true, hive_partitioning = false)"
+        )
+
+    def close(self) -> None:
+        self._database.close()
