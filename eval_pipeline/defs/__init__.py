@@ -8,6 +8,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
+from eval_pipeline.defs.assets.history import build_history_assets
 from eval_pipeline.defs.assets.suite import agent_context, test_cases
 from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
 from eval_pipeline.defs.automation import build_automation
@@ -48,6 +49,9 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
     evaluation = build_evaluation_assets(warehouse_keys)
     agent_runs, grades, model_summaries = evaluation[1:4]
     assets += evaluation
+    history_marts, history_dbt = build_history_assets()
+    assets.append(history_marts)
+    resources["history_dbt"] = history_dbt
     jobs.append(
         dg.define_asset_job(
             EVALUATE_JOB,

@@ -168,3 +168,25 @@ def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
         "SELECT model, count(*) AS n, count(DISTINCT run_date) AS days FROM grades GROUP BY model ORDER BY model",
     )
     assert counts.values.tolist() == [["model-0", 1000, 20], ["model-1", 1000, 20]]
+
+
+def test_a_partition_whose_latest_write_is_empty_shows_no_rows(layout):
+    write_rows(
+        layout,
+        "tool_calls",
+        [{"name": "a", "model": "m", "tool": "execute_sql"}],
+        model="m",
+        run_date=DAY,
+    )
+    write_rows(
+        layout,
+        "tool_calls",
+        [{"name": "b", "model": "n", "tool": "list_tables"}],
+        model="n",
+        run_date=DAY,
+    )
+    write_rows(layout, "tool_calls", [], model="m", run_date=DAY)  # the runs now call no tool
+    assert read_latest(layout, "tool_calls", model="m", run_date=DAY) == []
+    rows = query(layout, "SELECT model, name FROM tool_calls ORDER BY model")
+    assert rows.values.tolist() == [["n", "b"]]
+    assert query(layout, "SELECT count(*) AS n FROM tool_calls_history").n[0] == 2

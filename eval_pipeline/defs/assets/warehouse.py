@@ -1,5 +1,6 @@
 """The warehouse the agent queries, built by the suite's dbt project into its DuckDB file."""
 
+import fcntl
 import json
 import shutil
 import sys
@@ -31,9 +32,15 @@ def prepare_dbt_project(project_dir: Path) -> DbtProject:
     """The dbt project with its manifest, parsing it first when no manifest exists yet
     (a fresh clone, a test's copy), so definitions load without a separate step."""
     project = DbtProject(project_dir=project_dir, profiles_dir=project_dir)
-    if using_dagster_dev() or not project.manifest_path.exists():
-        resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
-        resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()
+    if not using_dagster_dev() and project.manifest_path.exists():
+        return project
+    project.target_path.mkdir(parents=True, exist_ok=True)
+    # Several processes may load the definitions at once (parallel steps, tests): one parses.
+    with open(project.target_path / ".parse.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if using_dagster_dev() or not project.manifest_path.exists():
+            resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
+            resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()
     return project
 
 

@@ -1,0 +1,67 @@
+"""History marts: a dbt project over the results (pass-rate trend, flaky cases, regressions)."""
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
+
+from eval_pipeline.defs.assets.warehouse import dbt_executable, prepare_dbt_project
+from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.store import StoreLayout
+
+GROUP = "history"
+POOL = "duckdb_history"  # one build at a time writes history.duckdb
+PROJECT_DIR = Path(__file__).resolve().parents[2] / "history_dbt"
+RESOURCE_KEY = "history_dbt"
+
+
+class HistoryTranslator(DagsterDbtTranslator):
+    """Marts are keyed `history/<model>` in group `history`; the dbt sources keep the keys
+    their `meta.dagster.asset_key` gives (`grades`, `model_summaries`), so the marts hang
+    below the evaluation assets in the lineage graph."""
+
+    def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
+        key = super().get_asset_key(dbt_resource_props)
+        return key if dbt_resource_props["resource_type"] == "source" else key.with_prefix(GROUP)
+
+    def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
+        return GROUP
+
+
+def history_vars(layout: StoreLayout) -> str:
+    """The `--vars` pointing the profile at this suite's results and history files."""
+    return json.dumps(
+        {"results_path": str(layout.database), "history_path": str(layout.history_database)}
+    )
+
+
+def build_history_assets() -> tuple[dg.AssetsDefinition, DbtCliResource]:
+    """The history marts as Dagster assets, and the dbt resource that builds them.
+
+    The project ships in the package, parsed once (its manifest lives beside it); each run
+    writes its artefacts and logs to the suite's state folder, and its tables to
+    `history.duckdb` there.
+    """
+    project = prepare_dbt_project(PROJECT_DIR)
+
+    @dbt_assets(
+        manifest=project.manifest_path,
+        project=project,
+        dagster_dbt_translator=HistoryTranslator(),
+        name="history_marts",
+        pool=POOL,
+    )
+    def history_marts(
+        context: dg.AssetExecutionContext, history_dbt: DbtCliResource, suite: SuiteResource
+    ):
+        layout = suite.store()
+        yield from history_dbt.cli(
+            ["build", "--vars", history_vars(layout)],
+            context=context,
+            target_path=layout.history_dbt_dir,
+        ).stream()
+
+    return history_marts, DbtCliResource(project_dir=project, dbt_executable=dbt_executable())

@@ -1,0 +1,28 @@
+"""Fixtures of the pipeline tests: a small suite with its scripted servers, and an instance."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from eval_pipeline_tests.pipeline.small_suite import MODELS, SmallSuite, open_small_suite
+
+
+@pytest.fixture
+def small_suite(tmp_path: Path) -> Iterator[SmallSuite]:
+    """A fresh suite folder with its agent and judge servers running."""
+    with open_small_suite(tmp_path / "suite") as suite:
+        yield suite
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    """An in-memory instance with the two models' partitions. It keeps every event for as long
+    as it lives, so data versions and staleness carry across materializations (and it is
+    several times faster than a SQLite one)."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("models", list(MODELS))
+        yield instance

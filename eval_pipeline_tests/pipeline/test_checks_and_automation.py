@@ -1,0 +1,107 @@
+"""The asset checks on model_summaries, the daily schedule and the model-partition sensor."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import dagster as dg
+import pytest
+
+from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline_tests.pipeline.small_suite import (
+    DAY,
+    MODELS,
+    NEXT_DAY,
+    WRONG_SQL,
+    evaluate,
+    prepare,
+)
+
+
+def checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
+    return {check.check_name: check for check in result.get_asset_check_evaluations()}
+
+
+@pytest.mark.slow
+def test_min_accuracy_in_average_and_all_modes(small_suite, instance):
+    small_suite.analyst.sql["total_revenue"] = WRONG_SQL["total_revenue"]  # 3 of 4 tests pass
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0], assets=["agent_runs", "grades"])
+
+    def min_accuracy(threshold: float, mode: str) -> dg.AssetCheckEvaluation:
+        small_suite.write_config(min_accuracy=threshold, threshold_mode=mode)
+        return checks(evaluate(defs, instance, MODELS[0], assets=["model_summaries"]))[
+            "min_accuracy"
+        ]
+
+    assert min_accuracy(0.7, "average").passed
+    below = min_accuracy(0.8, "average")
+    assert not below.passed
+    assert below.description == "average accuracy 75.0% is below the minimum 80.0%"
+    assert below.metadata["accuracy"].value == pytest.approx(0.75)
+    every = min_accuracy(0.7, "all")
+    assert not every.passed
+    assert "total_revenue: 0.0%" in every.description
+    assert min_accuracy(0.0, "all").passed
+
+
+@pytest.mark.slow
+def test_no_regression_names_the_case_that_passed_yesterday_and_fails_today(small_suite, instance):
+    defs = prepare(small_suite, instance, DAY, NEXT_DAY)
+    first = checks(evaluate(defs, instance, MODELS[0], DAY))["no_regression"]
+    assert first.passed and first.description == "no results the previous day"
+
+    small_suite.analyst.sql["orders_by_region"] = WRONG_SQL["orders_by_region"]
+    second = checks(evaluate(defs, instance, MODELS[0], NEXT_DAY))["no_regression"]
+    assert not second.passed
+    assert second.description == "regressed: orders_by_region"
+    assert second.metadata["regressed"].value == ["orders_by_region"]
+
+    # the other model has no regression: its previous day is missing, not failing
+    assert checks(evaluate(defs, instance, MODELS[1], NEXT_DAY))["no_regression"].passed
+
+
+def test_daily_evaluation_requests_today_for_every_configured_model(small_suite, tmp_path):
+    small_suite.write_config(models=[*MODELS, "openai:gpt-new"])  # no partition yet
+    defs = small_suite.definitions()
+    schedule = defs.resolve_schedule_def("daily_evaluation")
+    assert schedule.cron_schedule == "0 6 * * *"
+    moment = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    # a schedule context needs a persistent instance (it reopens it from its reference), and
+    # the repository to resolve partitioned run requests against
+    with dg.DagsterInstance.local_temp(str(home)) as instance:
+        instance.add_dynamic_partitions("models", list(MODELS))
+        with dg.build_schedule_context(
+            instance=instance,
+            scheduled_execution_time=moment,
+            repository_def=defs.get_repository_def(),
+        ) as context:
+            requests = schedule.evaluate_tick(context).run_requests
+    assert [(r.partition_key, r.run_key) for r in requests] == [
+        (model_day_key(model, "2026-06-01"), f"runs-{model}-2026-06-01") for model in MODELS
+    ]
+    job = defs.resolve_job_def(schedule.job_name)
+    assert job.asset_layer.selected_asset_keys == {dg.AssetKey("agent_runs")}
+
+
+def test_the_sensor_adds_missing_models_and_never_deletes_one(small_suite):
+    sensor = small_suite.definitions().resolve_sensor_def("sync_model_partitions")
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions("models", [MODELS[0], "openai:retired"])
+        with dg.build_sensor_context(instance=instance) as context:
+            result = sensor.evaluate_tick(context)
+        (request,) = result.dynamic_partitions_requests
+        assert isinstance(request, dg.AddDynamicPartitionsRequest)
+        assert (request.partitions_def_name, list(request.partition_keys)) == (
+            "models",
+            [MODELS[1]],
+        )
+
+        instance.add_dynamic_partitions("models", list(request.partition_keys))
+        with dg.build_sensor_context(instance=instance) as context:
+            again = sensor.evaluate_tick(context)
+        assert not again.dynamic_partitions_requests
+        assert again.skip_message == "every configured model has its partition"
+        assert set(instance.get_dynamic_partitions("models")) == {*MODELS, "openai:retired"}

@@ -1,0 +1,63 @@
+"""Editing a test or the agent's context marks the runs out of date in Dagster (DESIGN §2, §10)."""
+
+from __future__ import annotations
+
+import dagster as dg
+import pytest
+from dagster._core.definitions.data_version import StaleStatus
+from dagster._utils.test.data_versions import get_stale_status_resolver
+
+from eval_pipeline.defs import materialize
+from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, evaluate, prepare
+
+pytestmark = pytest.mark.slow  # each test starts Dagster runs
+
+
+def status(
+    defs: dg.Definitions, instance: dg.DagsterInstance, asset: str, model: str
+) -> tuple[StaleStatus, list[tuple[str, str]]]:
+    """The asset partition's status as the Dagster UI computes it, with its root causes."""
+    resolver = get_stale_status_resolver(instance, list(defs.resolve_asset_graph().assets_defs))
+    key, partition = dg.AssetKey(asset), model_day_key(model, DAY)
+    causes = [
+        (cause.key.asset_key.to_user_string(), cause.reason)
+        for cause in resolver.get_stale_root_causes(key, partition)
+    ]
+    return resolver.get_status(key, partition), causes
+
+
+def test_editing_a_test_turns_the_runs_stale_until_they_are_rematerialized(small_suite, instance):
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0])
+    assert status(defs, instance, "agent_runs", MODELS[0]) == (StaleStatus.FRESH, [])
+
+    materialize(defs, ["test_cases"], instance=instance)  # nothing changed: same data version
+    assert status(defs, instance, "agent_runs", MODELS[0])[0] is StaleStatus.FRESH
+
+    small_suite.edit_case(
+        "total_revenue", prompt="What is the total revenue of all orders, in USD?"
+    )
+    materialize(defs, ["test_cases"], instance=instance)
+    stale, causes = status(defs, instance, "agent_runs", MODELS[0])
+    assert stale is StaleStatus.STALE
+    assert causes == [("test_cases", "has a new data version")]
+    assert status(defs, instance, "grades", MODELS[0])[0] is StaleStatus.STALE
+    assert status(defs, instance, "agent_runs", MODELS[1])[0] is StaleStatus.MISSING
+
+    evaluate(defs, instance, MODELS[0])
+    assert status(defs, instance, "agent_runs", MODELS[0]) == (StaleStatus.FRESH, [])
+    assert status(defs, instance, "grades", MODELS[0])[0] is StaleStatus.FRESH
+
+
+def test_editing_rules_md_turns_the_runs_stale(small_suite, instance):
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0])
+    assert status(defs, instance, "agent_runs", MODELS[0])[0] is StaleStatus.FRESH
+
+    rules = small_suite.root / "RULES.md"
+    rules.write_text(rules.read_text() + "Cancelled orders never count.\n")
+    materialize(defs, ["agent_context"], instance=instance)
+    stale, causes = status(defs, instance, "agent_runs", MODELS[0])
+    assert stale is StaleStatus.STALE
+    assert causes == [("agent_context", "has a new data version")]
