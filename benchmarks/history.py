@@ -1,7 +1,7 @@
 """Benchmark the result store over a year of history, and a rerun of an unchanged partition.
 
 Run: python benchmarks/history.py [--days 365] [--models 10] [--cases 200] [--k 3]
-         [--rewrites 0.1] [--repeats 5] [--store DIR] [--skip-dagster]
+         [--rewrites 0.1] [--repeats 5] [--store DIR] [--skip-dagster] [--compact]
 
 1. History. Writes a synthetic history through the store's own writer (`write_rows`, one
    file per table and partition, as the assets do): for every model and day, `grades` (one
@@ -11,6 +11,8 @@ Run: python benchmarks/history.py [--days 365] [--models 10] [--cases 200] [--k 
    verdicts, as re-materializations do, so the views must pick each partition's latest file.
    Then times the README's example queries through results.duckdb opened read-only, as a
    person would: the first run (cold) and the median of `--repeats` more. Target: < 1 s.
+   With `--compact`, then compacts the store (`compact_store`, cutoff: now) and times the
+   queries again, side by side with the figures before.
 
 2. Rerun. Materializes agent_runs + grades + model_summaries of one partition of a small
    suite twice through Dagster against a scripted OpenAI-compatible server, and prints the
@@ -28,7 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -38,7 +40,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_pipeline.defs import materialize
-from eval_pipeline.store import StoreLayout, ensure_database, write_rows
+from eval_pipeline.store import StoreLayout, compact_store, ensure_database, write_rows
 from eval_pipeline_tests.pipeline.small_suite import (
     EVALUATION,
     MODELS,
@@ -275,6 +277,9 @@ def main() -> None:
         "--store", type=Path, help="state folder to write (or reuse) the history in"
     )
     parser.add_argument("--skip-dagster", action="store_true")
+    parser.add_argument(
+        "--compact", action="store_true", help="then compact the store and time the queries again"
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="eval-history-") as scratch:
@@ -306,10 +311,35 @@ def main() -> None:
         check_counts(layout, days=args.days, models=args.models, cases=args.cases, k=args.k)
         print(f"\nREADME queries on results.duckdb (read-only), target < {TARGET_S:.0f} s:")
         print(f"  {'query':<28} {'rows':>9} {'first':>8} {'median':>8} {'/ target':>9}")
-        for label, rows, first, median in time_queries(layout, last_day, repeats=args.repeats):
+        before = time_queries(layout, last_day, repeats=args.repeats)
+        for label, rows, first, median in before:
             print(
                 f"  {label:<28} {rows:>9,} {first:>7.3f}s {median:>7.3f}s {median / TARGET_S:>8.2f}×"
             )
+        if args.compact:
+            started = time.perf_counter()
+            # Nothing writes meanwhile, so every file so far is folded (no safety margin).
+            report = compact_store(layout, before=datetime.now(UTC))
+            seconds = time.perf_counter() - started
+            assert report.status == "compacted", report.message
+            left = sum(
+                "_segments" not in p.parts for p in layout.tables_dir.rglob("[0-9]*.parquet")
+            )
+            print(f"\ncompacted in {seconds:.1f} s: {report.message}; {left:,} data files left")
+            check_counts(layout, days=args.days, models=args.models, cases=args.cases, k=args.k)
+            after = time_queries(layout, last_day, repeats=args.repeats)
+            print(
+                f"  {'query':<28} {'rows':>9} {'median before':>14} {'first after':>12}"
+                f" {'median after':>13} {'/ target':>9}"
+            )
+            for (label, rows, _, was), (_, rows_after, first, median) in zip(
+                before, after, strict=True
+            ):
+                assert rows == rows_after, f"{label}: {rows} rows before, {rows_after} after"
+                print(
+                    f"  {label:<28} {rows:>9,} {was:>13.3f}s {first:>11.3f}s {median:>12.3f}s"
+                    f" {median / TARGET_S:>8.2f}×"
+                )
 
         if not args.skip_dagster:
             print(

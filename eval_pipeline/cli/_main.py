@@ -223,6 +223,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
     return subprocess.call(command, env=env)
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    """Fold the store's older files into segments, so queries open a few files, not thousands."""
+    from eval_pipeline.store import StoreLayout, compact_store
+
+    report = compact_store(StoreLayout(load_config(_suite_root(args)).state_path))
+    print(report.message, file=sys.stdout if report.status != "busy" else sys.stderr)
+    return EXIT_FAILED if report.status == "busy" else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eval-pipeline",
@@ -264,6 +273,12 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("query", help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"')
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")
+
+    add(
+        "compact",
+        cmd_compact,
+        "fold the results written over ten minutes ago into one file per table (faster SQL)",
+    )
 
     diff = add("diff", cmd_diff, "tests that improved, regressed or still fail between two days")
     diff.add_argument(

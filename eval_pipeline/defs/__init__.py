@@ -12,6 +12,7 @@ from eval_pipeline.defs.assets.history import build_history_assets
 from eval_pipeline.defs.assets.suite import agent_context, test_cases
 from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
 from eval_pipeline.defs.automation import build_automation
+from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
 from eval_pipeline.defs.partitions import model_day_partitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import find_suite_root, load_config
@@ -66,6 +67,8 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
         suite_assets=[test_cases, agent_context],
         agent_runs=agent_runs,
     )
+    jobs.append(compact_store_job)
+    schedules.append(compact_store_schedule)
     return dg.Definitions(
         assets=assets, resources=resources, jobs=jobs, schedules=schedules, sensors=sensors
     )

@@ -6,17 +6,17 @@ import contextlib
 import fcntl
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
 import pandas as pd
 
-from eval_pipeline.store._files import ensure_schema_files
+from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 
 # Bump when a view's definition changes; the views are then recreated on next use.
-VIEWS_VERSION = 3
+VIEWS_VERSION = 4
 
 
 class StoreBusy(RuntimeError):
@@ -39,17 +39,70 @@ def _latest_files(layout: StoreLayout, name: str) -> str:
     )
 
 
-def view_statements(layout: StoreLayout) -> list[str]:
+def relative_dir_sql(layout: StoreLayout, name: str, column: str) -> str:
+    """SQL for the partition key (`StoreLayout.partition_key`) of the file in `column`."""
+    prefix = _sql_string(layout.table_dir(name).as_posix())
+    return f"substr(parse_dirpath({column}), length({prefix}) + 2)"
+
+
+def _compacted_statements(layout: StoreLayout, name: str, cutoff: str) -> list[str]:
+    """The views of one table once compacted at `cutoff`: the files named at or after the
+    cutoff, plus the generation's segments for everything written before it.
+
+    `parse_filename(filename) >= cutoff` is a constant filter on the file name, which DuckDB
+    applies to the globbed list before it opens any file; and without `union_by_name` DuckDB
+    reads the schema of the first file only (the table's schema file, listed first). So a
+    query never opens a compacted file: compaction may delete them while queries run.
+    (Hence also: a file named after the cutoff must hold every column of the schema file; a
+    column added to a table shows once the files written before the change are compacted.)"""
+    spec = TABLES[name]
+    schema_file = _sql_string(layout.empty_file(name).as_posix())
+    data_glob = _sql_string(layout.data_glob(name))
+    since = _sql_string(cutoff)
+    # The whole-table glob also matches the schema file (zero rows), so it never matches
+    # nothing, which `read_parquet` refuses.
+    everything = _sql_string(layout.glob(name))
+    files = (
+        f"SELECT * EXCLUDE (filename) FROM read_parquet([{schema_file}, {everything}], "
+        "hive_partitioning = false, filename = true) "
+        f"WHERE parse_filename(filename) >= {since}"
+    )
+    history = _sql_string(layout.segment(name, cutoff, "history").as_posix())
+    statements = [
+        f"CREATE OR REPLACE VIEW {name}_history AS {files} "
+        f"UNION ALL BY NAME SELECT * FROM read_parquet({history})"
+    ]
+    if spec.partitioning == "append":
+        return statements
+    current = _sql_string(layout.segment(name, cutoff, "current").as_posix())
+    recent = f"FROM glob({data_glob}) WHERE parse_filename(file) >= {since}"
+    statements.append(
+        f"CREATE OR REPLACE VIEW {name} AS {files} AND filename IN "
+        f"(SELECT max(file) {recent} GROUP BY parse_dirpath(file)) "
+        f"UNION ALL BY NAME SELECT * EXCLUDE (_partition) FROM read_parquet({current}) "
+        f"WHERE _partition NOT IN (SELECT DISTINCT {relative_dir_sql(layout, name, 'file')} "
+        f"{recent})"
+    )
+    return statements
+
+
+def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]:
     """`<table>_history` (every file ever written) and `<table>` (each partition's latest file).
 
     An "append" table keeps every row in `<table>` too (each write is a new fact, such as a
     person's label), and `<table>_latest` holds the newest row per item (`latest_by`).
+    Once the store is compacted (`compact_store`), the files written before the generation's
+    cutoff are read from its two segments per table instead (`cutoff`: the current one).
     """
+    cutoff = cutoff or current_generation(layout)
     statements = []
     for name, spec in TABLES.items():
         pattern = _sql_string(layout.glob(name))
-        source = f"read_parquet({pattern}, union_by_name = true, hive_partitioning = false)"
-        statements.append(f"CREATE OR REPLACE VIEW {name}_history AS SELECT * FROM {source}")
+        if cutoff is not None:
+            statements += _compacted_statements(layout, name, cutoff)
+        else:
+            source = f"read_parquet({pattern}, union_by_name = true, hive_partitioning = false)"
+            statements.append(f"CREATE OR REPLACE VIEW {name}_history AS SELECT * FROM {source}")
         if spec.partitioning == "append":
             statements.append(f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM {name}_history")
             if spec.latest_by:
@@ -59,6 +112,8 @@ def view_statements(layout: StoreLayout) -> list[str]:
                     f"QUALIFY row_number() OVER (PARTITION BY {keys} "
                     "ORDER BY written_at DESC, materialization_id DESC) = 1"
                 )
+            continue
+        if cutoff is not None:
             continue
         # Picking the latest files by name rather than the latest rows by a window over every
         # row reads no more than the query needs (twice as fast over a year of history).
@@ -75,7 +130,13 @@ def _marker(layout: StoreLayout) -> Path:
 
 
 def _marker_text(layout: StoreLayout) -> str:
-    return json.dumps({"version": VIEWS_VERSION, "store": str(layout.tables_dir.resolve())})
+    return json.dumps(
+        {
+            "version": VIEWS_VERSION,
+            "store": str(layout.tables_dir.resolve()),
+            "generation": current_generation(layout),
+        }
+    )
 
 
 def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
@@ -98,31 +159,63 @@ def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
             and marker.read_text() == _marker_text(layout)
         ):
             return
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                connection = duckdb.connect(str(layout.database))
-                break
-            except duckdb.IOException as error:
-                if time.monotonic() > deadline:
-                    raise StoreBusy(
-                        f"cannot update the views of {layout.database}: {error}. Close other "
-                        "connections to it (a DuckDB shell, a notebook) and run again."
-                    ) from None
-                time.sleep(0.2)
+        connection = _open_for_writing(layout, wait_s)
         try:
-            for statement in view_statements(layout):
-                connection.execute(statement)
+            _write_views(layout, connection)
         finally:
             connection.close()
-        marker.write_text(_marker_text(layout))
+
+
+def _open_for_writing(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnection:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return duckdb.connect(str(layout.database))
+        except (duckdb.IOException, duckdb.ConnectionException) as error:
+            if time.monotonic() > deadline:
+                raise StoreBusy(
+                    f"cannot update the views of {layout.database}: {error}. Close other "
+                    "connections to it (a DuckDB shell, a notebook) and run again."
+                ) from None
+            time.sleep(0.2)
+
+
+def _write_views(layout: StoreLayout, connection: duckdb.DuckDBPyConnection) -> None:
+    for statement in view_statements(layout):
+        connection.execute(statement)
+    _marker(layout).write_text(_marker_text(layout))
 
 
 @contextlib.contextmanager
-def connect(layout: StoreLayout) -> Iterator[duckdb.DuckDBPyConnection]:
+def writing_views(layout: StoreLayout, *, wait_s: float) -> Iterator[Callable[[], None]]:
+    """Hold the views' file lock and a read-write connection to results.duckdb (so no one
+    reads it meanwhile), and give a function (re)writing the views of the current generation
+    and their marker. Raises `StoreBusy` when results.duckdb stays held for `wait_s`."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.root / ".results.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        connection = _open_for_writing(layout, wait_s)
+        try:
+            yield lambda: _write_views(layout, connection)
+        finally:
+            connection.close()
+
+
+@contextlib.contextmanager
+def connect(layout: StoreLayout, *, wait_s: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
     """A read-only connection to results.duckdb (several may be open at once, in any process)."""
     ensure_database(layout)
-    connection = duckdb.connect(str(layout.database), read_only=True)
+    # The views are rewritten (a few milliseconds under the read-write lock) when they go
+    # stale or the store is compacted; a read-only open meanwhile fails, so wait it out.
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            connection = duckdb.connect(str(layout.database), read_only=True)
+            break
+        except (duckdb.IOException, duckdb.ConnectionException):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
     try:
         yield connection
     finally:

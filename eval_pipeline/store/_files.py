@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
+import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eval_pipeline.store._layout import TABLES, StoreLayout
@@ -83,26 +87,119 @@ def ensure_schema_files(layout: StoreLayout) -> None:
             _write_atomically(spec.schema.empty_table(), path)
 
 
+def current_generation(layout: StoreLayout) -> str | None:
+    """The cutoff (a file-name timestamp) of the current compaction generation, if any.
+
+    Data files named before it live on in its segments (and are deleted once the views no
+    longer read them); files named at or after it are read from the partition folders."""
+    try:
+        return json.loads(layout.generation_file.read_text())["cutoff"]
+    except FileNotFoundError:
+        return None
+
+
+def write_generation(layout: StoreLayout, cutoff: str) -> None:
+    path = layout.generation_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps({"cutoff": cutoff}))
+    os.replace(temporary, path)
+
+
+@contextlib.contextmanager
+def reading_files(layout: StoreLayout) -> Iterator[None]:
+    """Hold while resolving and reading data files outside results.duckdb (the viewer, the
+    pipeline's reuse): compaction deletes compacted files only when no one holds this."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.readers_lock, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def deleting_files(layout: StoreLayout, *, wait_s: float) -> Iterator[bool]:
+    """The readers lock held exclusively (True), or False when readers kept it for `wait_s`."""
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.readers_lock, "a") as handle:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    yield False
+                    return
+                time.sleep(0.05)
+        try:
+            yield True
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def data_files(folder: Path) -> list[Path]:
+    """A folder's data files (not the schema file, nor temp files), oldest first."""
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
+    )
+
+
 def latest_file(
     layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
 ) -> Path | None:
-    folder = layout.partition_dir(table, model=model, run_date=run_date)
-    if not folder.is_dir():
-        return None
-    files = sorted(
-        p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
-    )
-    return files[-1] if files else None
+    """A partition's newest data file still read from its folder: None when it was never
+    written, or when its newest write is older than the current compaction generation (its
+    rows are then in the generation's current segment; `read_latest` and `latest_sources`
+    read them there)."""
+    files = data_files(layout.partition_dir(table, model=model, run_date=run_date))
+    cutoff = current_generation(layout)
+    if files and (cutoff is None or files[-1].name >= cutoff):
+        return files[-1]
+    return None
+
+
+def _segment_rows(segment: Path, partitions: Sequence[str]) -> pa.Table:
+    """The rows of some partitions in a current segment, without the `_partition` column."""
+    rows = pq.read_table(segment, filters=pc.field("_partition").isin(list(partitions)))
+    return rows.drop_columns(["_partition"])
+
+
+def latest_sources(
+    layout: StoreLayout, table: str, partitions: Iterable[tuple[str | None, date | None]]
+) -> tuple[list[Path], Path | None, list[str]]:
+    """Where some partitions' current rows are: their newest files, plus the current segment
+    and the partition keys (`partition_key`) to read from it for partitions that have no file
+    since the last compaction (None and [] before any). Call under `reading_files`."""
+    cutoff = current_generation(layout)
+    files, compacted = [], []
+    for model, run_date in partitions:
+        path = latest_file(layout, table, model=model, run_date=run_date)
+        if path is not None:
+            files.append(path)
+        elif cutoff is not None:
+            compacted.append(layout.partition_key(table, model=model, run_date=run_date))
+    if cutoff is None or not compacted:
+        return files, None, []
+    return files, layout.segment(table, cutoff, "current"), compacted
 
 
 def read_latest(
     layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
 ) -> list[dict[str, Any]]:
-    """The current rows of one partition (empty when it was never written)."""
-    path = latest_file(layout, table, model=model, run_date=run_date)
-    if path is None:
-        return []
-    return pq.read_table(path).to_pylist()
+    """The current rows of one partition (empty when it was never written, or when its newest
+    write held no row), from its newest file or, once compacted, the current segment."""
+    with reading_files(layout):
+        files, segment, keys = latest_sources(layout, table, [(model, run_date)])
+        if files:
+            return pq.read_table(files[0]).to_pylist()
+        if segment is None:
+            return []
+        return _segment_rows(segment, keys).to_pylist()
 
 
 class Journal:

@@ -289,6 +289,39 @@ class StoreLayout:
         """A zero-row file with the table's schema, so the views work before any write."""
         return self.table_dir(table) / "_schema.parquet"
 
+    def data_glob(self, table: str) -> str:
+        """Every data file of a table (named `<UTC timestamp>_<id>.parquet`), not the schema file."""
+        return (self.table_dir(table) / "**" / "[0-9]*.parquet").as_posix()
+
+    def partition_key(
+        self, table: str, *, model: str | None = None, run_date: date | None = None
+    ) -> str:
+        """A partition's folder relative to its table's (`date=…/model=…`, '' for "none")."""
+        folder = self.partition_dir(table, model=model, run_date=run_date)
+        relative = folder.relative_to(self.table_dir(table)).as_posix()
+        return "" if relative == "." else relative
+
+    @property
+    def segments_root(self) -> Path:
+        """Compacted segments, outside every table's folder so the tables' globs never see them."""
+        return self.tables_dir / "_segments"
+
+    @property
+    def generation_file(self) -> Path:
+        """The current compaction generation (its cutoff); absent before the first compaction."""
+        return self.segments_root / "generation.json"
+
+    def segment(self, table: str, cutoff: str, kind: Literal["current", "history"]) -> Path:
+        """A compacted segment: `history` holds every row written before `cutoff`, `current`
+        each partition's latest rows as of `cutoff` (with the partition in `_partition`)."""
+        return self.segments_root / table / f"{cutoff}_{kind}.parquet"
+
+    @property
+    def readers_lock(self) -> Path:
+        """Readers that resolve data files themselves (not through results.duckdb) hold this
+        shared while they read; compaction deletes files only while holding it exclusively."""
+        return self.root / ".store-readers.lock"
+
     def journal_path(self, table: str, model: str, run_date: date, materialization_id: str) -> Path:
         return (
             self.journal_dir

@@ -11,7 +11,14 @@ from datetime import date
 
 import duckdb
 
-from eval_pipeline.store import StoreLayout, ensure_schema_files, latest_file, view_statements
+from eval_pipeline.store import (
+    StoreLayout,
+    current_generation,
+    ensure_schema_files,
+    latest_sources,
+    reading_files,
+    view_statements,
+)
 
 # A run of the viewer is a graded attempt: (test, model, day, attempt). The agent's run key is
 # not enough, since two tests with the same prompt share it.
@@ -54,10 +61,9 @@ class StoreReader:
         self.layout = layout
         self._database = duckdb.connect(":memory:")
         self._database.execute("SET parquet_metadata_cache = true")  # the files never change
-        for statement in view_statements(layout):
-            self._database.execute(statement)
         self._lock = threading.Lock()
         self._marks: dict[str, frozenset[str]] = {}
+        self._generation: object = ()  # none yet: the views are written on first use
 
     def _files(self, table: str) -> frozenset[str]:
         names = []
@@ -66,6 +72,12 @@ class StoreReader:
         return frozenset(names)
 
     def _refresh(self) -> None:
+        generation = current_generation(self.layout)
+        if generation != self._generation:  # compacted: the views read other files now
+            for statement in view_statements(self.layout, generation):
+                self._database.execute(statement)
+            self._generation = generation
+            self._marks.clear()
         for table, statements in SNAPSHOTS.items():
             mark = self._files(table)
             if self._marks.get(table) != mark:
@@ -75,25 +87,38 @@ class StoreReader:
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A connection of its own for one request (one per thread), on fresh snapshots."""
-        with self._lock:
-            self._refresh()
-            cursor = self._database.cursor()
-        try:
-            yield cursor
-        finally:
-            cursor.close()
+        """A connection of its own for one request (one per thread), on fresh snapshots.
+        It holds the store's readers lock, so compaction deletes no file while it reads."""
+        with reading_files(self.layout):
+            with self._lock:
+                self._refresh()
+                cursor = self._database.cursor()
+            try:
+                yield cursor
+            finally:
+                cursor.close()
 
     def partitions(self, table: str, keys: Iterable[tuple[str, date]]) -> str:
         """A FROM source over the latest file of each (model, day) partition of a table; with
-        no file, an empty source of the table's columns."""
-        files = [latest_file(self.layout, table, model=m, run_date=d) for m, d in sorted(set(keys))]
-        paths = [_sql_string(f.as_posix()) for f in files if f is not None]
-        if not paths:
-            return f"(SELECT * FROM {table}_history WHERE false)"
-        return (
-            f"read_parquet([{', '.join(paths)}], union_by_name = true, hive_partitioning = false)"
-        )
+        no file, an empty source of the table's columns. Partitions compacted since their last
+        write are read from the current segment. Use within `cursor()` (the readers lock)."""
+        files, segment, compacted = latest_sources(self.layout, table, sorted(set(keys)))
+        sources = [f"(SELECT * FROM {table}_history WHERE false)"]
+        if files:
+            paths = ", ".join(_sql_string(f.as_posix()) for f in files)
+            sources.append(
+                f"(SELECT * FROM read_parquet([{paths}], union_by_name = true, "
+                "hive_partitioning = false))"
+            )
+        if segment is not None:
+            wanted = ", ".join(_sql_string(k) for k in compacted)
+            sources.append(
+                f"(SELECT * EXCLUDE (_partition) FROM read_parquet({_sql_string(segment.as_posix())}) "
+                f"WHERE _partition IN ({wanted}))"
+            )
+        if len(sources) == 1:
+            return sources[0]
+        return "(" + " UNION ALL BY NAME ".join(sources[1:]) + ")"
 
     def close(self) -> None:
         self._database.close()

@@ -1,0 +1,265 @@
+"""Compaction: fold the many small files of past materializations into two segments per table.
+
+DuckDB spends about 0.2 ms per file it opens, so after a year (thousands of partition files
+per table) every query pays seconds however few rows it needs. Compaction keeps the store's
+rules (files are immutable, written to a temp name then renamed; readers never wait on
+writers) and goes in steps, each safe to interrupt:
+
+1. Pick a cutoff C, by default ten minutes ago: file names carry the moment they were
+   written, so every file named before C is complete (writes take well under a second) and
+   a materialization in flight only writes files named after C.
+2. Per table, write `_segments/<table>/<C>_history.parquet` (every row of every file named
+   before C) and `<C>_current.parquet` (each partition's rows from its newest file before C,
+   with the partition in `_partition`), folding the previous generation's segments in.
+   Rows keep their `written_at` and `materialization_id`.
+3. Take results.duckdb read-write (so no one is reading it) and point the views at the new
+   generation: files named >= C, plus the segments for the rest. If a reader holds it, stop:
+   delete the new segments and change nothing ("busy, try later").
+4. Delete what no view reads any more: the files named before C and the previous segments,
+   while holding the readers lock exclusively (the viewer and the pipeline's `read_latest`
+   hold it shared while they read files themselves). If they hold it too long, the deletion
+   waits for the next compaction: such files are ignored by every reader meanwhile.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+import duckdb
+import pyarrow as pa
+
+from eval_pipeline.store._database import StoreBusy, writing_views
+from eval_pipeline.store._files import (
+    _stamp,
+    current_generation,
+    deleting_files,
+    ensure_schema_files,
+    write_generation,
+)
+from eval_pipeline.store._layout import TABLES, StoreLayout
+
+# Files written in the last few minutes are left alone: a write in flight is never folded.
+SAFETY_MARGIN = timedelta(minutes=10)
+
+
+@dataclass
+class TableCompaction:
+    files: int  # data files folded into the new segments (besides the previous segments)
+    current_rows: int
+    history_rows: int
+
+
+@dataclass
+class CompactionReport:
+    status: Literal["compacted", "nothing", "busy"]
+    cutoff: str | None
+    message: str
+    tables: dict[str, TableCompaction] = field(default_factory=dict)
+    deleted: int = 0  # files and old segments deleted
+    deletion_deferred: bool = False  # readers kept the readers lock; the next run deletes
+
+
+def _sql(value: str | Path) -> str:
+    text = value.as_posix() if isinstance(value, Path) else value
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _copy(connection: duckdb.DuckDBPyConnection, select: str, target: Path) -> int:
+    """Write a query's rows to `target` atomically (temp name, fsync, rename); its row count."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.tmp")
+    connection.execute(
+        f"COPY ({select}) TO {_sql(temporary)} (FORMAT parquet, COMPRESSION zstd, "
+        "ROW_GROUP_SIZE 20000)"
+    ).fetchall()
+    with open(temporary, "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(temporary, target)
+    return connection.execute(f"SELECT count(*) FROM read_parquet({_sql(target)})").fetchall()[0][0]
+
+
+def _columns(name: str) -> str:
+    """The table's columns in schema order (so the segments carry exactly its schema)."""
+    return ", ".join(f'"{f.name}"' for f in TABLES[name].schema)
+
+
+def _compact_table(
+    connection: duckdb.DuckDBPyConnection,
+    layout: StoreLayout,
+    name: str,
+    files: list[Path],
+    previous: str | None,
+    cutoff: str,
+) -> TableCompaction:
+    spec = TABLES[name]
+    columns = _columns(name)
+    # The schema file comes first, so the union has every column of the table's schema.
+    listed = ", ".join(_sql(p) for p in [layout.empty_file(name), *files])
+    read = f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false, filename = true)"
+    history_parts = [f"SELECT {columns} FROM {read}"]
+    if previous is not None:
+        history_parts.append(
+            f"SELECT {columns} FROM read_parquet({_sql(layout.segment(name, previous, 'history'))})"
+        )
+    history_rows = _copy(
+        connection,
+        " UNION ALL BY NAME ".join(history_parts),
+        layout.segment(name, cutoff, "history"),
+    )
+    if spec.partitioning == "append":
+        return TableCompaction(len(files), 0, history_rows)
+
+    # Each partition's newest file before the cutoff (file names sort by write time).
+    newest: dict[str, Path] = {}
+    for path in files:
+        key = path.parent.relative_to(layout.table_dir(name)).as_posix()
+        key = "" if key == "." else key
+        if key not in newest or path.name > newest[key].name:
+            newest[key] = path
+    picked = pa.table(
+        {
+            "_picked_file": [p.as_posix() for p in newest.values()],
+            "_picked_partition": list(newest),
+        }
+    )
+    connection.register("picked", picked)
+    current_parts = [
+        f"SELECT {columns}, _picked_partition AS _partition FROM {read} "
+        "JOIN picked ON filename = _picked_file"
+    ]
+    if previous is not None:
+        # Partitions not written since the previous generation keep its rows.
+        current_parts.append(
+            f"SELECT {columns}, _partition FROM "
+            f"read_parquet({_sql(layout.segment(name, previous, 'current'))}) "
+            "WHERE _partition NOT IN (SELECT _picked_partition FROM picked)"
+        )
+    current_rows = _copy(
+        connection,
+        " UNION ALL BY NAME ".join(current_parts) + " ORDER BY _partition",
+        layout.segment(name, cutoff, "current"),
+    )
+    connection.unregister("picked")
+    return TableCompaction(len(files), current_rows, history_rows)
+
+
+def data_files_names(names: list[str]) -> list[str]:
+    """The data-file names among a folder's entries (not the schema file, nor temp files)."""
+    return [n for n in names if n.endswith(".parquet") and not n.startswith((".", "_"))]
+
+
+def _segment_files(layout: StoreLayout, name: str) -> list[Path]:
+    folder = layout.segments_root / name
+    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+
+
+@contextlib.contextmanager
+def _compaction_lock(layout: StoreLayout):
+    layout.root.mkdir(parents=True, exist_ok=True)
+    with open(layout.root / ".compact.lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+
+
+def compact_store(
+    layout: StoreLayout,
+    *,
+    before: datetime | None = None,
+    wait_s: float = 2.0,
+    readers_wait_s: float = 30.0,
+) -> CompactionReport:
+    """Fold every data file written before `before` (default: ten minutes ago) into one
+    generation of segments per table, point the views at it, then delete the folded files.
+
+    Never waits long: when results.duckdb is held by a reader for `wait_s`, it stops with
+    nothing changed (status "busy"); when the viewer or a run keeps reading files for
+    `readers_wait_s`, the folded files stay until the next compaction (nobody reads them).
+    """
+    ensure_schema_files(layout)
+    moment = before or datetime.now(UTC) - SAFETY_MARGIN
+    cutoff = _stamp(moment.astimezone(UTC))
+    with _compaction_lock(layout) as locked:
+        if not locked:
+            return CompactionReport("busy", None, "another compaction is running; try later")
+        previous = current_generation(layout)
+        if previous is not None and cutoff <= previous:
+            return CompactionReport("nothing", previous, f"already compacted up to {previous}")
+        # Every data file named before the cutoff; those before the previous cutoff are
+        # already in its segments (left over from a deferred deletion).
+        before_cutoff: dict[str, list[Path]] = {}
+        for name in TABLES:
+            found = []
+            for folder, _, names in os.walk(layout.table_dir(name)):
+                found += [Path(folder) / f for f in data_files_names(names) if f < cutoff]
+            before_cutoff[name] = sorted(found)
+        to_fold = {
+            name: [p for p in paths if previous is None or p.name >= previous]
+            for name, paths in before_cutoff.items()
+        }
+        if previous is not None and not any(to_fold.values()):
+            return CompactionReport(
+                "nothing", previous, "no file written since the last compaction"
+            )
+
+        report = CompactionReport("compacted", cutoff, "")
+        written: list[Path] = []
+        try:
+            with duckdb.connect(":memory:") as connection:
+                for name in TABLES:
+                    written += [
+                        layout.segment(name, cutoff, kind) for kind in ("history", "current")
+                    ]
+                    report.tables[name] = _compact_table(
+                        connection, layout, name, to_fold[name], previous, cutoff
+                    )
+            with writing_views(layout, wait_s=wait_s) as write_views:
+                # From here the new generation is the store's truth: should writing the views
+                # fail, the marker stays stale and the next `ensure_database` rewrites them.
+                write_generation(layout, cutoff)
+                write_views()
+        except StoreBusy as error:
+            for path in written:
+                path.unlink(missing_ok=True)
+            return CompactionReport("busy", None, f"{error} Nothing was changed; try later.")
+        except BaseException:
+            if current_generation(layout) != cutoff:
+                for path in written:
+                    path.unlink(missing_ok=True)
+            raise
+
+        # Safe to delete now. Every query of results.duckdb started after the views were
+        # rewritten (none can be open while we hold it read-write) and its constant file-name
+        # filter prunes the files named before the cutoff from the glob's list before any is
+        # opened, so a file deleted after being listed is never read. The viewer and
+        # `read_latest` resolve files under the readers lock, which we now take exclusively.
+        garbage = [p for paths in before_cutoff.values() for p in paths]
+        garbage += [
+            p
+            for name in TABLES
+            for p in _segment_files(layout, name)
+            if not p.name.startswith(f"{cutoff}_")
+        ]
+        with deleting_files(layout, wait_s=readers_wait_s) as may_delete:
+            if may_delete:
+                for path in garbage:
+                    path.unlink(missing_ok=True)
+                report.deleted = len(garbage)
+            else:
+                report.deletion_deferred = True
+        folded = sum(t.files for t in report.tables.values())
+        report.message = (
+            f"compacted {folded:,} files written before {cutoff} into one generation of "
+            f"segments; deleted {report.deleted:,} files"
+            + (" (deletion deferred: readers busy)" if report.deletion_deferred else "")
+        )
+        return report
