@@ -9,6 +9,7 @@ from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import load_config
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
+HISTORY_CRON = "0 23 * * *"  # after the day's evaluations, before the 03:00 compaction
 
 
 def build_automation(
@@ -56,6 +57,16 @@ def build_automation(
         description="Re-read the test files and the agent context, so changes show as unsynced.",
     )
 
+    # Declarative automation cannot chain these (an unpartitioned child of Dynamic×Daily
+    # parents always sees missing parent partitions), so they have a schedule of their own.
+    daily_history_marts = dg.ScheduleDefinition(
+        name="daily_history_marts",
+        cron_schedule=HISTORY_CRON,
+        target=dg.AssetSelection.groups("history"),
+        default_status=RUNNING,
+        description="Rebuild the history marts (trend, flaky cases, regressions) each evening.",
+    )
+
     @dg.sensor(
         name="sync_model_partitions",
         minimum_interval_seconds=60,
@@ -78,4 +89,7 @@ def build_automation(
         description="Materializes references, grades, summaries, leaderboard and report once "
         "their inputs land.",
     )
-    return [daily_evaluation, daily_suite_refresh], [sync_model_partitions, automation]
+    return [daily_evaluation, daily_suite_refresh, daily_history_marts], [
+        sync_model_partitions,
+        automation,
+    ]

@@ -91,3 +91,5 @@ def test_schedules_and_sensors_run_by_default(defs):
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
     for name in ("sync_model_partitions", "evaluation_automation"):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
+    for name in ("daily_suite_refresh", "daily_history_marts", "compact_store"):
+        assert defs.resolve_schedule_def(name).default_status == dg.DefaultScheduleStatus.RUNNING
