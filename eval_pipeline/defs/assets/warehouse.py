@@ -34,9 +34,10 @@ def prepare_dbt_project(project_dir: Path) -> DbtProject:
     project = DbtProject(project_dir=project_dir, profiles_dir=project_dir)
     if not using_dagster_dev() and project.manifest_path.exists():
         return project
-    project.target_path.mkdir(parents=True, exist_ok=True)
+    target = project.manifest_path.parent  # `target_path` is relative to the project folder
+    target.mkdir(parents=True, exist_ok=True)
     # Several processes may load the definitions at once (parallel steps, tests): one parses.
-    with open(project.target_path / ".parse.lock", "w") as lock:
+    with open(target / ".parse.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if using_dagster_dev() or not project.manifest_path.exists():
             resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
