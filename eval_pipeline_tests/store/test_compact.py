@@ -7,17 +7,15 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import duckdb
-import pytest
 
 from eval_pipeline.store import (
     TABLES,
     StoreLayout,
     compact_store,
     current_generation,
-    ensure_database,
     fetch,
     latest_file,
     query,
@@ -25,28 +23,9 @@ from eval_pipeline.store import (
     write_rows,
 )
 from eval_pipeline.viewer._reader import StoreReader
+from eval_pipeline_tests.store.conftest import DAY, grade
 
-DAY = date(2026, 6, 1)
 PAST = datetime(2026, 6, 1, 12, tzinfo=UTC)
-
-
-@pytest.fixture
-def layout(tmp_path):
-    layout = StoreLayout(tmp_path / ".eval")
-    ensure_database(layout)
-    return layout
-
-
-def grade(name: str, model: str, status: str, run_date: date = DAY) -> dict:
-    return {
-        "name": name,
-        "model": model,
-        "run_date": run_date,
-        "attempt": 0,
-        "status": status,
-        "passed": status == "passed",
-        "checks": [{"kind": "data", "status": status}],
-    }
 
 
 MODELS = ("m1", "provider/m:2")

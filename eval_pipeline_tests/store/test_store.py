@@ -8,42 +8,19 @@ import signal
 import subprocess
 import sys
 import textwrap
-from datetime import date
 
 import duckdb
-import pytest
 
 from eval_pipeline.store import (
     Journal,
     StoreLayout,
-    ensure_database,
     journal_files,
     query,
     read_journals,
     read_latest,
     write_rows,
 )
-
-DAY = date(2026, 6, 1)
-
-
-@pytest.fixture
-def layout(tmp_path):
-    layout = StoreLayout(tmp_path / ".eval")
-    ensure_database(layout)
-    return layout
-
-
-def grade(name: str, model: str, status: str, run_date: date = DAY) -> dict:
-    return {
-        "name": name,
-        "model": model,
-        "run_date": run_date,
-        "attempt": 0,
-        "status": status,
-        "passed": status == "passed",
-        "checks": [{"kind": "data", "status": status}],
-    }
+from eval_pipeline_tests.store.conftest import DAY, grade
 
 
 def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
