@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.grading._metrics import RunOutcome, case_metrics, summarize_models
-from eval_pipeline.grading._verdict import GradeStatus
 from eval_pipeline.store import StoreLayout, query
 
 RESULTS_DIR = "outputs"
@@ -107,19 +106,7 @@ def build_results(
                 },
             }
         )
-        outcomes.append(
-            RunOutcome(
-                name=row["name"],
-                model=row["model"],
-                attempt=int(row["attempt"]),
-                status=GradeStatus(row["status"]),
-                tokens=int(row["tokens"] or 0),
-                cost_usd=cost,
-                duration_ms=float(row["duration_ms"] or 0.0),
-                tool_call_count=int(row["tool_call_count"] or 0),
-                verified=bool(row["verified"]),
-            )
-        )
+        outcomes.append(RunOutcome.from_grade_row(row))
     return {
         "timestamp": datetime.now().isoformat(),
         "run_date": day.isoformat(),

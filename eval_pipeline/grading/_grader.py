@@ -73,17 +73,8 @@ class Grade:
         }
 
     def outcome(self) -> RunOutcome:
-        return RunOutcome(
-            name=self.name,
-            model=self.model,
-            attempt=self.attempt,
-            status=self.status,
-            tokens=self.tokens,
-            cost_usd=self.cost_usd,
-            duration_ms=self.duration_ms,
-            tool_call_count=self.tool_call_count,
-            verified=self.verified,
-        )
+        """What metrics need of this grade."""
+        return RunOutcome.from_grade_row(self.to_record())
 
 
 _ISO_DATE_TIME = (

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from eval_pipeline.grading._verdict import GradeStatus
 
@@ -23,6 +24,22 @@ class RunOutcome:
     duration_ms: float = 0.0
     tool_call_count: int = 0
     verified: bool = True
+
+    @classmethod
+    def from_grade_row(cls, row: Mapping[str, Any]) -> RunOutcome:
+        """From a `grades` row (the store's or a query's; a missing cost may come as NaN)."""
+        cost = row["cost_usd"]
+        return cls(
+            name=row["name"],
+            model=row["model"],
+            attempt=int(row["attempt"]),
+            status=GradeStatus(row["status"]),
+            tokens=int(row["tokens"] or 0),
+            cost_usd=None if cost is None or math.isnan(cost) else float(cost),
+            duration_ms=float(row["duration_ms"] or 0.0),
+            tool_call_count=int(row["tool_call_count"] or 0),
+            verified=bool(row["verified"]),
+        )
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

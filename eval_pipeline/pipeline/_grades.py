@@ -10,7 +10,13 @@ from typing import Any
 
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.grading._grader import Grade, Grader
-from eval_pipeline.grading._metrics import CaseMetrics, ModelSummary, case_metrics, summarize_models
+from eval_pipeline.grading._metrics import (
+    CaseMetrics,
+    ModelSummary,
+    RunOutcome,
+    case_metrics,
+    summarize_models,
+)
 from eval_pipeline.grading._reference import ReferenceResult, run_references
 from eval_pipeline.pipeline._records import run_from_row
 from eval_pipeline.store import StoreLayout, read_latest, write_rows
@@ -79,27 +85,11 @@ def summarize_partition(
     suite: Suite, model: str, run_date: date, *, layout: StoreLayout
 ) -> PartitionSummary | None:
     """Summarize the partition's stored grades into its `model_summaries` row."""
-    from eval_pipeline.grading._metrics import RunOutcome
-    from eval_pipeline.grading._verdict import GradeStatus
-
     rows = read_latest(layout, "grades", model=model, run_date=run_date)
     if not rows:
         write_rows(layout, "model_summaries", [], model=model, run_date=run_date)
         return None
-    outcomes = [
-        RunOutcome(
-            name=row["name"],
-            model=row["model"],
-            attempt=row["attempt"],
-            status=GradeStatus(row["status"]),
-            tokens=row["tokens"] or 0,
-            cost_usd=row["cost_usd"],
-            duration_ms=row["duration_ms"] or 0.0,
-            tool_call_count=row["tool_call_count"] or 0,
-            verified=bool(row["verified"]),
-        )
-        for row in rows
-    ]
+    outcomes = [RunOutcome.from_grade_row(row) for row in rows]
     (summary,) = summarize_models(outcomes)
     result = PartitionSummary(summary, case_metrics(outcomes))
     write_rows(
