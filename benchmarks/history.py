@@ -40,6 +40,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_pipeline.defs import materialize
+from eval_pipeline.pipeline import summarize_grades
 from eval_pipeline.store import StoreLayout, compact_store, ensure_database, write_rows
 from eval_pipeline_tests.pipeline.small_suite import (
     EVALUATION,
@@ -135,21 +136,7 @@ def _partition_rows(
                     "reused": False,
                 }
             )
-    passed = sum(g["passed"] for g in grades)
-    summary = {
-        "model": model_id,
-        "run_date": day,
-        "total": len(grades),
-        "passed": passed,
-        "failed": sum(g["status"] == "failed" for g in grades),
-        "errors": sum(g["status"] == "error" for g in grades),
-        "unverified": 0,
-        "pass_rate": passed / len(grades),
-        "tokens": sum(g["tokens"] for g in grades),
-        "cost_usd": sum(g["cost_usd"] for g in grades),
-        "cost_complete": True,
-        "suite_hash": "s1",
-    }
+    summary = {**summarize_grades(grades).to_row("s1"), "run_date": day}
     return grades, runs, summary
 
 

@@ -6,6 +6,7 @@ from eval_pipeline.pipeline._grades import (
     compute_references,
     grade_partition,
     load_references,
+    summarize_grades,
     summarize_partition,
 )
 from eval_pipeline.pipeline._progress import publish, subscribe
@@ -30,6 +31,7 @@ __all__ = [
     "run_partition",
     "run_to_row",
     "subscribe",
+    "summarize_grades",
     "summarize_partition",
     "tool_call_rows",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any
@@ -81,6 +82,13 @@ class PartitionSummary:
         return {**asdict(self.summary), "suite_hash": suite_hash}
 
 
+def summarize_grades(grade_rows: Sequence[Mapping[str, Any]]) -> PartitionSummary:
+    """The summary of one partition's `grades` rows (one model, one day)."""
+    outcomes = [RunOutcome.from_grade_row(row) for row in grade_rows]
+    (summary,) = summarize_models(outcomes)
+    return PartitionSummary(summary, case_metrics(outcomes))
+
+
 def summarize_partition(
     suite: Suite, model: str, run_date: date, *, layout: StoreLayout
 ) -> PartitionSummary | None:
@@ -89,9 +97,7 @@ def summarize_partition(
     if not rows:
         write_rows(layout, "model_summaries", [], model=model, run_date=run_date)
         return None
-    outcomes = [RunOutcome.from_grade_row(row) for row in rows]
-    (summary,) = summarize_models(outcomes)
-    result = PartitionSummary(summary, case_metrics(outcomes))
+    result = summarize_grades(rows)
     write_rows(
         layout,
         "model_summaries",

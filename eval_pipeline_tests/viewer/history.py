@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.agents._types import run_key
+from eval_pipeline.pipeline import summarize_grades
 from eval_pipeline.store import StoreLayout, ensure_database, write_rows
 
 GPT, CLAUDE = "openai:gpt-4.1", "anthropic:claude-sonnet-4-5"
@@ -362,27 +363,11 @@ def build_store(root: Path) -> StoreLayout:
             write_rows(layout, "agent_runs", runs, model=model, run_date=day)
             write_rows(layout, "tool_calls", tools, model=model, run_date=day)
             write_rows(layout, "grades", grades, model=model, run_date=day)
-            passed = sum(g["passed"] for g in grades)
+            summary = {**summarize_grades(grades).to_row("s1"), "run_date": day}
             write_rows(
                 layout,
                 "model_summaries",
-                [
-                    {
-                        "model": model,
-                        "run_date": day,
-                        "total": len(grades),
-                        "passed": passed,
-                        "failed": sum(g["status"] == "failed" for g in grades),
-                        "errors": sum(g["status"] == "error" for g in grades),
-                        "unverified": 0,
-                        "pass_rate": passed / len(grades),
-                        "tokens": sum(g["tokens"] for g in grades),
-                        "cost_usd": sum(g["cost_usd"] for g in grades),
-                        "cost_complete": True,
-                        "tool_calls": sum(g["tool_call_count"] for g in grades),
-                        "suite_hash": "s1",
-                    }
-                ],
+                [summary],
                 model=model,
                 run_date=day,
             )
