@@ -14,7 +14,6 @@ from eval_pipeline.agents._factory import RECORDINGS_DIR, recording_path
 from eval_pipeline.agents._providers import split_model_id
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
-from eval_pipeline.pipeline import plan_requests
 from eval_pipeline.suite import Problem, Suite, SuiteError
 
 if TYPE_CHECKING:
@@ -40,7 +39,6 @@ class EvaluationRequest:
 
 @dataclass
 class EvaluationOutcome:
-    planned: int
     executed: int = 0
     reused: int = 0
     run_ids: list[str] = field(default_factory=list)
@@ -129,12 +127,7 @@ def run_evaluation(
     os.environ[DAGSTER_HOME_ENV] = str(instance_home(config))
     defs = build_definitions(suite.root)
     day = request.run_date.isoformat()
-    selected = suite.select(list(request.select) or None)
-    planned = sum(
-        len(plan_requests(selected, model, request.run_date, "", k=request.k or config.test.k))
-        for model in request.models
-    )
-    outcome = EvaluationOutcome(planned=planned)
+    outcome = EvaluationOutcome()
     # Each step's events go to the instance (the UI); the terminal shows our own progress.
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     tags = {"eval_pipeline/source": "cli"}
