@@ -9,7 +9,7 @@ from typing import Any
 
 from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import ChatModel
-from eval_pipeline.agents._errors import AgentError
+from eval_pipeline.agents._errors import AgentError, ReplyTruncated
 from eval_pipeline.agents._pricing import cost_usd
 from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
 from eval_pipeline.agents._types import (
@@ -177,14 +177,22 @@ class BuiltinAgent:
                     raise LimitExceeded(
                         f"the agent used {usage.total_tokens:,} tokens without answering (limit {self.limits.max_total_tokens:,})"
                     )
-                completion = await self.model.complete(
-                    messages, tools=tools, max_tokens=self.limits.max_tokens_per_completion
-                )
+                cut: ReplyTruncated | None = None
+                try:
+                    completion = await self.model.complete(
+                        messages, tools=tools, max_tokens=self.limits.max_tokens_per_completion
+                    )
+                except ReplyTruncated as error:
+                    cut, completion = error, error.completion
                 turns += 1
                 usage.add(completion.usage)
                 messages.append(
                     ChatMessage("assistant", completion.text, tool_calls=completion.tool_calls)
                 )
+                if cut is not None:
+                    # The cut turn is kept above (it is paid for and shows where the model
+                    # stopped), but it is no answer: the run is an error.
+                    raise cut
                 if not completion.tool_calls:
                     final_text = completion.text
                     break

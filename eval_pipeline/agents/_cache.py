@@ -95,9 +95,11 @@ class CachedChatModel:
     ) -> Completion:
         key = completion_key(self.model_id, messages, tools, max_tokens)
         cached = self.cache.get(key)
-        if cached is not None:
+        hit = completion_from_dict(cached) if cached is not None else None
+        # A cut answer (kept by an older version) is no answer: ask again rather than serve it.
+        if hit is not None and not hit.cut:
             self.hits += 1
-            return completion_from_dict(cached)
+            return hit
         completion = await self.model.complete(messages, tools=tools, max_tokens=max_tokens)
         self.misses += 1
         self.cache.put(key, completion_to_dict(completion))

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
 
+from eval_pipeline.agents._errors import check_not_cut
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._types import AgentRun, ChatMessage, Completion, ToolSpec
 from eval_pipeline.agents._wire import BodyReader
@@ -36,10 +37,12 @@ class ChatModel(Protocol):
         Args:
             messages: the provider-neutral transcript, system prompt first if any.
             tools: the tools the model may call (empty: none offered).
-            max_tokens: cap on the tokens generated in this completion.
+            max_tokens: cap on the tokens generated in this completion; a `max_tokens`
+                configured for the model or its provider in eval_config.yaml wins.
 
         Raises:
             ProviderError: the provider failed, after the retry policy gave up.
+            ReplyTruncated: the limit cut the reply or a tool call's arguments.
         """
         ...
 
@@ -77,6 +80,9 @@ class HttpChatModel:
         base_url: the API root; None means the vendor's own.
         costs: prices for cost accounting, None when unknown.
         policy: the retry policy.
+        max_tokens: the configured cap on each completion's tokens; it replaces the one the
+            caller asks for (agent loop, judge, extraction), so a user who sees a cut reply
+            can raise it for every call of the model. None: the caller's.
     """
 
     default_provider: ClassVar[str]
@@ -92,8 +98,10 @@ class HttpChatModel:
         base_url: str | None = None,
         costs: ModelCosts | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
+        max_tokens: int | None = None,
     ) -> None:
         self.model = model
+        self.max_tokens = max_tokens
         self.model_id = f"{provider or self.default_provider}:{model}"
         self.costs = costs
         self.url = f"{(base_url or self.default_base_url).rstrip('/')}{self.path}"
@@ -115,12 +123,14 @@ class HttpChatModel:
         self, messages: Sequence[ChatMessage], *, tools: Sequence[ToolSpec], max_tokens: int
     ) -> Completion:
         """One completion; see `ChatModel.complete`."""
+        limit = self.max_tokens or max_tokens
         response = await send_with_retry(
             self._client,
             "POST",
             self.url,
             endpoint=self.model_id,
-            json=self.request_body(messages, tools=tools, max_tokens=max_tokens),
+            json=self.request_body(messages, tools=tools, max_tokens=limit),
             policy=self._policy,
         )
-        return self.parse(BodyReader(response, endpoint=self.model_id))
+        completion = self.parse(BodyReader(response, endpoint=self.model_id))
+        return check_not_cut(self.model_id, completion, max_tokens=limit)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+if TYPE_CHECKING:
+    from eval_pipeline.agents._types import Completion
 
 __all__ = [
     "AgentError",
@@ -13,8 +17,10 @@ __all__ = [
     "ProviderTimeout",
     "ProviderUnavailable",
     "RateLimited",
+    "ReplyTruncated",
     "RequestRejected",
     "UnknownModel",
+    "check_not_cut",
     "redact_url",
     "scrub",
 ]
@@ -122,6 +128,49 @@ class RequestRejected(ProviderError):
     """Another 4xx: the endpoint refused this request (unknown model, bad parameter). Not retried."""
 
     hint = "Fix the request the message describes (often the model id or a parameter); it is not retried."
+
+
+class ReplyTruncated(AgentError):
+    """The model hit its `max_tokens` limit: the reply, or a tool call's arguments, was cut.
+
+    A cut reply is not an answer (a figure may be missing, a query half written), so the run,
+    judge or extraction call ends as an `error` instead of being graded. Not retried: the same
+    request is cut again.
+
+    Attributes:
+        model_id: the model that was cut, e.g. ``openai:gpt-4.1``.
+        max_tokens: the limit that was sent, None when unknown (a replayed recording).
+        completion: the cut completion, so a recording can keep it.
+    """
+
+    def __init__(self, model_id: str, completion: Completion, *, max_tokens: int | None) -> None:
+        self.model_id = model_id
+        self.max_tokens = max_tokens
+        self.completion = completion
+        names = sorted({call.name for call in completion.tool_calls})
+        what = (
+            f"the arguments of its {', '.join(names)} call were cut"
+            if names
+            else "its reply was cut"
+        )
+        limit = f"max_tokens ({max_tokens:,})" if max_tokens is not None else "max_tokens"
+        super().__init__(
+            f"{model_id}: the model reached {limit} and {what} (stop reason "
+            f"{completion.stop_reason!r}); a cut reply is not an answer. Raise max_tokens for "
+            "this model (llm.providers[].models[].max_tokens) or its provider "
+            "(llm.providers[].max_tokens) in eval_config.yaml."
+        )
+
+
+def check_not_cut(model_id: str, completion: Completion, *, max_tokens: int | None) -> Completion:
+    """`completion`, unless `max_tokens` cut it.
+
+    Raises:
+        ReplyTruncated: the provider said the token limit stopped the completion.
+    """
+    if completion.cut:
+        raise ReplyTruncated(model_id, completion, max_tokens=max_tokens)
+    return completion
 
 
 class UnknownModel(ValueError):

@@ -129,6 +129,7 @@ class ProviderPool:
             base_url=provider.base_url,
             costs=costs_for(provider.name, model_id, provider),
             policy=self.policy,
+            max_tokens=provider.max_tokens_for(model_id),
         )
 
     def http_agent(self, model: str) -> HttpAgent:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.agents._cache import completion_from_dict, completion_to_dict
-from eval_pipeline.agents._errors import AgentError
+from eval_pipeline.agents._errors import AgentError, ReplyTruncated, check_not_cut
 from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec
 
 if TYPE_CHECKING:
@@ -166,7 +166,9 @@ class ReplayChatModel:
         if context is None:
             raise ReplayMissing("a replayed model was called outside a test's context")
         turn = context.next_turn(context.purpose)
-        return self.recording.lookup(context.test, context.attempt, context.purpose, turn)
+        completion = self.recording.lookup(context.test, context.attempt, context.purpose, turn)
+        # A recorded cut reply replays as the error it was, not as an answer.
+        return check_not_cut(self.model_id, completion, max_tokens=None)
 
 
 class Recorder:
@@ -210,7 +212,12 @@ class RecordingChatModel:
         tools: Sequence[ToolSpec] = (),
         max_tokens: int = 1024,
     ) -> Completion:
-        completion = await self.model.complete(messages, tools=tools, max_tokens=max_tokens)
+        try:
+            completion = await self.model.complete(messages, tools=tools, max_tokens=max_tokens)
+        except ReplyTruncated as cut:
+            # Kept, so the replay of this run ends in the same error at the same turn.
+            self.recorder.write(self.model_id, cut.completion)
+            raise
         self.recorder.write(self.model_id, completion)
         return completion
 

@@ -60,6 +60,11 @@ class Usage:
         self.output_tokens += other.output_tokens
 
 
+#: Stop reasons saying the token limit ended the completion: OpenAI's `finish_reason`
+#: (also what compatible servers such as vLLM, Ollama and llama.cpp send) and Anthropic's.
+CUT_STOP_REASONS = frozenset({"length", "max_tokens"})
+
+
 @dataclass(frozen=True)
 class Completion:
     """One model answer: text and/or tool calls, usage, and the raw response body (for --record)."""
@@ -69,6 +74,11 @@ class Completion:
     usage: Usage
     stop_reason: str | None = None
     raw: dict[str, Any] | None = None
+
+    @property
+    def cut(self) -> bool:
+        """Whether `max_tokens` stopped the model mid-answer (text or tool-call arguments)."""
+        return self.stop_reason in CUT_STOP_REASONS
 
 
 class RunStatus(StrEnum):

@@ -9,8 +9,9 @@ How it works, in four steps:
    whose every value is a number string becomes a number column. A column mixing types becomes
    one token per value (`("n", 1.0)`, `("s", "x")`, ...), so `True` and `1` stay different;
    its numbers compare after rounding but without tolerance.
-2. **Line columns up**: by name (stripped, case-insensitive); expected columns left over are
-   matched by values with a bounded search over assignments, pruned by per-column checks.
+2. **Line columns up**: by name (stripped, case-insensitive); when both sides have as many
+   columns, expected columns left over are matched by values with a bounded search over
+   assignments, pruned by per-column checks. With extra actual columns, names decide.
 3. **Fast exact path** (unordered): hash every row over the keys, sort both hash arrays, and
    when they agree confirm key by key along that order. Most passing results stop here.
 4. **Tolerant path**, only when the exact path fails: rows are grouped by their exact
@@ -87,10 +88,12 @@ def compare_results(
 
     Columns are matched by name, stripped and case-insensitively (`Revenue ` is `revenue`);
     actual columns the expected result does not have are ignored, since an agent may add
-    context. When names do not line up but the actual result has at least as many columns,
-    the remaining expected columns are matched to actual columns by their values, because an
-    agent that names `sum(amount)` `total` instead of `revenue` still gave the right answer.
-    The index of either frame is ignored.
+    context. When names do not line up and both results have as many columns, the remaining
+    expected columns are matched to actual columns by their values, because an agent that
+    names `sum(amount)` `total` instead of `revenue` still gave the right answer; the message
+    then says which columns were matched that way. With extra actual columns, names decide:
+    among several columns one may hold the expected values by chance (a count where revenue
+    was asked), and taking it would pass a wrong answer. The index of either frame is ignored.
 
     Values compare by meaning rather than by dtype: `1 == 1.0`; `Decimal("1.5") == 1.5`;
     number strings are numbers (`"$1,234.56"`, `"1.234,56"` and `" 1234.56 "` all equal
@@ -140,8 +143,8 @@ def compare_results(
 
     mapping = _match_names(list(actual.columns), list(expected.columns))
     missing = [j for j in range(len(names)) if j not in mapping]
-    if missing and (actual.shape[1] < expected.shape[1] or n_a == n_e == 0):
-        return _failed(names, _missing_message(names[missing[0]], actual, by_values=False))
+    if missing and (actual.shape[1] != expected.shape[1] or n_a == n_e == 0):
+        return _failed(names, _missing_message(names[missing[0]], actual, expected))
     if n_a == n_e == 0:
         return _passed(names, "match")
     a_cols, e_cols = _Columns(actual, tol), _Columns(expected, tol)
@@ -244,7 +247,7 @@ def _compare_by_values(
             first_failure = (outcome, pairs, note)
     if first_failure is None:
         lacking = next((j for j in missing if not candidates[j]), missing[0])
-        return _failed(names, _missing_message(names[lacking], actual, by_values=True))
+        return _failed(names, _missing_message(names[lacking], actual, expected, by_values=True))
     outcome, pairs, note = first_failure
     return _verdict(outcome, pairs, actual, expected, tol, note + "; no assignment matches")
 
@@ -252,10 +255,20 @@ def _compare_by_values(
 # --- reporting ------------------------------------------------------------------------
 
 
-def _missing_message(name: str, actual: pd.DataFrame, *, by_values: bool) -> str:
+def _missing_message(
+    name: str, actual: pd.DataFrame, expected: pd.DataFrame, *, by_values: bool = False
+) -> str:
     have = ", ".join(repr(str(c)) for c in actual.columns) or "none"
     reason = ": no actual column has that name or the same values" if by_values else ""
-    return f"missing column {name!r}{reason} (actual columns: {have})"
+    n_a, n_e = actual.shape[1], expected.shape[1]
+    # Say why a column holding the right values was not taken: only names count here.
+    rule = (
+        f"; with {n_a} actual columns for {n_e} expected, columns are matched by name only "
+        "(by values only when the counts are equal)"
+        if n_a > n_e
+        else ""
+    )
+    return f"missing column {name!r}{reason} (actual columns: {have}){rule}"
 
 
 def _empty_diff(names: list[str]) -> pd.DataFrame:

@@ -74,6 +74,7 @@ class ModelCosts:
 class ModelConfig:
     id: str
     costs: ModelCosts | None = None
+    max_tokens: int | None = None  # wins over the provider's
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,15 @@ class ProviderConfig:
     base_url: str | None = None
     models: tuple[ModelConfig, ...] = ()
     timeout_s: float = 120.0
+    max_tokens: int | None = None  # cap on each completion; None: the caller's default
 
     def model(self, model_id: str) -> ModelConfig | None:
         return next((m for m in self.models if m.id == model_id), None)
+
+    def max_tokens_for(self, model_id: str) -> int | None:
+        """The configured `max_tokens` of a model: its own, else the provider's, else None."""
+        model = self.model(model_id)
+        return model.max_tokens if model and model.max_tokens else self.max_tokens
 
 
 @dataclass(frozen=True)
@@ -334,7 +341,10 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
     for i, _item in r.items(llm, "providers", "llm.providers"):
         where = f"llm.providers[{i}]"
         block = r.mapping(
-            items, i, where, ("provider", "protocol", "api_key", "base_url", "models", "timeout_s")
+            items,
+            i,
+            where,
+            ("provider", "protocol", "api_key", "base_url", "models", "timeout_s", "max_tokens"),
         )
         if block is None:
             continue
@@ -355,13 +365,16 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
             if isinstance(model, str):
                 models.append(ModelConfig(id=model))
                 continue
-            spec = r.mapping(block["models"], j, f"{where}.models[{j}]", ("id", "costs"))
+            spec = r.mapping(
+                block["models"], j, f"{where}.models[{j}]", ("id", "costs", "max_tokens")
+            )
             if spec is None:
                 continue
             model_id = r.text(spec, "id", f"{where}.models[{j}].id", required=True)
             costs = _costs(r, spec, f"{where}.models[{j}].costs") if spec.get("costs") else None
+            limit = _max_tokens(r, spec, f"{where}.models[{j}].max_tokens")
             if model_id:
-                models.append(ModelConfig(id=model_id, costs=costs))
+                models.append(ModelConfig(id=model_id, costs=costs, max_tokens=limit))
         timeout = (
             r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 120.0
         )
@@ -376,9 +389,16 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
                     base_url=base_url,
                     models=tuple(models),
                     timeout_s=timeout or 120.0,
+                    max_tokens=_max_tokens(r, block, f"{where}.max_tokens"),
                 )
             )
     return tuple(providers)
+
+
+def _max_tokens(r: FieldReader, block: dict, field_name: str) -> int | None:
+    if block.get("max_tokens") is None:
+        return None
+    return r.integer(block, "max_tokens", field_name, minimum=1)
 
 
 def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:

@@ -183,6 +183,7 @@ class ScriptedServer:
         models: Sequence[ModelConfig] = (),
         costs: Mapping[str, ModelCosts] | None = None,
         timeout_s: float = 5.0,
+        max_tokens: int | None = None,
     ) -> ProviderConfig:
         """A provider entry pointing at this server.
 
@@ -192,6 +193,7 @@ class ScriptedServer:
             models: configured models.
             costs: shorthand for models with configured costs, by model id.
             timeout_s: the client timeout.
+            max_tokens: the provider's `max_tokens` setting.
         """
         assert self.protocol != "agent"
         configured = list(models) + [ModelConfig(m, c) for m, c in (costs or {}).items()]
@@ -202,6 +204,7 @@ class ScriptedServer:
             base_url=self.base_url,
             models=tuple(configured),
             timeout_s=timeout_s,
+            max_tokens=max_tokens,
         )
 
     def agent(
@@ -387,7 +390,7 @@ def _openai_reply(step: Step, model: str, n: int) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if step.calls else "stop",
+                "finish_reason": "length" if step.cut else "tool_calls" if step.calls else "stop",
             }
         ],
         "usage": {
@@ -416,7 +419,7 @@ def _anthropic_reply(step: Step, model: str, n: int) -> dict[str, Any]:
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": "tool_use" if step.calls else "end_turn",
+        "stop_reason": "max_tokens" if step.cut else "tool_use" if step.calls else "end_turn",
         "stop_sequence": None,
         "usage": {
             # Anthropic counts cache reads apart from `input_tokens`.
@@ -476,7 +479,7 @@ async def open_chat_model(
     """The chat model `<provider>:<model>` of a pool whose only provider is `server`.
 
     `threads` sizes the pool's connections; `provider` keywords go to
-    `ScriptedServer.provider` (name, api_key, costs, timeout_s).
+    `ScriptedServer.provider` (name, api_key, costs, timeout_s, max_tokens).
     """
     config = suite_config(server.provider(**provider), threads=threads)
     async with ProviderPool(config, policy=policy, environ=environ or {}) as pool:

@@ -39,6 +39,8 @@ class Step:
     with `status`), `raw` (`body` as text with `status`), `hang` (wait `hang_s`, then close
     without answering), `reset` (close the connection with a TCP reset, no response).
     `delay_s` is waited before anything else (latency); `headers` are added to the response.
+    A `cut` reply says the token limit stopped it (OpenAI `finish_reason: length`, Anthropic
+    `stop_reason: max_tokens`).
     """
 
     kind: Literal["reply", "json", "raw", "hang", "reset"]
@@ -51,6 +53,7 @@ class Step:
     delay_s: float = 0.0
     hang_s: float = 0.0
     error_message: str | None = None  # set for errors: rendered in the protocol's error shape
+    cut: bool = False
 
 
 @dataclass(frozen=True)
@@ -84,9 +87,11 @@ def execute_sql(sql: str) -> Call:
     return Call("execute_sql", {"sql_query": sql})
 
 
-def answer(text: str, *, tokens: Tokens = Tokens(), delay_s: float = 0.0) -> Step:
-    """A final text completion."""
-    return Step("reply", text=text, tokens=tokens, delay_s=delay_s)
+def answer(
+    text: str, *, tokens: Tokens = Tokens(), delay_s: float = 0.0, cut: bool = False
+) -> Step:
+    """A final text completion; `cut`: stopped by the token limit."""
+    return Step("reply", text=text, tokens=tokens, delay_s=delay_s, cut=cut)
 
 
 def tool_calls(
@@ -94,10 +99,12 @@ def tool_calls(
     text: str = "",
     tokens: Tokens = Tokens(),
     delay_s: float = 0.0,
+    cut: bool = False,
 ) -> Step:
-    """A completion asking for one or several (parallel) tool calls, optionally with text."""
+    """A completion asking for one or several (parallel) tool calls, optionally with text;
+    `cut`: stopped by the token limit (give the arguments as broken JSON text then)."""
     made = tuple(c if isinstance(c, Call) else Call(c[0], c[1]) for c in calls)
-    return Step("reply", text=text, calls=made, tokens=tokens, delay_s=delay_s)
+    return Step("reply", text=text, calls=made, tokens=tokens, delay_s=delay_s, cut=cut)
 
 
 def sql_then_answer(sql: str, text: str, *, tokens: Tokens = Tokens()) -> list[Step]:

@@ -265,6 +265,69 @@ def test_the_token_limit_ends_a_run_that_keeps_going(server, suite):
     assert len(server.requests) == 2
 
 
+# ---- replies cut by max_tokens ------------------------------------------------------------------
+
+
+def test_a_final_reply_cut_by_max_tokens_is_an_error_run_saying_how_to_raise_it(server, suite):
+    server.script(
+        tool_calls(execute_sql(REVENUE_SQL)),
+        answer("Shipped revenue is 5", cut=True, tokens=Tokens(100, 4096)),
+    )
+    run = run_case(suite, f"{server.protocol}:{PRICED}")
+
+    assert run.status is RunStatus.ERROR and run.final_text == ""
+    assert run.error.startswith(
+        f"{server.protocol}:{PRICED}: the model reached max_tokens (4,096) and its reply was cut"
+    )
+    assert "Raise max_tokens for this model" in run.error and "eval_config.yaml" in run.error
+    assert len(server.requests) == 2  # a cut reply is not retried: it would be cut again
+    # The cut reply is kept for whoever debugs the run, and its tokens are counted.
+    assert run.messages[-1] == {"role": "assistant", "content": "Shipped revenue is 5"}
+    assert run.turns == 2 and run.usage.output_tokens == 20 + 4096
+
+
+def test_a_tool_call_cut_by_max_tokens_is_an_error_run_not_a_loop_of_retries(server, suite):
+    cut_arguments = '{"sql_query": "SELECT sum(amount_usd) AS revenue FROM orders WHERE sta'
+    server.set_script(repeat(tool_calls(call("execute_sql", cut_arguments), cut=True)))
+    run = run_case(suite, f"{server.protocol}:{PRICED}")
+
+    assert run.status is RunStatus.ERROR
+    assert "the arguments of its execute_sql call were cut" in run.error
+    assert "Raise max_tokens" in run.error
+    assert len(server.requests) == 1
+    assert run.tool_calls == [] and run.queries == []  # the cut call never ran
+
+
+def test_max_tokens_is_set_per_provider_and_per_model_and_the_model_wins(tmp_path, server, suite):
+    limited = load_suite(
+        write_suite(
+            tmp_path / "limited",
+            cases={"revenue": "What is our revenue?"},
+            providers=[
+                {
+                    "provider": server.protocol,
+                    "base_url": server.base_url,
+                    "timeout_s": 5,
+                    "max_tokens": 1500,
+                    "models": [{"id": "small", "max_tokens": 300}, "big"],
+                }
+            ],
+        )
+    )
+    server.set_script(repeat(answer("Revenue is 540.")))
+    sent = {}
+    for model in ("small", "big", "other"):
+        assert run_case(limited, f"{server.protocol}:{model}").status is RunStatus.COMPLETED
+        sent[model] = server.last.json["max_tokens"]
+    assert run_case(suite, f"{server.protocol}:{PRICED}").status is RunStatus.COMPLETED
+    sent["unconfigured"] = server.last.json["max_tokens"]
+    assert sent == {"small": 300, "big": 1500, "other": 1500, "unconfigured": 4096}
+
+    server.set_script(repeat(answer("Revenue is", cut=True)))
+    run = run_case(limited, f"{server.protocol}:small")
+    assert run.status is RunStatus.ERROR and "max_tokens (300)" in run.error
+
+
 # ---- clarification and the system prompt -------------------------------------------------------
 
 

@@ -7,6 +7,12 @@ import time
 
 import pytest
 
+from eval_pipeline.agents._cache import (
+    CachedChatModel,
+    MemoryCache,
+    completion_key,
+    completion_to_dict,
+)
 from eval_pipeline.agents._errors import (
     AuthenticationFailed,
     ProtocolError,
@@ -17,7 +23,7 @@ from eval_pipeline.agents._errors import (
 )
 from eval_pipeline.agents._pricing import cost_usd
 from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._types import ChatMessage, ToolSpec
+from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec, Usage
 from eval_pipeline.suite._config import ModelCosts
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
@@ -34,6 +40,7 @@ from eval_pipeline_tests.agents.servers import (
     not_json,
     open_chat_model,
     rate_limited,
+    repeat,
     reset,
     sql_then_answer,
     tool_calls,
@@ -256,3 +263,24 @@ def test_many_concurrent_conversations(server):
     assert len(server.requests) == 64
     # every conversation was waiting on the server at the same time, not one after another
     assert server.peak_in_flight >= 24
+
+
+# ---- replies cut by max_tokens ------------------------------------------------------------------
+
+
+def test_a_cut_answer_left_in_a_cache_is_asked_again_not_served(server):
+    # A cache written before cut replies were errors may hold one; serving it would grade it,
+    # and raising on it would keep failing after the user raised max_tokens.
+    server.set_script(repeat(answer("Revenue is 780.")))
+    cache = MemoryCache()
+    cut = Completion("Revenue is 7", (), Usage(10, 0, 1024), stop_reason="length")
+
+    async def go():
+        async with open_chat_model(server) as model:
+            cache.put(completion_key(model.model_id, QUESTION, (), 1024), completion_to_dict(cut))
+            cached = CachedChatModel(model, cache)
+            return await cached.complete(QUESTION, tools=(), max_tokens=1024), cached
+
+    completion, cached = asyncio.run(go())
+    assert completion.text == "Revenue is 780." and len(server.requests) == 1
+    assert (cached.hits, cached.misses) == (0, 1)

@@ -105,6 +105,21 @@ def test_a_recorded_run_replays_offline_as_the_same_run(tmp_path, protocol):
     assert replayed.cost_usd is None  # a replay costs nothing and knows no prices
 
 
+def test_a_recorded_cut_reply_replays_as_the_same_error(tmp_path, openai_server):
+    suite = make_suite(tmp_path, openai_server, cases={"revenue": "What is our revenue?"})
+    openai_server.script(
+        tool_calls(execute_sql("SELECT sum(amount_usd) AS revenue FROM orders")),
+        answer("Revenue is 7", cut=True),
+    )
+    (recorded,) = run_all(suite, "openai:gpt-4.1", record=True)
+    (replayed,) = run_all(suite, "replay:openai-gpt-4.1")
+
+    assert recorded.status is replayed.status is RunStatus.ERROR
+    assert "its reply was cut" in recorded.error and "its reply was cut" in replayed.error
+    assert "no turn" not in replayed.error  # the cut turn is in the recording
+    assert replayed.messages[-1]["content"] == recorded.messages[-1]["content"] == "Revenue is 7"
+
+
 def test_concurrent_runs_of_different_tests_replay_their_own_turns(tmp_path, openai_server):
     suite = make_suite(tmp_path, openai_server, cases=QUESTIONS)
     scripts = {

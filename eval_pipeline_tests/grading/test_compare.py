@@ -86,11 +86,28 @@ def test_columns_with_other_names_are_matched_by_values():
     assert "actual 'name' as 'customer'" in result.message
 
 
-def test_value_matching_keeps_name_matches_and_ignores_extra_columns():
-    actual = frame(customer=["a", "b"], noise=[7, 7], sum_amount=[10.0, 30.0])
+def test_value_matching_keeps_name_matches():
+    actual = frame(customer=["a", "b"], sum_amount=[10.0, 30.0])
     result = compare_results(actual, frame(customer=["a", "b"], revenue=[10.0, 30.0]))
     assert result.passed
-    assert "actual 'sum_amount' as 'revenue'" in result.message
+    assert result.message == "match (columns matched by values: actual 'sum_amount' as 'revenue')"
+
+
+def test_with_extra_actual_columns_names_decide_so_a_look_alike_column_is_not_taken():
+    # DESIGN §8: values match columns only when the counts are equal. Here `n_orders` holds
+    # the expected figures by chance; taking it as revenue would pass a wrong answer.
+    actual = frame(n_orders=[3, 2], revenue_total=[250, 95.35])
+    result = compare_results(actual, frame(revenue=[3, 2]))
+    assert not result.passed
+    assert result.message.startswith("missing column 'revenue'")
+    assert "'n_orders', 'revenue_total'" in result.message
+    assert "2 actual columns for 1 expected" in result.message  # why values were not tried
+
+
+def test_with_extra_actual_columns_a_named_column_is_still_compared():
+    actual = frame(n_orders=[3, 2], revenue=[250, 95.35])
+    result = compare_results(actual, frame(revenue=[3, 2]))
+    assert not result.passed and "column 'revenue' differs" in result.message
 
 
 def test_value_matching_checks_rows_together_not_columns_alone():

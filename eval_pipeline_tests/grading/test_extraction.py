@@ -237,6 +237,15 @@ def test_an_extraction_model_that_is_down_is_an_error_not_a_failure(model_server
     assert no_model.status == "error" and "judge_model" in no_model.message
 
 
+def test_an_extraction_query_cut_by_max_tokens_is_an_error_not_an_answer(model_server):
+    # Cut before its WHERE clause, the query would still run and give a wrong table.
+    model_server.set_script(repeat(answer(sql("SELECT region, revenue FROM q1"), cut=True)))
+    extraction = extract(model_server, agent_run(BY_REGION))
+    assert extraction.status == "error" and extraction.frame is None
+    assert "the model reached max_tokens (1,024) and its reply was cut" in extraction.message
+    assert len(model_server.requests) == 1
+
+
 def test_an_external_agents_answer_is_used_as_is_without_a_model_call(model_server):
     given = {"columns": ["region", "revenue"], "rows": [["north", 1250.5]]}
     extraction = extract(model_server, agent_run(BY_REGION, answer=given))

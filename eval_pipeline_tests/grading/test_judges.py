@@ -210,6 +210,31 @@ def test_a_provider_that_keeps_failing_is_an_error_naming_the_judge(server):
     assert len(server.requests) == 3  # the retry policy's attempts, then it gives up
 
 
+def test_a_verdict_cut_by_max_tokens_is_an_error_not_a_verdict(server):
+    # The JSON parses, but the judge was still writing when the limit stopped it.
+    cut = verdict(True, "One figure, no question.") + "\nHowever, on a second reading the"
+    server.set_script(repeat(answer(cut, cut=True)))
+    check = evaluate(server, Evaluator("answers_directly", CRITERIA))
+
+    assert check.status is GradeStatus.ERROR
+    assert "the model reached max_tokens (1,024) and its reply was cut" in check.message
+    assert "Raise max_tokens" in check.message
+    assert len(server.requests) == 1  # neither retried nor re-asked: it would be cut again
+
+
+def test_judge_calls_send_the_configured_max_tokens(server):
+    server.set_script(repeat(answer(verdict(True, "One figure."))))
+
+    async def go() -> CheckResult:
+        async with open_chat_model(server, max_tokens=3000) as model:
+            return await check_evaluators(
+                [Evaluator("answers_directly", CRITERIA)], CONVERSATION, REPLY, Judge(model)
+            )
+
+    assert asyncio.run(go()).status is GradeStatus.PASSED
+    assert server.last.json["max_tokens"] == 3000
+
+
 def test_without_a_judge_model_evaluators_are_an_error_not_a_failure():
     check = asyncio.run(
         check_evaluators([Evaluator("e", "anything")], CONVERSATION, REPLY, judge=None)
@@ -354,6 +379,14 @@ def test_a_judge_that_answers_neither_a_nor_b_is_retried_then_an_error(server):
     retried = consistency(server, ["x", "y"])
     assert retried.status is GradeStatus.PASSED
     assert retried.details["pairs"][0]["reasoning"] == "Answer: A"
+
+
+def test_a_consistency_answer_cut_by_max_tokens_is_an_error_not_a_verdict(server):
+    server.set_script(repeat(answer("Answer: A\n\nLooking again, the figures differ by", cut=True)))
+    check = consistency(server, ["Revenue was $1,081,396.", "Revenue was $2,000,000."])
+
+    assert check.status is GradeStatus.ERROR
+    assert "its reply was cut" in check.message and "Raise max_tokens" in check.message
 
 
 def test_a_custom_prompt_is_rendered_into_the_request(server):

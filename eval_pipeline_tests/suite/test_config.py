@@ -73,3 +73,35 @@ def test_config_problems_are_listed_together(make_suite):
 def test_missing_config_means_defaults(make_suite):
     config = load_config(make_suite({}))
     assert config.test.models == ("openai:gpt-4.1",) and config.test.threads == 1
+
+
+def test_max_tokens_is_read_per_provider_and_per_model_and_the_model_wins(make_suite):
+    config = load_config(
+        make_suite(
+            {},
+            config=(
+                "llm:\n  providers:\n    - provider: openai\n      max_tokens: 8000\n"
+                "      models: [{id: gpt-4.1, max_tokens: 16000}, {id: gpt-4.1-mini}, o3]\n"
+                "    - provider: anthropic\n"
+            ),
+        )
+    )
+    openai, anthropic = config.providers
+    assert openai.max_tokens_for("gpt-4.1") == 16000
+    assert openai.max_tokens_for("gpt-4.1-mini") == openai.max_tokens_for("o3") == 8000
+    assert anthropic.max_tokens_for("claude-sonnet-4-5") is None  # the caller's default
+
+
+def test_a_max_tokens_that_is_not_a_positive_integer_names_its_field(make_suite):
+    root = make_suite(
+        {},
+        config=(
+            "llm:\n  providers:\n    - provider: openai\n      max_tokens: 0\n"
+            "      models: [{id: gpt-4.1, max_tokens: lots}]\n"
+        ),
+    )
+    with pytest.raises(SuiteError) as error:
+        load_config(root)
+    text = str(error.value)
+    assert "eval_config.yaml:4: llm.providers[0].max_tokens: expected an integer ≥ 1, got 0" in text
+    assert "llm.providers[0].models[0].max_tokens: expected an integer ≥ 1, got 'lots'" in text
