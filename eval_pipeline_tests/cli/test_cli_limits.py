@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import yaml
 
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
     answer,
+    by_turn,
     drip,
     execute_sql,
     large_body,
@@ -44,9 +46,7 @@ def openai_server() -> Iterator[ScriptedServer]:
         yield server
 
 
-def suite_with(
-    root: Path, cases: dict[str, str], limits: dict[str, Any], **entries: Any
-) -> Path:
+def suite_with(root: Path, cases: dict[str, str], limits: dict[str, Any], **entries: Any) -> Path:
     write_suite(root, cases=cases, threads=2, dbt=False, **entries)
     config = yaml.safe_load((root / "eval_config.yaml").read_text())
     config["limits"] = limits
@@ -108,3 +108,32 @@ def test_a_dripping_agent_is_cut_at_the_request_deadline_and_the_run_deadline(
     durations = agent_server.drip_durations
     assert durations and max(durations) < 1.5 + 1.0, durations
     assert 2 <= len(agent_server.requests) <= 3, durations
+
+
+HUGE_QUERY = "SELECT range AS i, repeat('x', 96000) AS s FROM range(10000)"
+
+
+def test_a_huge_query_result_is_cut_in_the_store_and_the_model_is_told(tmp_path, openai_server):
+    openai_server.set_script(
+        by_turn(tool_calls(execute_sql(HUGE_QUERY)), answer("Ten thousand wide rows."))
+    )
+    suite = suite_with(
+        tmp_path / "suite",
+        {"wide": "Show me everything."},
+        {"query_max_bytes": 500_000, "query_cell_max_bytes": 10_000},
+        providers=[{"provider": "openai", "base_url": openai_server.base_url, "api_key": "k"}],
+    )
+
+    result, runs = evaluate(suite, "openai:gpt-4.1")
+
+    assert runs["wide"]["status"] != "error", runs["wide"]["message"]
+    told = openai_server.requests[1].messages[-1]["content"]  # what the model read back
+    assert "limits.query_max_bytes" in told and len(told) < 25_000
+    with duckdb.connect(str(suite / ".eval" / "results.duckdb"), read_only=True) as db:
+        (queries,) = db.execute("SELECT queries FROM agent_runs WHERE name = 'wide'").fetchone()
+    (query,) = json.loads(queries)
+    assert query["truncated"] and 40 <= len(query["rows"]) <= 50  # ~10 KB a row, 500 KB in all
+    assert "limits.query_cell_max_bytes" in query["note"]
+    cell = query["rows"][0][1]
+    assert len(cell.encode()) <= 10_000 and cell.endswith("limits.query_cell_max_bytes of 10,000]")
+    assert len(result.stdout) < 2_000_000  # the results document stays small too
