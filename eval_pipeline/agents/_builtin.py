@@ -292,12 +292,14 @@ class BuiltinAgent:
         query.row_count = result.row_count
         query.truncated = result.truncated
         query.duration_ms = result.duration_ms
+        query.note = result.note
         reply = self.sandbox.render(result)
         record.result = {
             "query_id": query.id,
             "columns": query.columns,
             "row_count": query.row_count,
             "truncated": query.truncated,
+            "note": query.note,
             "preview": reply[:2000],
         }
         return reply

@@ -19,6 +19,7 @@ __all__ = [
     "RateLimited",
     "ReplyTruncated",
     "RequestRejected",
+    "ResponseTooLarge",
     "UnknownModel",
     "check_not_cut",
     "redact_url",
@@ -103,7 +104,10 @@ class ProviderTimeout(ProviderError):
     """No complete response within the configured timeout, on every attempt."""
 
     retryable = True
-    hint = "Raise timeout_s for this provider or agent in eval_config.yaml, or check its load."
+    hint = (
+        "Raise timeout_s (the whole request) for this provider or agent, or "
+        "limits.run_timeout_s (the whole run), in eval_config.yaml, or check its load."
+    )
 
 
 class ProtocolError(ProviderError):
@@ -112,6 +116,16 @@ class ProtocolError(ProviderError):
     hint = (
         "Check that the URL points at the right kind of endpoint (OpenAI Chat Completions, "
         "Anthropic Messages, or the agent protocol of DESIGN §6)."
+    )
+
+
+class ResponseTooLarge(ProviderError):
+    """The reply passed `limits.response_max_bytes` (after decompression). Not retried: the
+    same request gets the same reply."""
+
+    hint = (
+        "Raise limits.response_max_bytes in eval_config.yaml if replies this large are "
+        "expected, or make the endpoint answer less."
     )
 
 

@@ -42,7 +42,8 @@ class AgentFactory:
         record: when True, every completion of a real LLM is appended to
             `recordings/<model>.jsonl`, which `replay:<model>` serves back later.
         limits: turn and token bounds of the built-in agent.
-        sandbox_limits: the SQL sandbox's time limit and row caps.
+        sandbox_limits: the SQL sandbox's time limit and caps; None means the suite's
+            `limits:` block.
     """
 
     def __init__(
@@ -112,7 +113,8 @@ class AgentFactory:
                     f"the warehouse {warehouse.path} does not exist yet: build it first "
                     "(`eval-pipeline warehouse`, or materialize the warehouse assets)"
                 )
-            self._sandbox = SqlSandbox.for_file(warehouse.path, limits=self.sandbox_limits)
+            limits = self.sandbox_limits or SandboxLimits.from_config(self.config.limits)
+            self._sandbox = SqlSandbox.for_file(warehouse.path, limits=limits)
             self._catalog = WarehouseCatalog.load(self._sandbox, warehouse.dbt_project)
         assert self._catalog is not None
         return self._sandbox, self._catalog

@@ -16,7 +16,7 @@ from eval_pipeline.agents._http_agent import HttpAgent
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from eval_pipeline.agents._transport import pooled_transport
+from eval_pipeline.agents._transport import LimitedClient, ReplyLimits, pooled_transport
 from eval_pipeline.suite._config import ProviderConfig, SuiteConfig
 
 __all__ = ["ProviderPool", "split_model_id"]
@@ -75,7 +75,7 @@ class ProviderPool:
         self.policy = policy
         self._transport = transport
         self._environ = dict(environ) if environ is not None else None
-        self._clients: dict[str, httpx.AsyncClient] = {}
+        self._clients: dict[str, LimitedClient] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -154,7 +154,7 @@ class ProviderPool:
     def _provider_names(self) -> list[str]:
         return [provider.name for provider in self.config.providers]
 
-    def _client_for(self, provider: ProviderConfig) -> httpx.AsyncClient:
+    def _client_for(self, provider: ProviderConfig) -> LimitedClient:
         if provider.name not in self._clients:
             api_key = provider.api_key.resolve(self._environ) if provider.api_key else None
             headers = (
@@ -165,7 +165,7 @@ class ProviderPool:
             self._clients[provider.name] = self._new_client(provider.timeout_s, headers=headers)
         return self._clients[provider.name]
 
-    def _new_client(self, timeout_s: float, *, headers: dict[str, str]) -> httpx.AsyncClient:
+    def _new_client(self, timeout_s: float, *, headers: dict[str, str]) -> LimitedClient:
         if self._closed:
             raise RuntimeError("this ProviderPool is closed; open a new one")
         # Each run has at most one request in flight per endpoint, so `concurrency`
@@ -176,7 +176,11 @@ class ProviderPool:
         transport = self._transport
         if transport is None:
             transport = pooled_transport(self.concurrency, verify=_tls_context())
-        return httpx.AsyncClient(
+        return LimitedClient(
+            # `timeout_s` bounds the whole request; httpx's own timeouts bound each read.
+            reply_limits=ReplyLimits(
+                deadline_s=timeout_s, max_bytes=self.config.limits.response_max_bytes
+            ),
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S)),
             limits=limits,  # for proxies from the environment, which get their own transport

@@ -21,8 +21,10 @@ from eval_pipeline.agents._errors import (
     ProviderUnavailable,
     RateLimited,
     RequestRejected,
+    ResponseTooLarge,
     scrub,
 )
+from eval_pipeline.agents._transport import DEFAULT_REPLY_LIMITS, LimitedClient, ReplyLimits
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -33,6 +35,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("eval_pipeline.agents")
+
+# An error body is only read for its message; the rest of a huge one is never downloaded.
+_ERROR_BODY_BYTES = 65_536
 
 # Headers whose values are never secret; every other request header value is treated as one
 # (agent headers are user-defined, so a token may hide in any of them).
@@ -166,6 +171,7 @@ async def send_with_retry(
     headers: Mapping[str, str] | None = None,
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     timeout: httpx.Timeout | None = None,
+    limits: ReplyLimits | None = None,
 ) -> httpx.Response:
     """Send one request, retrying per `policy`, and return the first 2xx response.
 
@@ -178,18 +184,24 @@ async def send_with_retry(
         headers: extra headers for this request (resolved secrets included; never logged).
         policy: the retry policy.
         timeout: overrides the client's timeout for this request.
+        limits: the deadline and body cap of each attempt; None means the client's own
+            (`LimitedClient.reply_limits`), else `DEFAULT_REPLY_LIMITS`.
 
     Returns:
-        The response, already read.
+        The response, already read (its body at most `limits.max_bytes`).
 
     Raises:
         AuthenticationFailed: 401/403, at once.
         RequestRejected: another non-retried status, at once.
         RateLimited: still 429 after the last attempt.
         ProviderUnavailable: still 5xx/409 or a connection failure after the last attempt.
-        ProviderTimeout: still timing out (or 408) after the last attempt.
+        ProviderTimeout: still timing out (or 408, or past `limits.deadline_s`) after the
+            last attempt.
+        ResponseTooLarge: the body passed `limits.max_bytes`, at once.
         ProtocolError: the response could not be decoded.
     """
+    if limits is None:
+        limits = client.reply_limits if isinstance(client, LimitedClient) else DEFAULT_REPLY_LIMITS
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     failure: _Failure | None = None
     attempt = 0
@@ -197,7 +209,23 @@ async def send_with_retry(
         request = client.build_request(method, url, json=json, headers=headers, **extra)
         secrets = secret_header_values(request.headers)
         try:
-            response = await client.send(request)
+            # httpx's timeouts bound each read; this bounds the whole exchange.
+            async with asyncio.timeout(limits.deadline_s):
+                response = await _send_capped(client, request, limits.max_bytes)
+        except TimeoutError as exc:
+            failure = _Failure(
+                ProviderTimeout,
+                f"no response within {limits.deadline_s:g} s (timeout_s, the whole request)",
+                cause=exc,
+            )
+        except _BodyTooLarge as exc:
+            failure = _Failure(
+                ResponseTooLarge,
+                f"the reply passed {exc.limit:,} bytes (limits.response_max_bytes) and was "
+                "not read further",
+                status_code=exc.status_code,
+                cause=exc,
+            )
         except httpx.HTTPError as exc:
             failure = _transport_failure(exc, request, secrets)
         else:
@@ -227,6 +255,42 @@ async def send_with_retry(
         attempts=attempt,
         detail=failure.detail,
     ) from failure.cause
+
+
+class _BodyTooLarge(Exception):
+    def __init__(self, limit: int, status_code: int) -> None:
+        super().__init__(f"body over {limit} bytes")
+        self.limit = limit
+        self.status_code = status_code
+
+
+async def _send_capped(
+    client: httpx.AsyncClient, request: httpx.Request, max_bytes: int
+) -> httpx.Response:
+    """Send `request` and read its body, decoded, up to `max_bytes`.
+
+    `aiter_bytes` yields decompressed chunks, so the count is of what would be held in
+    memory. A success over the cap raises `_BodyTooLarge`; an error body is cut to its first
+    bytes, since only its message is read.
+    """
+    response = await client.send(request, stream=True)
+    try:
+        cap = max_bytes if response.is_success else min(max_bytes, _ERROR_BODY_BYTES)
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.aiter_bytes():
+            size += len(chunk)
+            if size > cap:
+                if response.is_success:
+                    raise _BodyTooLarge(max_bytes, response.status_code)
+                parts.append(chunk[: len(chunk) - (size - cap)])
+                break
+            parts.append(chunk)
+        # What `Response.aread` does, with the cap: `.content`, `.json()` work as usual.
+        response._content = b"".join(parts)
+    finally:
+        await response.aclose()
+    return response
 
 
 def _transport_failure(

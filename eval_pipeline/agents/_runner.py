@@ -62,7 +62,11 @@ async def execute_run(
                 agent.run(request.case, attempt=request.attempt, run=run), timeout_s
             )
     except TimeoutError:
-        run.status, run.error = RunStatus.ERROR, f"the run did not finish within {timeout_s:g} s"
+        run.status, run.error = (
+            RunStatus.ERROR,
+            f"the run did not finish within {timeout_s:g} s (limits.run_timeout_s in "
+            "eval_config.yaml); it was stopped",
+        )
     except AgentError as error:
         run.status, run.error = RunStatus.ERROR, str(error)
     except Exception as error:  # a bug must not cost the other runs of the batch

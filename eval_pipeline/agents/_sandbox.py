@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import pyarrow as pa
 
+from eval_pipeline.agents._result_fetch import FetchCaps, FetchTimeout, fetch_capped
 from eval_pipeline.agents._sql_result import QueryResult, to_json_safe
+from eval_pipeline.suite import Limits
 
 __all__ = [
     "ForbiddenStatement",
@@ -57,11 +60,17 @@ class SandboxLimits:
     """How much one query may take, and how much of its result is kept and shown.
 
     Args:
-        timeout_s: wall-clock limit per query; past it the query is interrupted.
+        timeout_s: wall-clock limit per query, fetching included; past it the query is
+            interrupted.
         store_max_rows: rows fetched and kept (for grading); the rest is never materialised.
+        store_max_bytes: bytes of rows kept; the rows after are never materialised and the
+            result is marked cut (a row cap alone lets 10,000 rows of 100 KB through).
+        max_stored_cell_bytes: a longer text is cut, a larger list or struct replaced by a
+            note, before it becomes a Python value; both are marked in the cell.
         model_max_rows: rows shown to the model by `SqlSandbox.render`; the model needs a
             sample and the row count, not the whole result, and every row costs tokens.
         max_cell_chars: longer cell values are cut in the model's view (not in `rows`).
+        model_max_chars: the whole text shown to the model for one result.
         memory_limit: DuckDB `memory_limit` for the whole database instance, so it is shared
             by every query running at once on the same sandbox.
         threads: DuckDB worker threads; None keeps DuckDB's default (one per core).
@@ -73,12 +82,28 @@ class SandboxLimits:
 
     timeout_s: float = 30.0
     store_max_rows: int = 10_000
+    store_max_bytes: int = 8_000_000
+    max_stored_cell_bytes: int = 65_536
     model_max_rows: int = 100
     max_cell_chars: int = 200
-    memory_limit: str = "2GB"
+    model_max_chars: int = 20_000
+    memory_limit: str = "1GB"
     threads: int | None = None
     spill_directory: Path | None = None
     max_spill_size: str = "1GB"
+
+    @classmethod
+    def from_config(cls, limits: Limits) -> SandboxLimits:
+        """The built-in agent's sandbox limits from the `limits:` block of eval_config.yaml."""
+        return cls(
+            timeout_s=limits.query_timeout_s,
+            store_max_rows=limits.query_max_rows,
+            store_max_bytes=limits.query_max_bytes,
+            max_stored_cell_bytes=limits.query_cell_max_bytes,
+            model_max_rows=min(cls.model_max_rows, limits.query_max_rows),
+            model_max_chars=limits.model_result_max_chars,
+            memory_limit=limits.query_memory_limit,
+        )
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -101,6 +126,8 @@ class SqlSandbox:
     def __init__(self, connection: duckdb.DuckDBPyConnection, limits: SandboxLimits) -> None:
         """Wrap an already locked connection; use `for_file` or `in_memory` instead."""
         self._connection: duckdb.DuckDBPyConnection | None = connection
+        # Turns kept Arrow batches into Python values; it never sees the agent's SQL.
+        self._converter = duckdb.connect(":memory:")
         self._lock = threading.Lock()
         self.limits = limits
 
@@ -186,17 +213,29 @@ class SqlSandbox:
 
         timer = threading.Timer(self.limits.timeout_s, interrupt)
         timer.daemon = True
-        cap = self.limits.store_max_rows
         started = time.perf_counter()
+        caps = FetchCaps(
+            max_rows=self.limits.store_max_rows,
+            max_bytes=self.limits.store_max_bytes,
+            max_cell_bytes=self.limits.max_stored_cell_bytes,
+            deadline=time.monotonic() + self.limits.timeout_s,
+        )
         try:
             # Rolled back below: undoes writes that get past the statement check, such as a
             # DELETE ... RETURNING inside a CTE, which DuckDB reports as a SELECT.
             cursor.execute("BEGIN TRANSACTION")
             timer.start()
-            cursor.execute(statement)
-            description = cursor.description or []
-            fetched = cursor.fetchmany(cap + 1)
-        except duckdb.Error as error:
+            # A relation streams its result in batches (`execute` + `fetchmany` materialises
+            # it whole first), so rows past the caps are never produced.
+            relation = cursor.sql(statement)
+            columns, column_types = relation.columns, [str(t) for t in relation.types]
+            fetched = fetch_capped(relation, caps, self._converter.cursor())
+        except FetchTimeout:
+            raise self._translate(duckdb.InterruptException(), sql, True) from None
+        except (duckdb.Error, OSError, pa.ArrowException) as error:
+            # An interrupt while Arrow batches stream surfaces as an Arrow/OS error.
+            if not isinstance(error, duckdb.Error) and not timed_out.is_set():
+                raise
             raise self._translate(error, sql, timed_out.is_set()) from None
         finally:
             timer.cancel()
@@ -204,21 +243,23 @@ class SqlSandbox:
                 finished.set()
             _discard(cursor)
         duration_ms = (time.perf_counter() - started) * 1000
-        rows = [tuple(to_json_safe(value) for value in row) for row in fetched[:cap]]
         return QueryResult(
             sql=sql,
-            columns=[column[0] for column in description],
-            column_types=[str(column[1]) for column in description],
-            rows=rows,
-            row_count=len(rows),
-            truncated=len(fetched) > cap,
+            columns=list(columns),
+            column_types=column_types,
+            rows=fetched.rows,
+            row_count=len(fetched.rows),
+            truncated=fetched.truncated,
             duration_ms=round(duration_ms, 3),
+            note=fetched.note(caps),
         )
 
     def render(self, result: QueryResult) -> str:
         """What goes back to the model: `result.to_text` capped at this sandbox's limits."""
         return result.to_text(
-            max_rows=self.limits.model_max_rows, max_cell_chars=self.limits.max_cell_chars
+            max_rows=self.limits.model_max_rows,
+            max_cell_chars=self.limits.max_cell_chars,
+            max_chars=self.limits.model_max_chars,
         )
 
     def close(self) -> None:
@@ -227,6 +268,7 @@ class SqlSandbox:
             if self._connection is not None:
                 self._connection.close()
                 self._connection = None
+                self._converter.close()
 
     def __enter__(self) -> SqlSandbox:
         return self
@@ -311,12 +353,28 @@ _READ_KEYWORDS = frozenset(
     {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "PIVOT", "PIVOT_WIDER", "UNPIVOT"}
     | {"PIVOT_LONGER", "DESCRIBE", "SHOW", "SUMMARIZE"}
 )
-_NOISE = r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
-_LEADING_NOISE = re.compile(rf"(?:{_NOISE}\(?)*", re.DOTALL)
-_EXPLAIN = re.compile(
-    rf"{_NOISE}EXPLAIN\s+(?:ANALY[SZ]E\s+)?(?:\([^)]*\)\s*)?", re.IGNORECASE | re.DOTALL
-)
 _KEYWORD = re.compile(r"[A-Za-z_]+")
+
+
+def _words(sql: str) -> list[tuple[int, str]]:
+    """(offset, upper-cased text) of each token DuckDB sees, comments left out.
+
+    DuckDB's own tokenizer, so comments are skipped exactly as its parser skips them:
+    block comments nest (``/* /* */ SELECT */ CREATE ...`` starts with CREATE), which a
+    regular expression cannot follow. Measured: ~25 µs per query, against ~110 µs for
+    sqlglot's tokenizer, which also gets nesting right but is a second parser to trust.
+    """
+    try:
+        tokens = duckdb.tokenize(sql)
+    except duckdb.Error:
+        return []
+    words = []
+    for offset, kind in tokens:
+        if kind == duckdb.token_type.comment:
+            continue
+        word = _KEYWORD.match(sql, offset)
+        words.append((offset, word.group(0).upper() if word else sql[offset]))
+    return words
 
 
 def _check_statement(sql: str) -> duckdb.Statement:
@@ -364,8 +422,7 @@ def _require_read(statement: duckdb.Statement, sql: str, *, explained: bool) -> 
             return
         kind = "CREATE"  # a write wrapped around a PIVOT
     if kind == "EXPLAIN" and not explained:
-        prefix = _EXPLAIN.match(statement.query)
-        inner = _parse(statement.query[prefix.end() :]) if prefix else []
+        inner = _parse(_after_explain(statement.query))
         if len(inner) == 1:
             _require_read(inner[0], sql, explained=True)
             return
@@ -375,9 +432,24 @@ def _require_read(statement: duckdb.Statement, sql: str, *, explained: bool) -> 
 
 
 def _leading_keyword(sql: str) -> str:
-    start = _LEADING_NOISE.match(sql)
-    word = _KEYWORD.match(sql, start.end() if start else 0)
-    return word.group(0).upper() if word else ""
+    """The statement's first keyword, past comments and opening parentheses."""
+    return next((word for _, word in _words(sql) if word != "("), "")
+
+
+def _after_explain(sql: str) -> str:
+    """The statement that `EXPLAIN [ANALYZE] [(options)]` applies to."""
+    words = _words(sql)
+    i = 1 if words and words[0][1] == "EXPLAIN" else 0
+    if i < len(words) and words[i][1] in ("ANALYZE", "ANALYSE"):
+        i += 1
+    if i < len(words) and words[i][1] == "(":
+        depth = 0
+        while i < len(words):
+            depth += {"(": 1, ")": -1}.get(words[i][1], 0)
+            i += 1
+            if depth == 0:
+                break
+    return sql[words[i][0] :] if 0 < i < len(words) else ""
 
 
 # --- engine configuration ----------------------------------------------------------------

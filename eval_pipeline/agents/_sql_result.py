@@ -27,18 +27,29 @@ class QueryResult:
     row_count: int
     truncated: bool
     duration_ms: float
+    #: What the sandbox's byte or cell caps cut (see `SandboxLimits`); None when nothing.
+    note: str | None = None
 
-    def to_text(self, *, max_rows: int = 100, max_cell_chars: int = 200) -> str:
+    def to_text(
+        self, *, max_rows: int = 100, max_cell_chars: int = 200, max_chars: int = 20_000
+    ) -> str:
         """The result as compact CSV for a model, with a closing line saying how many rows exist.
 
-        NULL is written `NULL` (an empty cell would read as an empty string).
+        NULL is written `NULL` (an empty cell would read as an empty string). Rows stop
+        before the text passes `max_chars`, however wide they are.
         """
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(self.columns)
+        shown = 0
         for row in self.rows[:max_rows]:
+            before = out.tell()
             writer.writerow(_cell_text(value, max_cell_chars) for value in row)
-        shown = min(len(self.rows), max_rows)
+            if out.tell() > max_chars and shown:
+                out.seek(before)
+                out.truncate()
+                break
+            shown += 1
         if self.truncated:
             note = (
                 f"(showing {shown:,} of more than {self.row_count:,} rows; aggregate, filter "
@@ -48,6 +59,8 @@ class QueryResult:
             note = f"(showing {shown:,} of {self.row_count:,} rows)"
         else:
             note = f"({self.row_count:,} row{'' if self.row_count == 1 else 's'})"
+        if self.note:
+            note += f"\n(cut: {self.note})"
         return out.getvalue() + note
 
 
@@ -69,6 +82,9 @@ def to_json_safe(value: Any) -> Any:
             return "Infinity" if value > 0 else "-Infinity"
         return value
     if isinstance(value, Decimal):
+        # HUGEINT (what SUM of integers gives) arrives as DECIMAL(38,0) through Arrow.
+        if value.is_finite() and value.as_tuple().exponent == 0:
+            return int(value)
         return to_json_safe(float(value))
     if isinstance(value, dt.date | dt.time):
         return value.isoformat()

@@ -12,10 +12,51 @@ from __future__ import annotations
 import math
 import ssl
 from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
-__all__ = ["CONNECTIONS_PER_POOL", "SpreadTransport", "pooled_transport"]
+__all__ = [
+    "CONNECTIONS_PER_POOL",
+    "DEFAULT_REPLY_LIMITS",
+    "LimitedClient",
+    "ReplyLimits",
+    "SpreadTransport",
+    "pooled_transport",
+]
+
+
+@dataclass(frozen=True)
+class ReplyLimits:
+    """What one request to an endpoint may take, whatever the endpoint does.
+
+    Args:
+        deadline_s: the whole request (connect, send, every byte of the body), not one read:
+            an endpoint dripping a byte a second cannot hold a run past it. Per attempt.
+        max_bytes: the body, counted after decompression, so neither a huge body nor a
+            gzip bomb is ever held in memory whole.
+    """
+
+    deadline_s: float = 120.0
+    max_bytes: int = 16_000_000
+
+    def __post_init__(self) -> None:
+        if self.deadline_s <= 0 or self.max_bytes <= 0:
+            raise ValueError("deadline_s and max_bytes must be positive")
+
+
+DEFAULT_REPLY_LIMITS = ReplyLimits()
+
+
+class LimitedClient(httpx.AsyncClient):
+    """An `httpx.AsyncClient` that carries the `ReplyLimits` of the endpoint it talks to,
+    so the one function that sends requests (`send_with_retry`) enforces them for everyone."""
+
+    def __init__(self, *, reply_limits: ReplyLimits = DEFAULT_REPLY_LIMITS, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reply_limits = reply_limits
+
 
 #: Connections per pool: small enough that httpcore's scan stays cheap.
 CONNECTIONS_PER_POOL = 8

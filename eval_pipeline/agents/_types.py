@@ -115,6 +115,7 @@ class QueryRecord:
     row_cap: int | None = None
     error: str | None = None
     duration_ms: float = 0.0
+    note: str | None = None  # what the sandbox's byte or cell caps cut, naming the limit
 
 
 @dataclass

@@ -128,6 +128,7 @@ async def run_partition(
                 agent_for,
                 concurrency=threads or suite.config.test.threads,
                 on_finished=finished,
+                timeout_s=suite.config.limits.run_timeout_s,
             )
 
     order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}

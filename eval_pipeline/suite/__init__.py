@@ -26,6 +26,7 @@ from eval_pipeline.suite._config import (
 from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_context
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
+from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._suite import (
     CASES_DIR,
     Suite,
@@ -46,6 +47,7 @@ __all__ = [
     "ContextFile",
     "Evaluator",
     "ExpectedToolCall",
+    "Limits",
     "Message",
     "MissingSecret",
     "ModelConfig",

@@ -12,6 +12,7 @@ import yaml
 
 from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._errors import Problem, SuiteError
+from eval_pipeline.suite._limits import Limits, read_limits
 from eval_pipeline.suite._parse import FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -143,6 +144,7 @@ class SuiteConfig:
     providers: tuple[ProviderConfig, ...] = ()
     agents: tuple[AgentConfig, ...] = ()
     state_dir: Path | None = None
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def state_path(self) -> Path:
@@ -155,7 +157,7 @@ class SuiteConfig:
         return next((a for a in self.agents if a.name == name), None)
 
 
-_TOP_KEYS = ("test", "warehouse", "context", "llm", "agents", "state_dir")
+_TOP_KEYS = ("test", "warehouse", "context", "llm", "agents", "state_dir", "limits")
 _TEST_KEYS = (
     "models",
     "threads",
@@ -204,6 +206,7 @@ def load_config(root: Path) -> SuiteConfig:
         providers=_providers(r, data) if data.get("llm") is not None else (),
         agents=_agents(r, data) if data.get("agents") is not None else (),
         state_dir=_path(root, data["state_dir"]) if data.get("state_dir") else None,
+        limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
     )
     if r.problems:
         raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {CONFIG_FILE}")

@@ -18,6 +18,7 @@ import socket
 import struct
 import threading
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -47,11 +48,13 @@ from eval_pipeline_tests.agents.steps import (
     answer,
     by_turn,
     call,
+    drip,
     error,
     execute_sql,
     exhausted,
     hang,
     json_body,
+    large_body,
     missing_fields,
     not_json,
     rate_limited,
@@ -74,10 +77,12 @@ __all__ = [
     "by_turn",
     "call",
     "complete",
+    "drip",
     "error",
     "execute_sql",
     "hang",
     "json_body",
+    "large_body",
     "missing_fields",
     "not_json",
     "open_chat_model",
@@ -127,6 +132,8 @@ class ScriptedServer:
         self._thread: threading.Thread | None = None
         self.in_flight = 0
         self.peak_in_flight = 0  # most requests being answered at once: proof of concurrency
+        #: Seconds each `drip` response lasted until the client hung up, by the server's clock.
+        self.drip_durations: list[float] = []
 
     # -- lifecycle
 
@@ -335,6 +342,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if step.kind == "reset":
             return self._reset()
+        if step.kind == "drip":
+            return self._drip(step.hang_s)
+        if step.kind == "large":
+            return self._large(step.size, gzip=step.gzip)
         if step.kind == "raw":
             payload, content_type = str(step.body).encode(), "text/html"
         else:
@@ -350,6 +361,54 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(payload)
         except OSError:
             self.close_connection = True  # the client gave up (timeout); nothing to answer
+
+    def _drip(self, every_s: float) -> None:
+        state = self.server_state
+        started = time.monotonic()
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000000")
+            self.end_headers()
+            self.wfile.write(b'{"text": "')
+            self.wfile.flush()
+            while not state._stopping.wait(every_s):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+        except OSError:
+            pass  # the client hung up: that is the point
+        with state._lock:
+            state.drip_durations.append(time.monotonic() - started)
+
+    def _large(self, size: int, *, gzip: bool) -> None:
+        # {"text": "xxx…"} of `size` bytes, written a chunk at a time (never whole in memory).
+        head, tail = b'{"text": "', b'"}'
+        filler = max(0, size - len(head) - len(tail))
+        chunk = b"x" * 65_536
+        compressor = zlib.compressobj(6, zlib.DEFLATED, 31) if gzip else None
+        self.close_connection = True
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            if compressor is not None:
+                self.send_header("Content-Encoding", "gzip")
+            self.end_headers()  # no length: the body ends when the connection closes
+
+            def write(data: bytes) -> None:
+                out = compressor.compress(data) if compressor is not None else data
+                if out:
+                    self.wfile.write(out)
+
+            write(head)
+            while filler > 0:
+                write(chunk[: min(filler, len(chunk))])
+                filler -= len(chunk)
+            write(tail)
+            if compressor is not None:
+                self.wfile.write(compressor.flush())
+        except OSError:
+            pass  # the client stopped reading
 
     def _reset(self) -> None:
         # SO_LINGER 0 makes close() send RST instead of FIN: a real "connection reset".

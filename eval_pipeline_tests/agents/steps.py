@@ -37,13 +37,15 @@ class Step:
 
     Kinds: `reply` (a completion: `text` and/or `calls`, with `tokens`), `json` (`body` as JSON
     with `status`), `raw` (`body` as text with `status`), `hang` (wait `hang_s`, then close
-    without answering), `reset` (close the connection with a TCP reset, no response).
+    without answering), `reset` (close the connection with a TCP reset, no response),
+    `drip` (a 200 whose body comes one byte every `hang_s`, for ever), `large` (a 200 JSON
+    body of `size` bytes, gzip-encoded when `gzip`).
     `delay_s` is waited before anything else (latency); `headers` are added to the response.
     A `cut` reply says the token limit stopped it (OpenAI `finish_reason: length`, Anthropic
     `stop_reason: max_tokens`).
     """
 
-    kind: Literal["reply", "json", "raw", "hang", "reset"]
+    kind: Literal["reply", "json", "raw", "hang", "reset", "drip", "large"]
     text: str = ""
     calls: tuple[Call, ...] = ()
     tokens: Tokens = Tokens()
@@ -54,6 +56,8 @@ class Step:
     hang_s: float = 0.0
     error_message: str | None = None  # set for errors: rendered in the protocol's error shape
     cut: bool = False
+    size: int = 0
+    gzip: bool = False
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,16 @@ def hang(seconds: float = 5.0) -> Step:
 def reset() -> Step:
     """Read the request, then reset the connection without a response."""
     return Step("reset")
+
+
+def drip(every_s: float = 0.2) -> Step:
+    """HTTP 200, then one body byte every `every_s` until the client gives up."""
+    return Step("drip", hang_s=every_s)
+
+
+def large_body(size: int, *, gzip: bool = False) -> Step:
+    """HTTP 200 with a JSON body of `size` bytes (decompressed), gzip-encoded when `gzip`."""
+    return Step("large", size=size, gzip=gzip)
 
 
 def not_json(body: str = "<html><body>502 Bad Gateway</body></html>") -> Step:

@@ -539,3 +539,61 @@ def test_every_error_is_a_sandbox_error() -> None:
     assert issubclass(ForbiddenStatement, SandboxError)
     assert issubclass(QueryTimeout, SandboxError)
     assert issubclass(QueryFailed, SandboxError)
+
+
+# ---- nested comments and resource caps (issue 11) --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # DuckDB's block comments nest: the statement starts at CREATE, not SELECT.
+        "/* /* */ SELECT */ CREATE TABLE t AS PIVOT (SELECT 1 AS a, 2 AS b) ON a USING sum(b)",
+        "/* /* nested */ ( SELECT */ CREATE TABLE t AS PIVOT orders ON status USING count(*)",
+        "EXPLAIN /* /* */ ) */ DELETE FROM orders",
+    ],
+)
+def test_nested_block_comments_do_not_hide_a_write(
+    sandbox: SqlSandbox, untouched: None, sql: str
+) -> None:
+    assert_forbidden(sandbox, sql, "not allowed")
+
+
+def test_nested_comments_before_a_select_are_fine(sandbox: SqlSandbox) -> None:
+    assert sandbox.execute("/* a /* b */ c */ SELECT 1 AS one").rows == [(1,)]
+    assert sandbox.execute("EXPLAIN /* (x /* y */ ) */ SELECT 1").row_count >= 1
+
+
+def test_wide_rows_are_kept_up_to_the_byte_cap_and_big_cells_are_cut_and_marked() -> None:
+    limits = SandboxLimits(
+        store_max_bytes=1_000_000, max_stored_cell_bytes=20_000, model_max_chars=5_000
+    )
+    with SqlSandbox.in_memory(limits=limits) as box:
+        result = box.execute(
+            "SELECT range AS i, repeat('x', 96000) AS s, [range] AS l FROM range(10000)"
+        )
+        huge_list = box.execute("SELECT list(range) AS l, 7 AS n FROM range(1000000)")
+        text = box.render(result)
+
+    assert result.truncated and 40 <= result.row_count <= 50  # ~20 KB a row, 1 MB in all
+    cell = result.rows[0][1]
+    assert cell.startswith("xxx") and len(cell.encode()) <= 20_000
+    assert cell.endswith("[cut: 96,000 bytes, over limits.query_cell_max_bytes of 20,000]")
+    assert result.rows[3][0] == 3 and result.rows[3][2] == [3]  # small cells untouched
+    assert "limits.query_max_bytes" in result.note and "limits.query_cell_max_bytes" in result.note
+    assert len(text) < 5_000 + 600 and "limits.query_max_bytes" in text  # the model is told
+    # a list of a million numbers never becomes a million Python ints
+    assert huge_list.rows[0][0].startswith("[cut: 8,")
+    assert huge_list.rows[0][1] == 7
+
+
+def test_the_time_limit_holds_for_a_huge_aggregate(tmp_path: Path) -> None:
+    limits = SandboxLimits(timeout_s=2, memory_limit="1GB")
+    with SqlSandbox.in_memory(limits=limits) as box:
+        started = time.monotonic()
+        with pytest.raises((QueryTimeout, QueryFailed)) as caught:
+            box.execute("SELECT list(range) FROM range(100000000)")
+        elapsed = time.monotonic() - started
+    # Interrupted at 2 s or out of the 1 GB; before, conversion to Python ran on past it.
+    assert "time limit" in str(caught.value) or "Out of Memory" in str(caught.value)
+    assert elapsed < 2 + 3, elapsed

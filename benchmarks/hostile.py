@@ -1,0 +1,116 @@
+"""Peak memory of `eval-pipeline test` against hostile endpoints, next to the configured caps.
+
+Run: python benchmarks/hostile.py [--only big,bomb,result]
+
+Starts real local servers and evaluates one test against each, through the real CLI in a
+child process, whose peak RSS (`os.wait4`) and wall time are printed:
+
+* `big`: an external agent answering a 200 MB body;
+* `bomb`: an external agent answering a gzip bomb (about 1 MB on the wire, 1 GB inflated);
+* `result`: the built-in agent, whose scripted OpenAI-compatible model runs one query
+  returning 10,000 rows of ~96 KB.
+
+The caps are the defaults of the `limits:` block (README "Limits"); before they existed the
+same runs peaked at 2.6 GB, 2.5 GB and 10.1 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Run as a script from the repository root: the test helpers live next to the package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from eval_pipeline.suite import Limits
+from eval_pipeline_tests.agents.servers import (
+    ScriptedServer,
+    answer,
+    by_turn,
+    execute_sql,
+    large_body,
+    repeat,
+    tool_calls,
+)
+from eval_pipeline_tests.agents.tiny_suite import write_suite
+
+SCRIPT = Path(sys.executable).with_name("eval-pipeline")
+HUGE_QUERY = "SELECT range AS i, repeat('x', 96000) AS s FROM range(10000)"
+
+
+def evaluate(suite: Path, model: str) -> tuple[float, float, str]:
+    """Peak RSS (MB) and wall time (s) of `eval-pipeline test` in a child, and its run's message."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DAGSTER_HOME", "EVAL_SUITE_DIR"}}
+    started = time.monotonic()
+    child = subprocess.Popen(
+        [str(SCRIPT), "test", "-m", model, "--date", "2026-01-01", "--format", "json"],
+        cwd=suite,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert child.stdout is not None
+    output = child.stdout.read()
+    _, _, usage = os.wait4(child.pid, 0)
+    child.returncode = 0
+    wall = time.monotonic() - started
+    try:
+        result = json.loads(output)["results"][0]
+        said = f"{result['status']}: {(result.get('message') or '')[:90]}"
+    except (ValueError, LookupError):
+        said = "no results document"
+    return usage.ru_maxrss / 1024, wall, said
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="big,bomb,result")
+    chosen = parser.parse_args().only.split(",")
+    limits = Limits()
+    print(
+        f"caps: response_max_bytes={limits.response_max_bytes:,} "
+        f"query_max_bytes={limits.query_max_bytes:,} "
+        f"query_cell_max_bytes={limits.query_cell_max_bytes:,} "
+        f"query_memory_limit={limits.query_memory_limit}"
+    )
+    print(f"{'scenario':<8} {'peak RSS':>10} {'wall':>8}  run")
+    with tempfile.TemporaryDirectory() as folder:
+        for name in chosen:
+            server = ScriptedServer("openai" if name == "result" else "agent").start()
+            try:
+                if name == "result":
+                    server.set_script(by_turn(tool_calls(execute_sql(HUGE_QUERY)), answer("Done.")))
+                    entries: dict = {
+                        "providers": [
+                            {"provider": "openai", "base_url": server.base_url, "api_key": "k"}
+                        ]
+                    }
+                    model = "openai:gpt-4.1"
+                else:
+                    body = (
+                        large_body(200_000_000)
+                        if name == "big"
+                        else large_body(1_000_000_000, gzip=True)
+                    )
+                    server.set_script(repeat(body))
+                    entries = {
+                        "agents": [{"name": "hostile", "url": server.base_url, "timeout_s": 120}]
+                    }
+                    model = "http:hostile"
+                suite = write_suite(
+                    Path(folder) / name, cases={"hostile": "Answer."}, dbt=False, **entries
+                )
+                peak, wall, said = evaluate(suite, model)
+            finally:
+                server.stop()
+            print(f"{name:<8} {peak:>7.0f} MB {wall:>6.1f} s  {said}")
+
+
+if __name__ == "__main__":
+    main()
