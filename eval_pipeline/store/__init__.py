@@ -2,6 +2,14 @@
 
 from eval_pipeline.store._cache import FileCompletionCache
 from eval_pipeline.store._compact import CompactionReport, compact_store
+from eval_pipeline.store._damage import (
+    DamagedFile,
+    check_store,
+    needs_rerun,
+    quarantined,
+    read_latest,
+    with_recovery,
+)
 from eval_pipeline.store._database import (
     StoreBusy,
     connect,
@@ -19,7 +27,6 @@ from eval_pipeline.store._files import (
     latest_sources,
     new_materialization_id,
     read_journals,
-    read_latest,
     reading_files,
     remove_files,
     write_rows,
@@ -29,11 +36,13 @@ from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_pa
 __all__ = [
     "TABLES",
     "CompactionReport",
+    "DamagedFile",
     "FileCompletionCache",
     "Journal",
     "StoreBusy",
     "StoreLayout",
     "TableSpec",
+    "check_store",
     "compact_store",
     "connect",
     "current_generation",
@@ -43,7 +52,9 @@ __all__ = [
     "journal_files",
     "latest_file",
     "latest_sources",
+    "needs_rerun",
     "new_materialization_id",
+    "quarantined",
     "query",
     "quote_part",
     "read_journals",
@@ -51,5 +62,6 @@ __all__ = [
     "reading_files",
     "remove_files",
     "view_statements",
+    "with_recovery",
     "write_rows",
 ]

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 
@@ -223,16 +224,25 @@ def connect(layout: StoreLayout, *, wait_s: float = 10.0) -> Iterator[duckdb.Duc
 
 
 def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.DataFrame:
-    """Run one SQL query on the results and return it as a DataFrame."""
-    with connect(layout) as connection:
-        return connection.execute(sql, parameters or []).df()
+    """Run one SQL query on the results and return it as a DataFrame (a damaged file is set
+    aside, and the query runs again over the rest)."""
+
+    def run() -> pd.DataFrame:
+        with connect(layout) as connection:
+            return connection.execute(sql, parameters or []).df()
+
+    return with_recovery(layout, run)
 
 
 def fetch(
     layout: StoreLayout, sql: str, parameters: list | None = None
 ) -> tuple[list[str], list[tuple]]:
     """Run one SQL query on the results; column names and rows with DuckDB's own types."""
-    with connect(layout) as connection:
-        cursor = connection.execute(sql, parameters or [])
-        columns = [column[0] for column in cursor.description or []]
-        return columns, cursor.fetchall()
+
+    def run() -> tuple[list[str], list[tuple]]:
+        with connect(layout) as connection:
+            cursor = connection.execute(sql, parameters or [])
+            columns = [column[0] for column in cursor.description or []]
+            return columns, cursor.fetchall()
+
+    return with_recovery(layout, run)
