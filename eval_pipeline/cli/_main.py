@@ -77,12 +77,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     from eval_pipeline.agents._sql_result import to_json_safe
     from eval_pipeline.cli._formats import csv_text
-    from eval_pipeline.store import StoreLayout, fetch
+    from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
 
     config = load_config(_suite_root(args))
     try:
-        columns, rows = fetch(StoreLayout(config.state_path), args.query)
-    except duckdb.Error as error:
+        columns, rows = fetch_read_only(StoreLayout(config.state_path), args.query)
+    except (duckdb.Error, NotReadOnly) as error:
         print(f"error: {str(error).strip()}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "csv":
@@ -287,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     test = add("test", cmd_test, "run, grade and summarize the suite for one day, through Dagster")
     add_test_arguments(test)
 
-    sql = add("sql", cmd_sql, "run one SQL query on the results (results.duckdb, read-only)")
+    sql = add("sql", cmd_sql, "run one SQL query on the results (read-only, no file access)")
     sql.add_argument("query", help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"')
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")

@@ -11,10 +11,12 @@ from eval_pipeline.store._damage import (
     with_recovery,
 )
 from eval_pipeline.store._database import (
+    NotReadOnly,
     StoreBusy,
     connect,
     ensure_database,
     fetch,
+    fetch_read_only,
     query,
     view_statements,
 )
@@ -40,6 +42,7 @@ __all__ = [
     "DamagedFile",
     "FileCompletionCache",
     "Journal",
+    "NotReadOnly",
     "StoreBusy",
     "StoreLayout",
     "TableSpec",
@@ -50,6 +53,7 @@ __all__ = [
     "ensure_database",
     "ensure_schema_files",
     "fetch",
+    "fetch_read_only",
     "journal_files",
     "journal_lines",
     "latest_file",

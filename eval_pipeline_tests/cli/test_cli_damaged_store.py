@@ -95,3 +95,22 @@ def test_store_check_finds_a_file_damaged_inside(damaged_suite: Path):
     assert f"damaged: store/agent_runs/date={NEXT_DAY}/" in check.stdout
     assert "table agent_runs" in check.stdout
     assert not path.exists()
+
+
+def test_sql_runs_one_reading_statement_and_reaches_no_file(damaged_suite: Path, tmp_path: Path):
+    root = damaged_suite
+    outside = tmp_path / "leak.csv"
+    for statement, said in (
+        (f"COPY (SELECT * FROM grades) TO '{outside}'", "not COPY"),
+        (f"COPY (SELECT 1) TO '{root}/.eval/store/grades/x.parquet'", "not COPY"),
+        ("SELECT * FROM read_text('/etc/hostname')", "file system operations are disabled"),
+        ("SELECT 1; SELECT 2", "give one SQL statement, not 2"),
+        ("/* /* */ SELECT */ CREATE TABLE x (a INT)", "not CREATE"),
+        ("SET enable_external_access = true", "not SET"),
+    ):
+        done = run_cli("sql", statement, cwd=root)
+        assert done.returncode == 2, (statement, done.stdout)
+        assert said in done.stderr and "Traceback" not in done.stderr, (statement, done.stderr)
+    assert not outside.exists()
+    assert not (root / ".eval" / "store" / "grades" / "x.parquet").exists()
+    assert run_cli("sql", "SUMMARIZE model_summaries", cwd=root).returncode == 0
