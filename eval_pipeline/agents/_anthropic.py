@@ -147,7 +147,7 @@ def _usage(reader: BodyReader, body: dict[str, Any]) -> Usage:
     usage = reader.field(body, "usage", "usage", dict, required=False, default={})
 
     def count(key: str) -> int:
-        return reader.field(usage, key, f"usage.{key}", int, required=False, default=0)
+        return reader.count(usage, key, f"usage.{key}")
 
     # Anthropic's `input_tokens` excludes cache reads and writes; ours counts all input.
     cache_read = count("cache_read_input_tokens")

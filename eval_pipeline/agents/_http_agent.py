@@ -137,16 +137,11 @@ def parse_agent_reply(reader: BodyReader) -> AgentReply:
         reply.answer = {"columns": columns, "rows": rows}
     usage = reader.field(body, "usage", "usage", dict, required=False, default={})
     tokens = {
-        key: reader.field(usage, key, f"usage.{key}", int, required=False, default=0)
+        key: reader.count(usage, key, f"usage.{key}")
         for key in ("input_tokens", "cached_input_tokens", "output_tokens")
     }
-    for key, value in tokens.items():
-        if value < 0:
-            reader.fail(f"`usage.{key}` must not be negative, got {value}")
     reply.usage = Usage(**tokens)
-    reply.cost_usd = reader.field(body, "cost_usd", "cost_usd", float, required=False)
-    if reply.cost_usd is not None:
-        reply.cost_usd = float(reply.cost_usd)
+    reply.cost_usd = reader.amount(body, "cost_usd", "cost_usd")
     return reply
 
 

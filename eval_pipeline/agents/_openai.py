@@ -154,7 +154,7 @@ def _usage(reader: BodyReader, body: dict[str, Any]) -> Usage:
     )
 
     def count(container: dict[str, Any], key: str, path: str) -> int:
-        return reader.field(container, key, f"{path}.{key}", int, required=False, default=0)
+        return reader.count(container, key, f"{path}.{key}")
 
     return Usage(
         input_tokens=count(usage, "prompt_tokens", "usage"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, NoReturn
 
 import httpx
@@ -10,7 +11,10 @@ import httpx
 from eval_pipeline.agents._errors import ProtocolError, scrub
 from eval_pipeline.agents._retry import secret_header_values
 
-__all__ = ["BodyReader", "parse_arguments"]
+__all__ = ["MAX_COUNT", "BodyReader", "parse_arguments"]
+
+# The store keeps counts as 64-bit integers; a reply claiming more is broken, not huge.
+MAX_COUNT = 2**63 - 1
 
 _TYPE_NAMES = {
     str: "a string",
@@ -88,6 +92,22 @@ class BodyReader:
         if not is_instance(value, expected):
             self.fail(f"`{path}` must be {_names(expected)}, got {_describe(value)}")
         return value
+
+    def count(self, container: dict[str, Any], key: str, path: str) -> int:
+        """An optional token count (0 when missing): an integer the store can hold."""
+        value = self.field(container, key, path, int, required=False, default=0)
+        if not 0 <= value <= MAX_COUNT:
+            self.fail(f"`{path}` must be an integer from 0 to {MAX_COUNT}, got {value:.3g}")
+        return value
+
+    def amount(self, container: dict[str, Any], key: str, path: str) -> float | None:
+        """An optional amount (a cost in USD): a finite number, not negative."""
+        value = self.field(container, key, path, float, required=False)
+        if value is None:
+            return None
+        if not math.isfinite(value) or value < 0 or value > MAX_COUNT:
+            self.fail(f"`{path}` must be a finite number of at least 0, got {value!r}")
+        return float(value)
 
     def _snippet(self, limit: int = 60) -> str:
         text = self.response.content[:limit].decode("utf-8", errors="replace")

@@ -77,12 +77,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
 
     from eval_pipeline.agents._sql_result import to_json_safe
     from eval_pipeline.cli._formats import csv_text
-    from eval_pipeline.store import StoreLayout, fetch
+    from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
 
     config = load_config(_suite_root(args))
     try:
-        columns, rows = fetch(StoreLayout(config.state_path), args.query)
-    except duckdb.Error as error:
+        columns, rows = fetch_read_only(StoreLayout(config.state_path), args.query)
+    except (duckdb.Error, NotReadOnly) as error:
         print(f"error: {str(error).strip()}", file=sys.stderr)
         return EXIT_USAGE
     if args.format == "csv":
@@ -232,6 +232,24 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return EXIT_FAILED if report.status == "busy" else EXIT_OK
 
 
+def cmd_store(args: argparse.Namespace) -> int:
+    """`store check`: read every store file and set damaged ones aside. Exit 1 while a
+    partition whose latest file was set aside (now or before) has not been rewritten."""
+    from eval_pipeline.store import StoreLayout, check_store, needs_rerun, quarantined
+
+    layout = StoreLayout(load_config(_suite_root(args)).state_path)
+    found = check_store(layout)
+    for damaged in found:
+        print(f"damaged: {damaged.describe()}; set aside in {damaged.moved_to}")
+    pending = {(d.table, d.partition): d for d in quarantined(layout) if needs_rerun(layout, d)}
+    for damaged in pending.values():
+        print(f"to rerun: {damaged.table} {damaged.partition or '(whole table)'} ({damaged.file})")
+    print(
+        f"store check: {len(found)} damaged file(s) found now, {len(pending)} partition(s) to rerun"
+    )
+    return EXIT_FAILED if pending else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="eval-pipeline",
@@ -269,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     test = add("test", cmd_test, "run, grade and summarize the suite for one day, through Dagster")
     add_test_arguments(test)
 
-    sql = add("sql", cmd_sql, "run one SQL query on the results (results.duckdb, read-only)")
+    sql = add("sql", cmd_sql, "run one SQL query on the results (read-only, no file access)")
     sql.add_argument("query", help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"')
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")
@@ -279,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd_compact,
         "fold the results written over ten minutes ago into one file per table (faster SQL)",
     )
+
+    store = add("store", cmd_store, "check the results store: list damaged files, set them aside")
+    store.add_argument("action", choices=("check",))
 
     diff = add("diff", cmd_diff, "tests that improved, regressed or still fail between two days")
     diff.add_argument(

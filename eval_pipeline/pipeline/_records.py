@@ -2,11 +2,87 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
+import math
+import re
+from collections.abc import Iterable
 from datetime import date
+from pathlib import Path
 from typing import Any
 
 from eval_pipeline.agents._types import AgentRun, QueryRecord, RunStatus, ToolCallRecord, Usage
+from eval_pipeline.agents._wire import MAX_COUNT
+
+log = logging.getLogger("eval_pipeline.store")
+
+# A lone UTF-16 surrogate is legal in JSON ("\ud800") but not in UTF-8, so no file can hold it.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _encodable(value: Any) -> tuple[Any, int]:
+    """`value` with every lone surrogate replaced by U+FFFD, and how many were."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.subn("\ufffd", value)
+    if isinstance(value, list):
+        items = [_encodable(item) for item in value]
+        return [item for item, _ in items], sum(n for _, n in items)
+    if isinstance(value, dict):
+        items = [(_encodable(k), _encodable(v)) for k, v in value.items()]
+        return {k: v for (k, _), (v, _) in items}, sum(a + b for (_, a), (_, b) in items)
+    return value, 0
+
+
+def _unstorable_number(run: AgentRun) -> str | None:
+    counts = {
+        "usage.input_tokens": run.usage.input_tokens,
+        "usage.cached_input_tokens": run.usage.cached_input_tokens,
+        "usage.output_tokens": run.usage.output_tokens,
+        "total tokens": run.usage.total_tokens,
+    }
+    for name, value in counts.items():
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+            return f"{name} = {value!r:.40} is not a token count (an integer from 0 to {MAX_COUNT})"
+    cost = run.cost_usd
+    if cost is not None and not (
+        isinstance(cost, int | float) and math.isfinite(cost) and cost >= 0
+    ):
+        return f"cost_usd = {cost!r:.40} is not an amount (a finite number of at least 0)"
+    return None
+
+
+def make_storable(run: AgentRun) -> AgentRun:
+    """Make `run` fit the store and the journal, in place, before either sees it.
+
+    Lone surrogates in any text become U+FFFD, and the run's `error` says so (a completed run
+    stays completed). A token count or cost that no column can hold (1e30 tokens, a NaN or
+    negative cost) makes the run an `error` run naming the number, with zero usage and no
+    cost: a reply we cannot store is never stored as an answer.
+    """
+    replaced = 0
+    for target in (run, *run.tool_calls, *run.queries):
+        for field in dataclasses.fields(target):
+            value = getattr(target, field.name)
+            if isinstance(value, str | list | dict):
+                clean, count = _encodable(value)
+                if count:
+                    setattr(target, field.name, clean)
+                    replaced += count
+    problem = _unstorable_number(run)
+    if problem is not None:
+        run.status = RunStatus.ERROR
+        run.error = f"the reply cannot be stored: {problem}"
+        run.usage, run.cost_usd = Usage(), None
+    if not math.isfinite(run.duration_ms):
+        run.duration_ms = 0.0
+    if replaced:
+        note = (
+            f"{replaced} invalid character(s) (lone UTF-16 surrogates) in the reply "
+            "were replaced by U+FFFD"
+        )
+        run.error = f"{run.error}; {note}" if run.error else note
+    return run
 
 
 def _load(value: Any) -> Any:
@@ -44,34 +120,49 @@ def run_to_row(run: AgentRun, *, reused: bool) -> dict[str, Any]:
     }
 
 
+def journaled_runs(records: Iterable[tuple[Path, int, dict[str, Any]]]) -> list[AgentRun]:
+    """The runs of journal records (`journal_lines`); a record that is not a run is skipped
+    with a warning naming its file and line, so one bad line never blocks a model."""
+    runs = []
+    for path, line, record in records:
+        try:
+            runs.append(run_from_row(record))
+        except (KeyError, TypeError, ValueError) as error:
+            log.warning("warning: skipped %s line %d, not a run (%s)", path, line, error)
+    return runs
+
+
 def run_from_row(row: dict[str, Any]) -> AgentRun:
-    """Rebuild a run from a store row or a journal entry (`AgentRun.to_dict`)."""
+    """Rebuild a run from a store row or a journal entry (`AgentRun.to_dict`), made storable
+    (`make_storable`): a run journaled by an older version is never reused as it was."""
     run_date = row["run_date"]
     usage = row.get("usage") or {
         "input_tokens": row.get("input_tokens") or 0,
         "cached_input_tokens": row.get("cached_input_tokens") or 0,
         "output_tokens": row.get("output_tokens") or 0,
     }
-    return AgentRun(
-        case_name=row.get("case_name") or row["name"],
-        model=row["model"],
-        attempt=int(row["attempt"]),
-        run_date=run_date if isinstance(run_date, date) else date.fromisoformat(run_date),
-        input_hash=row["input_hash"],
-        context_hash=row["context_hash"],
-        status=RunStatus(row["status"]),
-        final_text=row.get("final_text") or "",
-        messages=_load(row.get("messages")) or [],
-        tool_calls=[ToolCallRecord(**c) for c in _load(row.get("tool_calls")) or []],
-        queries=[QueryRecord(**q) for q in _load(row.get("queries")) or []],
-        answer=_load(row.get("answer")),
-        usage=Usage(**usage),
-        cost_usd=row.get("cost_usd"),
-        duration_ms=row.get("duration_ms") or 0.0,
-        turns=row.get("turns") or 0,
-        error=row.get("error"),
-        started_at=row.get("started_at"),
-        finished_at=row.get("finished_at"),
+    return make_storable(
+        AgentRun(
+            case_name=row.get("case_name") or row["name"],
+            model=row["model"],
+            attempt=int(row["attempt"]),
+            run_date=run_date if isinstance(run_date, date) else date.fromisoformat(run_date),
+            input_hash=row["input_hash"],
+            context_hash=row["context_hash"],
+            status=RunStatus(row["status"]),
+            final_text=row.get("final_text") or "",
+            messages=_load(row.get("messages")) or [],
+            tool_calls=[ToolCallRecord(**c) for c in _load(row.get("tool_calls")) or []],
+            queries=[QueryRecord(**q) for q in _load(row.get("queries")) or []],
+            answer=_load(row.get("answer")),
+            usage=Usage(**usage),
+            cost_usd=row.get("cost_usd"),
+            duration_ms=row.get("duration_ms") or 0.0,
+            turns=row.get("turns") or 0,
+            error=row.get("error"),
+            started_at=row.get("started_at"),
+            finished_at=row.get("finished_at"),
+        )
     )
 
 

@@ -9,13 +9,19 @@ from datetime import date
 from eval_pipeline.agents._chat import Agent
 from eval_pipeline.agents._runner import RunRequest, execute_runs
 from eval_pipeline.agents._types import AgentRun, RunStatus
-from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.pipeline._records import (
+    journaled_runs,
+    make_storable,
+    run_from_row,
+    run_to_row,
+    tool_call_rows,
+)
 from eval_pipeline.store import (
     Journal,
     StoreLayout,
     journal_files,
+    journal_lines,
     new_materialization_id,
-    read_journals,
     read_latest,
     remove_files,
     write_rows,
@@ -100,7 +106,7 @@ async def run_partition(
     previous_rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
     previous = [run_from_row(row) for row in previous_rows]
     leftovers = journal_files(layout, "agent_runs", model, run_date)
-    journaled = [run_from_row(record) for record in read_journals(leftovers)]
+    journaled = journaled_runs(journal_lines(leftovers))
     reusable = {} if no_cache else _reusable([*previous, *journaled])
 
     requests = plan_requests(selected, model, run_date, context_hash, k=k or suite.config.test.k)
@@ -119,7 +125,7 @@ async def run_partition(
         with Journal(journal_path) as journal:
 
             def finished(run: AgentRun) -> None:
-                journal.append(run.to_dict())
+                journal.append(make_storable(run).to_dict())
                 if on_finished is not None:
                     on_finished(run)
 

@@ -34,6 +34,7 @@ from typing import Literal
 import duckdb
 import pyarrow as pa
 
+from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._database import StoreBusy, writing_views
 from eval_pipeline.store._files import (
     _stamp,
@@ -184,7 +185,17 @@ def compact_store(
     Never waits long: when results.duckdb is held by a reader for `wait_s`, it stops with
     nothing changed (status "busy"); when the viewer or a run keeps reading files for
     `readers_wait_s`, the folded files stay until the next compaction (nobody reads them).
+    A damaged file is set aside (`quarantine`) and the compaction starts again without it.
     """
+    return with_recovery(
+        layout,
+        lambda: _compact(layout, before=before, wait_s=wait_s, readers_wait_s=readers_wait_s),
+    )
+
+
+def _compact(
+    layout: StoreLayout, *, before: datetime | None, wait_s: float, readers_wait_s: float
+) -> CompactionReport:
     ensure_schema_files(layout)
     moment = before or datetime.now(UTC) - SAFETY_MARGIN
     cutoff = _stamp(moment.astimezone(UTC))

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
+from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 
@@ -223,16 +224,62 @@ def connect(layout: StoreLayout, *, wait_s: float = 10.0) -> Iterator[duckdb.Duc
 
 
 def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.DataFrame:
-    """Run one SQL query on the results and return it as a DataFrame."""
-    with connect(layout) as connection:
-        return connection.execute(sql, parameters or []).df()
+    """Run one SQL query on the results and return it as a DataFrame (a damaged file is set
+    aside, and the query runs again over the rest)."""
+
+    def run() -> pd.DataFrame:
+        with connect(layout) as connection:
+            return connection.execute(sql, parameters or []).df()
+
+    return with_recovery(layout, run)
 
 
 def fetch(
     layout: StoreLayout, sql: str, parameters: list | None = None
 ) -> tuple[list[str], list[tuple]]:
     """Run one SQL query on the results; column names and rows with DuckDB's own types."""
-    with connect(layout) as connection:
-        cursor = connection.execute(sql, parameters or [])
-        columns = [column[0] for column in cursor.description or []]
-        return columns, cursor.fetchall()
+
+    def run() -> tuple[list[str], list[tuple]]:
+        with connect(layout) as connection:
+            cursor = connection.execute(sql, parameters or [])
+            columns = [column[0] for column in cursor.description or []]
+            return columns, cursor.fetchall()
+
+    return with_recovery(layout, run)
+
+
+# What `eval-pipeline sql` runs: one statement that reads (DESCRIBE, SHOW, SUMMARIZE and
+# FROM-first queries parse as SELECT), never COPY, ATTACH, SET, PRAGMA or several at once.
+_READING = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+
+
+class NotReadOnly(ValueError):
+    """A statement given to `fetch_read_only` could change or reach beyond the results."""
+
+
+def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tuple]]:
+    """Run one reading statement on the results, with no file access beyond the store.
+
+    The connection is read-only, reads files only under the store's tables folder and its
+    configuration is locked, so neither `COPY … TO`, `read_text('/etc/…')` nor `ATTACH` can
+    reach a file; several statements, or one that is not a query, raise `NotReadOnly`.
+    """
+    statements = duckdb.connect(":memory:").extract_statements(sql)
+    if len(statements) != 1:
+        raise NotReadOnly(f"give one SQL statement, not {len(statements)}")
+    if statements[0].type not in _READING:
+        raise NotReadOnly(
+            f"only queries run here (SELECT, DESCRIBE, SUMMARIZE…), not {statements[0].type.name}"
+        )
+
+    def run() -> tuple[list[str], list[tuple]]:
+        with connect(layout) as connection:
+            allowed = layout.tables_dir.resolve().as_posix() + "/"
+            connection.execute("SET allowed_directories = [?]", [allowed])
+            connection.execute("SET enable_external_access = false")
+            connection.execute("SET lock_configuration = true")
+            cursor = connection.execute(sql)
+            columns = [column[0] for column in cursor.description or []]
+            return columns, cursor.fetchall()
+
+    return with_recovery(layout, run)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import time
 import uuid
@@ -18,6 +19,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eval_pipeline.store._layout import TABLES, StoreLayout
+
+log = logging.getLogger("eval_pipeline.store")
 
 
 def new_materialization_id() -> str:
@@ -213,7 +216,9 @@ class Journal:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        # Records are made storable first; should a lone surrogate slip through, it becomes
+        # "?" rather than failing the write (and with it every later run of the batch).
+        self._handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
 
     def append(self, record: dict[str, Any]) -> None:
         self._handle.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
@@ -235,16 +240,26 @@ def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -
     return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
 
 
-def read_journals(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    records = []
+def journal_lines(paths: Iterable[Path]) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+    """Each journal record with its file and line number. A line that cannot be read back
+    (torn by a crash mid-write, or damaged) is skipped with a warning naming it."""
     for path in paths:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
                 try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    continue  # a line torn by a crash mid-write
-    return records
+                    record = json.loads(line)
+                except ValueError:
+                    record = None
+                if isinstance(record, dict):
+                    yield path, number, record
+                elif line.strip():
+                    log.warning(
+                        "warning: skipped %s line %d, which cannot be read back", path, number
+                    )
+
+
+def read_journals(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    return [record for _, _, record in journal_lines(paths)]
 
 
 def remove_files(paths: Iterable[Path]) -> None:

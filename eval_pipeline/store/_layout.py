@@ -317,6 +317,12 @@ class StoreLayout:
         return self.segments_root / table / f"{cutoff}_{kind}.parquet"
 
     @property
+    def quarantine_dir(self) -> Path:
+        """Damaged files moved out of the store (same relative paths), with `records.jsonl`
+        saying which table and partition each held and why it was set aside."""
+        return self.root / "quarantine"
+
+    @property
     def readers_lock(self) -> Path:
         """Readers that resolve data files themselves (not through results.duckdb) hold this
         shared while they read; compaction deletes files only while holding it exclusively."""

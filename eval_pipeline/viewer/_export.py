@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StoreLayout, with_recovery
 from eval_pipeline.viewer import _data as data
 from eval_pipeline.viewer._charts import model_colors
 from eval_pipeline.viewer._html import badge, el, join, section
@@ -29,6 +29,11 @@ def render_html_export(
         day: the day to export; None takes the latest graded day.
         models: only these models; None takes every model graded that day.
     """
+    # A damaged store file is set aside and the day read again without it.
+    return with_recovery(layout, lambda: _render(layout, day, models))
+
+
+def _render(layout: StoreLayout, day: date | None, models: list[str] | None) -> str:
     reader = StoreReader(layout)
     try:
         with reader.cursor() as con:

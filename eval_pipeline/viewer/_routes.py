@@ -9,7 +9,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StoreLayout, with_recovery
 from eval_pipeline.viewer import _data as data
 from eval_pipeline.viewer._charts import model_colors
 from eval_pipeline.viewer._html import Markup, el, join
@@ -116,7 +116,11 @@ class ViewerApp:
         split = urllib.parse.urlsplit(request.target)
         path = split.path
         try:
-            response = self._route(request, path, _params(split.query))
+            params = _params(split.query)
+            if request.method == "POST":  # a label is written once, never retried
+                response = self._route(request, path, params)
+            else:  # a damaged store file is set aside and the page read again without it
+                response = with_recovery(self.layout, lambda: self._route(request, path, params))
         except BadRequest as error:
             response = message_page(400, "Bad request", str(error))
         except NotFound as error:

@@ -198,8 +198,16 @@ def test_a_missing_header_secret_names_the_variable(agent_server):
         ({"text": "x", "usage": {"input_tokens": "12"}}, "`usage.input_tokens` must be an integer"),
         (
             {"text": "x", "usage": {"output_tokens": -1}},
-            "`usage.output_tokens` must not be negative",
+            "`usage.output_tokens` must be an integer from 0 to",
         ),
+        (
+            {"text": "x", "usage": {"input_tokens": 10**30}},
+            "`usage.input_tokens` must be an integer from 0 to 9223372036854775807, got 1e+30",
+        ),
+        ({"text": "x", "usage": {"input_tokens": 1e30}}, "`usage.input_tokens` must be an integer"),
+        ({"text": "x", "cost_usd": float("nan")}, "`cost_usd` must be a finite number"),
+        ({"text": "x", "cost_usd": float("inf")}, "`cost_usd` must be a finite number"),
+        ({"text": "x", "cost_usd": -0.5}, "`cost_usd` must be a finite number of at least 0"),
         ({"text": "x", "cost_usd": "0.1"}, "`cost_usd` must be a number"),
         ({"text": "x", "cost_usd": True}, "`cost_usd` must be a number"),
         (["text"], "the body must be a JSON object"),

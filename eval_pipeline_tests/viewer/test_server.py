@@ -334,3 +334,20 @@ def test_export_command_writes_html(tmp_path):
     bad = main(["export", "--suite", str(root), "--format", "html", "--model", "nobody"])
     assert bad == 2
     assert Path(out).stat().st_size < 400_000
+
+
+def test_a_damaged_file_is_set_aside_and_every_page_still_answers(fresh, caplog):
+    layout, server = fresh
+    # A grades file of an earlier day (not the latest day's) overwritten with garbage.
+    damaged = sorted((layout.tables_dir / "grades" / f"date={DAY1}").rglob("[0-9]*.parquet"))[0]
+    damaged.write_bytes(b"\x00garbage" * 500)
+    with caplog.at_level("WARNING", logger="eval_pipeline.store"):
+        pages = {path: fetch(server, path) for path in ("/", "/runs", "/trends", "/labels")}
+        again = fetch(server, "/runs")
+    assert {path: reply.status for path, reply in pages.items()} == dict.fromkeys(pages, 200)
+    assert again.status == 200
+    assert GPT in pages["/"].text  # the latest day is whole
+    warnings = [r.getMessage() for r in caplog.records if "damaged store file" in r.getMessage()]
+    assert len(warnings) == 1 and f"partition date={DAY1}/" in warnings[0]  # reported once
+    assert not damaged.exists()
+    assert list(layout.quarantine_dir.rglob(damaged.name))

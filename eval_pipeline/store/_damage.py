@@ -1,0 +1,220 @@
+"""Damaged store files: found when a read fails (or by a check), set aside in quarantine, reported once."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from eval_pipeline.store._files import (
+    _write_atomically,
+    data_files,
+    ensure_schema_files,
+)
+from eval_pipeline.store._files import (
+    read_latest as _read_latest,
+)
+from eval_pipeline.store._layout import TABLES, StoreLayout
+
+log = logging.getLogger("eval_pipeline.store")
+
+T = TypeVar("T")
+
+# Each recovery moves at least one file, so this bounds the retries of one read, not the
+# number of damaged files a store may hold (a read names the next one on its next try).
+_MAX_RECOVERIES = 50
+
+# DuckDB names the file in most messages about a bad Parquet file ("No magic bytes found at
+# end of file '…'", "Failed to read file \"…\"") but not in all (a bad page header says only
+# "don't know what type"): then every file is checked.
+_NAMED_FILE = re.compile(r"""['"]([^'"]+\.parquet)['"]""")
+
+
+@dataclass(frozen=True)
+class DamagedFile:
+    """A store file that cannot be read, and where it went."""
+
+    file: str  # where it was, relative to the state folder
+    table: str
+    partition: str  # `date=…/model=…`; '' for an unpartitioned table; 'compacted segment'
+    reason: str
+    moved_to: str | None  # relative to the state folder; None while it is still in place
+    found_at: str
+
+    def describe(self) -> str:
+        where = f"table {self.table}" + (f", partition {self.partition}" if self.partition else "")
+        return f"{self.file} ({where}): {self.reason}"
+
+
+def parquet_problem(path: Path, *, full: bool = True) -> str | None:
+    """Why `path` cannot be read as Parquet (None when it can). `full` reads every page;
+    otherwise only the footer (metadata), which finds garbage and truncation cheaply."""
+    try:
+        parquet = pq.ParquetFile(path)
+        if full:
+            parquet.read()
+    except FileNotFoundError:
+        return None  # set aside meanwhile by another reader
+    except (pa.ArrowException, OSError, ValueError) as error:
+        return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return None
+
+
+def store_files(layout: StoreLayout) -> list[Path]:
+    """Every Parquet file the views may read: data, schema files and compacted segments."""
+    found = []
+    for folder, _, names in os.walk(layout.tables_dir):
+        found += [Path(folder) / n for n in names if n.endswith(".parquet") and n[0] != "."]
+    return sorted(found)
+
+
+def _where(layout: StoreLayout, path: Path) -> tuple[str, str]:
+    parts = path.relative_to(layout.tables_dir).parts
+    if parts[0] == layout.segments_root.name:
+        return parts[1], "compacted segment"
+    return parts[0], "/".join(parts[1:-1])
+
+
+def _relative(layout: StoreLayout, path: Path) -> str:
+    return path.relative_to(layout.root).as_posix()
+
+
+def _replace_with_empty(layout: StoreLayout, path: Path, table: str) -> None:
+    """Views name schema files and segments explicitly: an empty one keeps them working."""
+    if path.name == layout.empty_file(table).name:
+        ensure_schema_files(layout)
+        return
+    schema = TABLES[table].schema
+    if path.stem.endswith("_current"):
+        schema = schema.append(pa.field("_partition", pa.string()))
+    _write_atomically(schema.empty_table(), path)
+
+
+def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | None:
+    """Move a damaged file into the quarantine folder, record it and warn once (None when
+    another process moved it first). A compacted segment or schema file is replaced by an
+    empty one, since the views name them; a partition file is not, so the partition shows
+    its previous write until it is rerun."""
+    table, partition = _where(layout, path)
+    target = layout.quarantine_dir / path.relative_to(layout.tables_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        target = target.with_name(f"{target.stem}.{datetime.now(UTC):%Y%m%dT%H%M%S%f}.parquet")
+    try:
+        os.replace(path, target)
+    except FileNotFoundError:
+        return None
+    if partition == "compacted segment" or path.name == layout.empty_file(table).name:
+        _replace_with_empty(layout, path, table)
+    damaged = DamagedFile(
+        file=_relative(layout, path),
+        table=table,
+        partition=partition,
+        reason=reason,
+        moved_to=_relative(layout, target),
+        found_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+    line = json.dumps(asdict(damaged), ensure_ascii=False) + "\n"
+    with open(layout.quarantine_dir / "records.jsonl", "a", encoding="utf-8") as records:
+        records.write(line)
+    log.warning(
+        "warning: damaged store file set aside: %s; moved to %s. Rerun that partition "
+        "(eval-pipeline test --date …) to rewrite it.",
+        damaged.describe(),
+        damaged.moved_to,
+    )
+    return damaged
+
+
+def quarantined(layout: StoreLayout) -> list[DamagedFile]:
+    """Every file set aside so far, oldest first."""
+    path = layout.quarantine_dir / "records.jsonl"
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(DamagedFile(**json.loads(line)))
+        except (ValueError, TypeError):
+            continue  # a torn line
+    return records
+
+
+def needs_rerun(layout: StoreLayout, damaged: DamagedFile) -> bool:
+    """Whether the damaged file was its partition's latest and nothing was written since.
+    (A compacted segment's rows cannot be rewritten as such: rerun the days you need.)"""
+    if damaged.partition == "compacted segment" or Path(damaged.file).name.startswith("_"):
+        return False
+    path = layout.root / damaged.file
+    return not any(p.name > path.name for p in data_files(path.parent))
+
+
+def check_store(layout: StoreLayout, *, full: bool = True) -> list[DamagedFile]:
+    """Read every store file (`full`: every page; else the footers) and set aside the
+    damaged ones; what was set aside now."""
+    found = []
+    for path in store_files(layout):
+        reason = parquet_problem(path, full=full)
+        if reason is not None:
+            damaged = quarantine(layout, path, reason)
+            if damaged is not None:
+                found.append(damaged)
+    return found
+
+
+def recover(layout: StoreLayout, error: BaseException) -> list[DamagedFile]:
+    """Set aside the damaged files that made a read fail: the files the error names when it
+    names any in the store, else whatever a check of every file finds. Empty when none is
+    damaged (the error has another cause)."""
+    store = layout.tables_dir.resolve()
+    named = []
+    for match in _NAMED_FILE.findall(str(error)):
+        path = Path(match).resolve()
+        if path.is_relative_to(store) and path.exists():
+            named.append(path)
+    found = []
+    for path in named:
+        reason = parquet_problem(path)
+        if reason is not None and (damaged := quarantine(layout, path, reason)):
+            found.append(damaged)
+    if found or named:
+        return found
+    return check_store(layout, full=False) or check_store(layout, full=True)
+
+
+def _may_be_damage(error: BaseException) -> bool:
+    if isinstance(error, duckdb.Error):
+        # Parser, binder, catalog, conversion… errors are the query's; these are the file's.
+        return type(error) in (duckdb.Error, duckdb.InvalidInputException, duckdb.IOException)
+    return isinstance(error, (pa.ArrowException, OSError))
+
+
+def with_recovery(layout: StoreLayout, action: Callable[[], T]) -> T:
+    """`action()`, retried after setting aside the damaged files that made it fail, so one
+    damaged file never stops a read of the rest. Other errors are raised as they are."""
+    for _ in range(_MAX_RECOVERIES):
+        try:
+            return action()
+        except Exception as error:
+            if not _may_be_damage(error) or not recover(layout, error):
+                raise
+    return action()
+
+
+def read_latest(
+    layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
+) -> list[dict[str, Any]]:
+    """`read_latest` that sets aside a damaged file and reads the partition's previous state."""
+    return with_recovery(
+        layout, lambda: _read_latest(layout, table, model=model, run_date=run_date)
+    )
