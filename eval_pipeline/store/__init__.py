@@ -18,6 +18,7 @@ from eval_pipeline.store._database import (
     fetch,
     fetch_read_only,
     query,
+    try_ensure_database,
     view_statements,
 )
 from eval_pipeline.store._files import (
@@ -67,6 +68,7 @@ __all__ = [
     "read_latest",
     "reading_files",
     "remove_files",
+    "try_ensure_database",
     "view_statements",
     "with_recovery",
     "write_rows",

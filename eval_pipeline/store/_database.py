@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,6 +19,13 @@ from eval_pipeline.store._layout import TABLES, StoreLayout
 
 # Bump when a view's definition changes; the views are then recreated on next use.
 VIEWS_VERSION = 4
+
+# How long a process reads through views of its own after finding results.duckdb held
+# (rather than waiting out the lock again on every query).
+_BUSY_RETRY_S = 60.0
+
+log = logging.getLogger("eval_pipeline.store")
+_busy_until: dict[Path, float] = {}
 
 
 class StoreBusy(RuntimeError):
@@ -148,17 +156,12 @@ def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
     of results never open results.duckdb, so a person's SQL session never blocks a run.
     """
     ensure_schema_files(layout)
-    marker = _marker(layout)
-    if layout.database.exists() and marker.exists() and marker.read_text() == _marker_text(layout):
+    if views_current(layout):
         return
     layout.root.mkdir(parents=True, exist_ok=True)
     with open(layout.root / ".results.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one process of this machine writes the views
-        if (
-            layout.database.exists()
-            and marker.exists()
-            and marker.read_text() == _marker_text(layout)
-        ):
+        if views_current(layout):
             return
         connection = _open_for_writing(layout, wait_s)
         try:
@@ -202,21 +205,69 @@ def writing_views(layout: StoreLayout, *, wait_s: float) -> Iterator[Callable[[]
             connection.close()
 
 
-@contextlib.contextmanager
-def connect(layout: StoreLayout, *, wait_s: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to results.duckdb (several may be open at once, in any process)."""
-    ensure_database(layout)
+def views_current(layout: StoreLayout) -> bool:
+    """Whether results.duckdb's views match the store as it is (folder, generation, version)."""
+    marker = _marker(layout)
+    return (
+        layout.database.exists() and marker.exists() and marker.read_text() == _marker_text(layout)
+    )
+
+
+def try_ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> bool:
+    """`ensure_database`, except that results.duckdb held open elsewhere is not an error.
+
+    Writers never need results.duckdb, and readers can build the same views in memory, so a
+    DuckDB shell left open on stale views (the suite was moved, or compacted) must not stop an
+    evaluation. Returns False, warning once per process, when the views could not be written;
+    the next `_BUSY_RETRY_S` seconds do not wait for the lock again.
+    """
+    root = layout.root.resolve()
+    if time.monotonic() < _busy_until.get(root, 0.0) and not views_current(layout):
+        return False
+    try:
+        ensure_database(layout, wait_s=wait_s)
+    except StoreBusy:
+        if root not in _busy_until:
+            log.warning(
+                "warning: %s is held open by another process, so its views still describe "
+                "an older state of the store; they are rewritten at the first command after "
+                "it is closed (this command reads the store directly)",
+                layout.database,
+            )
+        _busy_until[root] = time.monotonic() + _BUSY_RETRY_S
+        return False
+    return True
+
+
+def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnection:
     # The views are rewritten (a few milliseconds under the read-write lock) when they go
     # stale or the store is compacted; a read-only open meanwhile fails, so wait it out.
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            connection = duckdb.connect(str(layout.database), read_only=True)
-            break
+            return duckdb.connect(str(layout.database), read_only=True)
         except (duckdb.IOException, duckdb.ConnectionException):
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def _open_in_memory(layout: StoreLayout) -> duckdb.DuckDBPyConnection:
+    """The same views as results.duckdb's, in a connection of this process alone."""
+    connection = duckdb.connect(":memory:")
+    for statement in view_statements(layout):
+        connection.execute(statement)
+    return connection
+
+
+@contextlib.contextmanager
+def connect(layout: StoreLayout, *, wait_s: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A read-only connection to results.duckdb (several may be open at once, in any process);
+    its views built in memory instead while results.duckdb is held open with stale views."""
+    if try_ensure_database(layout):
+        connection = _open_read_only(layout, wait_s)
+    else:
+        connection = _open_in_memory(layout)
     try:
         yield connection
     finally:
