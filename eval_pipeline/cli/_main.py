@@ -100,7 +100,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
         from eval_pipeline.cli._render import report_console
 
         # Text, not markup strings: stored agent replies may hold "[/x]" or ":a:".
-        table = Table(*map(Text, columns))
+        table = Table()
+        for column in columns:
+            table.add_column(Text(column))
         for row in rows[: args.limit]:
             table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
         report_console().print(table)

@@ -20,8 +20,10 @@ from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.grading._grader import Grade
 from eval_pipeline.grading._verdict import GradeStatus
 
-MESSAGE_WIDTH = 60
-MODEL_WIDTH = 32
+# Messages are cut (a reply can be long) but wrap in their column rather than hide the cause.
+MESSAGE_WIDTH = 120
+MESSAGE_WIDTH_PLAIN = 160  # a pipe or a file: 200 columns
+MODEL_WIDTH = 44
 
 
 def plain_console(**options: Any) -> Console:
@@ -192,7 +194,7 @@ def results_table(
             Text(short_model(r["model"])),
             *([str(r["attempt"])] if show_attempts else []),
             _status_text(r["status"]),
-            Text(_short(message, MESSAGE_WIDTH if table_width is None else 100)),
+            Text(_short(message, MESSAGE_WIDTH if table_width is None else MESSAGE_WIDTH_PLAIN)),
             f"{r['tokens']:,}",
             _money(r["cost"]),
             f"{r['duration_ms'] / 1000:.1f}",
