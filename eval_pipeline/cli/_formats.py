@@ -5,11 +5,21 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 from xml.etree import ElementTree as ET
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
+# What XML 1.0 forbids in a document, even escaped: C0 controls but tab, newline and carriage
+# return, lone surrogates, U+FFFE and U+FFFF.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def xml_safe(text: str) -> str:
+    """`text` with each character XML forbids shown as its escape (`\\x1b`), so a reply
+    holding NUL, ESC or BEL still gives a well-formed report and stays readable."""
+    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def junit_xml(document: dict[str, Any], *, suite_name: str = "eval_pipeline") -> str:
@@ -23,7 +33,7 @@ def junit_xml(document: dict[str, Any], *, suite_name: str = "eval_pipeline") ->
         suite = ET.SubElement(
             root,
             "testsuite",
-            name=model,
+            name=xml_safe(model),
             tests=str(len(results)),
             failures=str(sum(r["status"] == "failed" for r in results)),
             errors=str(sum(r["status"] == "error" for r in results)),
@@ -39,21 +49,21 @@ def junit_xml(document: dict[str, Any], *, suite_name: str = "eval_pipeline") ->
             case = ET.SubElement(
                 suite,
                 "testcase",
-                name=name,
-                classname=model,
+                name=xml_safe(name),
+                classname=xml_safe(model),
                 time=f"{result['duration_ms'] / 1000:.3f}",
             )
             if result["status"] == "passed":
                 continue
             tag = "failure" if result["status"] == "failed" else "error"
-            element = ET.SubElement(case, tag, message=result["message"] or "", type=tag)
+            element = ET.SubElement(case, tag, message=xml_safe(result["message"] or ""), type=tag)
             diff = result["details"].get("diff")
             body = [result["message"] or ""]
             if diff:
                 body.append("diff:\n" + json.dumps(diff, indent=2, default=str))
             if result["details"].get("response_text"):
                 body.append("reply:\n" + result["details"]["response_text"])
-            element.text = "\n\n".join(body)
+            element.text = xml_safe("\n\n".join(body))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 

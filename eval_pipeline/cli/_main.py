@@ -1,4 +1,4 @@
-"""Argument parsing and dispatch for `eval-pipeline`; user mistakes exit 2 with a message, never a traceback."""
+"""Argument parsing and dispatch for `eval-pipeline`; every error ends in one line and an exit code, never a traceback."""
 
 from __future__ import annotations
 
@@ -6,17 +6,20 @@ import argparse
 import os
 import subprocess
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import date, timedelta
 from pathlib import Path
 
 import duckdb
 
+from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
+from eval_pipeline.cli._options import output_file, parse_day, port_number
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
-from eval_pipeline.suite import SuiteError, find_suite_root, import_csv, load_config, load_suite
+from eval_pipeline.suite import find_suite_root, import_csv, load_config, load_suite
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 
 
 def _suite_root(args: argparse.Namespace) -> Path:
@@ -60,7 +63,7 @@ def cmd_warehouse(args: argparse.Namespace) -> int:
         result = job.execute_in_process(instance=instance, raise_on_error=False)
     if not result.success:
         print("the warehouse build failed; see the dbt output above", file=sys.stderr)
-        return EXIT_FAILED
+        return ExitCode.NOT_RUN
     print(f"warehouse built: {config.warehouse.path}")
     return EXIT_OK
 
@@ -92,12 +95,16 @@ def cmd_sql(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(records, indent=2, ensure_ascii=False) + "\n")
     else:
         from rich.table import Table
+        from rich.text import Text
 
         from eval_pipeline.cli._render import report_console
 
-        table = Table(*columns)
+        # Text, not markup strings: stored agent replies may hold "[/x]" or ":a:".
+        table = Table()
+        for column in columns:
+            table.add_column(Text(column))
         for row in rows[: args.limit]:
-            table.add_row(*("NULL" if v is None else str(v) for v in row))
+            table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
         report_console().print(table)
         if len(rows) > args.limit:
             print(f"({len(rows):,} rows, {args.limit:,} shown; --limit N or --format csv for all)")
@@ -119,11 +126,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     config = load_config(_suite_root(args))
     layout = StoreLayout(config.state_path)
-    head = date.fromisoformat(args.date) if args.date else latest_day(layout)
+    head = parse_day(args.date) if args.date else latest_day(layout)
     if head is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return EXIT_USAGE
-    base = date.fromisoformat(args.base) if args.base else head - timedelta(days=1)
+    base = parse_day(args.base, "--base") if args.base else head - timedelta(days=1)
     models = args.model or list(
         query(
             layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [head]
@@ -149,9 +156,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from eval_pipeline.cli._results import build_results, read_run_rows
     from eval_pipeline.store import StoreLayout, query
 
+    output = output_file(args.output)
+    requested = parse_day(args.date) if args.date else None
     suite = load_suite(_suite_root(args))
     layout = StoreLayout(suite.config.state_path)
-    day = date.fromisoformat(args.date) if args.date else latest_day(layout)
+    day = requested or latest_day(layout)
     if day is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return EXIT_USAGE
@@ -174,9 +183,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         document = build_results(read_run_rows(layout, models, day, names), models, names, day)
         text = results_csv(document)
         what = f"{len(document['results'])} runs"
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-        print(f"wrote {args.output} ({what})", file=sys.stderr)
+    if output:
+        output.write_text(text, encoding="utf-8")
+        print(f"wrote {output} ({what})", file=sys.stderr)
     else:
         sys.stdout.write(text)
     return EXIT_OK
@@ -229,7 +238,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
     report = compact_store(StoreLayout(load_config(_suite_root(args)).state_path))
     print(report.message, file=sys.stdout if report.status != "busy" else sys.stderr)
-    return EXIT_FAILED if report.status == "busy" else EXIT_OK
+    return ExitCode.NOT_RUN if report.status == "busy" else EXIT_OK
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -263,6 +272,11 @@ def build_parser() -> argparse.ArgumentParser:
             "--suite",
             metavar="DIR",
             help="the suite folder (default: the current folder if it holds eval_config.yaml, else ./tests_suite)",
+        )
+        sub.add_argument(
+            "--debug",
+            action="store_true",
+            help="on an error that stops the command, show the traceback instead of one line",
         )
         sub.set_defaults(handler=handler)
         return sub
@@ -321,29 +335,39 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", metavar="FILE", help="default: stdout")
 
     server = add("server", cmd_server, "serve the results viewer (every day in the store)")
-    server.add_argument("--port", type=int, default=8765)
+    server.add_argument("--port", type=port_number, default=8765)
     server.add_argument(
         "--host", default="127.0.0.1", help="default 127.0.0.1: only this machine can connect"
     )
     server.add_argument("--no-open", action="store_true", help="do not open a browser")
 
     ui = add("ui", cmd_ui, "start the Dagster UI on the project's instance")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--port", type=port_number, default=3000)
     ui.add_argument("--host", default="127.0.0.1")
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _error_log(args: argparse.Namespace) -> Path | None:
+    """Where a stopped command's traceback goes: the suite's `.eval/logs/`, when it is known."""
     try:
-        return args.handler(args)
-    except SuiteError as error:
-        print(f"error: {error.render()}", file=sys.stderr)
-        return EXIT_USAGE
+        return load_config(_suite_root(args)).state_path / "logs" / ERROR_LOG
+    except Exception:  # the configuration itself may be what failed; the caller falls back
+        return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code is one of `ExitCode` (see the README's table)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)  # a malformed command line exits 2 here, as argparse does
+    try:
+        return int(args.handler(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
+    except Exception as error:
+        if args.debug:
+            traceback.print_exc()  # and still the exit code a CI gate reads
+        return report_error(error, command=args.command, log=_error_log(args))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""What `eval-pipeline test` shows a person: live progress while runs execute, then the tables."""
+"""What `eval-pipeline test` shows a person: live progress while runs execute, then the tables.
+
+Agent, test and data text reaches rich only as `Text`, never as a markup string: a reply
+holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -17,7 +20,29 @@ from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.grading._grader import Grade
 from eval_pipeline.grading._verdict import GradeStatus
 
-MESSAGE_WIDTH = 60
+# Messages are cut (a reply can be long) but wrap in their column rather than hide the cause.
+MESSAGE_WIDTH = 120
+MESSAGE_WIDTH_PLAIN = 160  # a pipe or a file: 200 columns
+MODEL_WIDTH = 44
+
+
+def plain_console(**options: Any) -> Console:
+    """A console that never turns `:name:` into an emoji (our text has no emoji codes)."""
+    return Console(emoji=False, **options)
+
+
+def short_model(model: str, width: int = MODEL_WIDTH) -> str:
+    """A model id that fits a table column: the provider and the end of the id, which is what
+    tells models apart (an OpenAI-compatible server may name its model by a long file path)."""
+    if len(model) <= width:
+        return model
+    provider, colon, rest = model.partition(":")
+    tail = rest.rsplit("/", 1)[-1]
+    candidate = f"{provider}{colon}…/{tail}" if "/" in rest else ""
+    if candidate and len(candidate) <= width:
+        return candidate
+    keep = width - 1
+    return model[: keep // 3] + "…" + model[-(keep - keep // 3) :]
 
 
 def _seconds(value: float) -> str:
@@ -57,7 +82,7 @@ class Progress:
         if text.startswith("evaluating") and self.runs_started is None:
             self.runs_started = time.monotonic()
         if not self.quiet:
-            self.console.print(f"[dim]→ {text}[/dim]")
+            self.console.print(Text(f"→ {text}", style="dim"))
         self._refresh()
 
     def status_line(self) -> str:
@@ -91,23 +116,24 @@ class Progress:
             self._refresh()
             if self.quiet:
                 return
-            mark = "[red]error[/red]" if run.status is RunStatus.ERROR else "[green]ran[/green]  "
-            # Escaped: an error or a test name holding "[...]" is text, not rich markup
-            # ("[/api]" would raise MarkupError and abort the whole evaluation).
-            detail = f" — {escape(run.error[:100])}" if run.error else ""
-            self.console.print(
-                f"  [{self.done}/{self.total}] {mark} {escape(run.case_name)} [dim]{escape(run.model)} #{run.attempt}[/dim] "
-                f"{run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok{detail}",
-                highlight=False,
+            error = run.status is RunStatus.ERROR
+            line = Text.assemble(
+                f"  [{self.done}/{self.total}] ",
+                ("error", "red") if error else ("ran  ", "green"),
+                f" {run.case_name} ",
+                (f"{short_model(run.model)} #{run.attempt}", "dim"),
+                f" {run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok",
+                f" — {_short(_with_short_model(run.error, run.model), 100)}" if run.error else "",
             )
+            self.console.print(line, highlight=False)
 
 
 def report_console(file=None) -> Console:
     """A console for the tables: the terminal's width on a terminal; elsewhere (a pipe, a CI
     log, a file) plain text, wide enough that rows do not wrap."""
-    console = Console(file=file)
+    console = plain_console(file=file)
     if file is not None or not console.is_terminal:
-        console = Console(file=file, width=200, no_color=True, highlight=False)
+        console = plain_console(file=file, width=200, no_color=True, highlight=False)
     return console
 
 
@@ -130,6 +156,16 @@ def _short(text: str | None, width: int = MESSAGE_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def _with_short_model(message: str | None, model: str) -> str:
+    # Messages start with the endpoint ("<model id>: could not connect…"): a long id would
+    # fill the cut message and hide the cause.
+    return (
+        (message or "").replace(model, short_model(model))
+        if len(model) > MODEL_WIDTH
+        else message or ""
+    )
+
+
 def results_table(
     results: Sequence[dict[str, Any]], *, show_attempts: bool, table_width: int | None = None
 ) -> Table:
@@ -148,14 +184,17 @@ def results_table(
         table.add_column(
             column,
             justify="right" if column in ("Tokens", "Cost", "Time (s)", "Tools", "#") else "left",
+            # A narrow table wraps the message rather than cutting it.
+            overflow="fold" if column == "Message" else "ellipsis",
         )
     for r in results:
+        message = _with_short_model(r["message"], r["model"])
         table.add_row(
-            r["name"],
-            r["model"],
+            Text(r["name"]),
+            Text(short_model(r["model"])),
             *([str(r["attempt"])] if show_attempts else []),
             _status_text(r["status"]),
-            _short(r["message"], MESSAGE_WIDTH if table_width is None else 100),
+            Text(_short(message, MESSAGE_WIDTH if table_width is None else MESSAGE_WIDTH_PLAIN)),
             f"{r['tokens']:,}",
             _money(r["cost"]),
             f"{r['duration_ms'] / 1000:.1f}",
@@ -177,10 +216,14 @@ def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
         "p95 (s)",
         "Avg Tools",
     ):
-        table.add_column(column, justify="left" if column == "Model" else "right")
+        table.add_column(
+            column,
+            justify="left" if column == "Model" else "right",
+            overflow="fold" if column == "Model" else "ellipsis",
+        )
     for m in by_model:
         table.add_row(
-            m["model"],
+            Text(m["model"]),
             f"{m['pass_rate']:.1f}%",
             f"{m['passed']}/{m['total']}",
             str(m["errors"]),
@@ -197,7 +240,7 @@ def grid_table(results: Sequence[dict[str, Any]], models: Sequence[str]) -> Tabl
     table = _table("Pass / Fail by Test and Model")
     table.add_column("Test")
     for model in models:
-        table.add_column(model, justify="center")
+        table.add_column(Text(short_model(model)), justify="center")
     cells: dict[tuple[str, str], list[str]] = {}
     order: list[str] = []
     for r in results:
@@ -222,7 +265,7 @@ def grid_table(results: Sequence[dict[str, Any]], models: Sequence[str]) -> Tabl
                         style="yellow" if statuses[0] == "error" else "red",
                     )
                 )
-        table.add_row(name, *row)
+        table.add_row(Text(name), *row)
     return table
 
 
@@ -232,8 +275,8 @@ def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
         table.add_column(column, justify="left" if column in ("Test", "Model") else "right")
     for m in metrics:
         table.add_row(
-            m["name"],
-            m["model"],
+            Text(m["name"]),
+            Text(short_model(m["model"])),
             f"{m['passes']}/{m['attempts']}",
             f"{m['pass_at_1']:.2f}",
             f"{m['pass_at_k']:.2f}",
@@ -243,18 +286,21 @@ def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def changes_lines(changes: dict[str, tuple[list[str], list[str]]]) -> list[str]:
+def changes_lines(changes: dict[str, tuple[list[str], list[str]]]) -> list[Text]:
     """'regressed / improved since the previous run' lines per model."""
     lines = []
     for model, (regressed, improved) in changes.items():
-        if regressed:
-            lines.append(
-                f"[red]regressed since the previous run of {model}:[/red] {', '.join(regressed)}"
-            )
-        if improved:
-            lines.append(
-                f"[green]improved since the previous run of {model}:[/green] {', '.join(improved)}"
-            )
+        for label, style, names in (
+            ("regressed", "red", regressed),
+            ("improved", "green", improved),
+        ):
+            if names:
+                lines.append(
+                    Text.assemble(
+                        (f"{label} since the previous run of {model}:", style),
+                        f" {', '.join(names)}",
+                    )
+                )
     return lines
 
 

@@ -11,11 +11,17 @@ import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-from rich.console import Console
-
-from eval_pipeline.cli._evaluate import EvaluationRequest, check_models, run_evaluation
+from eval_pipeline.cli._evaluate import (
+    EvaluationRequest,
+    check_day,
+    check_models,
+    check_warehouse,
+    run_evaluation,
+)
+from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
-from eval_pipeline.cli._render import Progress, print_report, report_console
+from eval_pipeline.cli._options import output_file, parse_day
+from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
 from eval_pipeline.cli._results import (
     build_results,
     previous_statuses,
@@ -26,8 +32,6 @@ from eval_pipeline.pipeline import plan_requests, subscribe
 from eval_pipeline.pipeline._gates import accuracy_gate
 from eval_pipeline.store import StoreLayout, query
 from eval_pipeline.suite import Problem, Suite, SuiteError, load_suite
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -98,14 +102,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_date(text: str | None) -> date:
-    if text is None:
-        return datetime.now(UTC).date()
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise SuiteError(
-            [Problem("--date", None, f"expected YYYY-MM-DD, got {text!r}")], headline="bad option"
-        ) from None
+    return datetime.now(UTC).date() if text is None else parse_day(text)
 
 
 def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
@@ -122,7 +119,12 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     models = tuple(dict.fromkeys(m.strip() for m in (args.models or settings.models) if m.strip()))
     check_models(suite, models)
     select = tuple(args.select or ())
-    suite.select(list(select) or None)  # an unknown name stops here, listing the tests
+    # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
+    if not suite.select(list(select) or None):
+        raise SuiteError(
+            [Problem(str(suite.cases_dir), None, "no test to evaluate; add a test file")],
+            headline="nothing to evaluate",
+        )
     return EvaluationRequest(
         models=models,
         run_date=_run_date(args.date),
@@ -163,21 +165,24 @@ def _quiet_dagster() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _emit(text: str, output: str | None) -> None:
+def _emit(text: str, output: Path | None) -> None:
     if output:
-        Path(output).write_text(text, encoding="utf-8")
+        output.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
 
 
 def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
+    output = output_file(args.output)
     suite = load_suite(suite_root)
     request = _request(suite, args)
     settings = suite.config.test
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
     machine = args.format != "pretty" or args.output
-    progress_console = Console(stderr=True) if machine else Console()
+    progress_console = plain_console(stderr=True) if machine else plain_console()
     selected = suite.select(list(request.select) or None)
+    check_warehouse(suite, selected)
+    check_day(request.run_date)  # imports Dagster: after the cheaper checks
     names = [c.name for c in selected]
     k = request.k or settings.k
     total = sum(len(plan_requests(selected, m, request.run_date, "", k=k)) for m in request.models)
@@ -194,6 +199,8 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
     layout = StoreLayout(suite.config.state_path)
     rows = read_run_rows(layout, request.models, request.run_date, names)
     document = build_results(rows, request.models, names, request.run_date)
+    if not document["results"]:  # evaluating nothing is never a pass
+        raise CouldNotRun(f"no graded run of this evaluation was found in {layout.root}")
     threshold = args.min_accuracy if args.min_accuracy is not None else settings.min_accuracy
     mode = args.threshold_mode or settings.threshold_mode
     accuracies = {f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in document["pass_metrics"]}
@@ -208,9 +215,9 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
     path = write_results_file(document, suite.root)
 
     if args.format == "json":
-        _emit(json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n", args.output)
+        _emit(json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n", output)
     elif args.format == "junit":
-        _emit(junit_xml(document), args.output)
+        _emit(junit_xml(document), output)
     else:
         changes = _changes(layout, request.models, request.run_date, names)
         report = report_console(io.StringIO() if args.output else None)
@@ -222,8 +229,8 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
             executed=outcome.executed,
             reused=outcome.reused,
         )
-        if args.output:
-            _emit(report.file.getvalue(), args.output)
+        if output:
+            _emit(report.file.getvalue(), output)
     # soft_wrap: never fold a path (or a list of tests) across lines in a log or a pipe.
     progress_console.print(
         f"results written to {path}", highlight=False, markup=False, soft_wrap=True
@@ -233,6 +240,9 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
         # The verdict (and, in `all` mode, the tests below the bar) is a diagnostic, as in
         # oxy: stderr, even when stdout carries the pretty report. Not markup: the tests are
         # named "name [model]", which rich would swallow as a style tag.
-        Console(stderr=True).print(gate.message, highlight=False, markup=False, soft_wrap=True)
-        return EXIT_OK if gate.passed else EXIT_FAILED
-    return EXIT_OK if document["summary"]["passed"] == document["summary"]["total"] else EXIT_FAILED
+        plain_console(stderr=True).print(
+            gate.message, highlight=False, markup=False, soft_wrap=True
+        )
+        return ExitCode.OK if gate.passed else ExitCode.FAILED
+    everything_passed = document["summary"]["passed"] == document["summary"]["total"]
+    return ExitCode.OK if everything_passed else ExitCode.FAILED

@@ -6,10 +6,28 @@ import dagster as dg
 
 from eval_pipeline.defs.partitions import model_day_key, models_partitions
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.suite import load_config
+from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
 HISTORY_CRON = "0 23 * * *"  # after the day's evaluations, before the 03:00 compaction
+
+
+def _check_cron(cron: str) -> None:
+    """Refuse a bad `test.schedule` as a configuration mistake, not a definitions crash."""
+    try:
+        # Dagster's own cron parser decides (it is the one that runs the schedule).
+        dg.ScheduleDefinition(name="schedule_check", cron_schedule=cron, job_name="schedule_check")
+    except dg.DagsterInvalidDefinitionError:
+        raise SuiteError(
+            [
+                Problem(
+                    CONFIG_FILE,
+                    "test.schedule",
+                    f"{cron!r} is not a cron expression; expected 5 fields, e.g. '0 6 * * *'",
+                )
+            ],
+            headline=f"a problem in {CONFIG_FILE}; nothing was run",
+        ) from None
 
 
 def build_automation(
@@ -24,6 +42,8 @@ def build_automation(
     reference results, grades, summaries, leaderboard and report follow by declarative
     automation as their inputs land. `sync_model_partitions` adds configured models to the
     `models` partitions and never removes one, so history stays reachable."""
+
+    _check_cron(cron)
 
     def configured_models() -> list[str]:
         return list(load_config(SuiteResource(root=suite_root).path).test.models)

@@ -181,11 +181,25 @@ def load_config(root: Path) -> SuiteConfig:
     path = root / CONFIG_FILE
     if not path.exists():
         return SuiteConfig(root=root)
+    if not path.is_file():
+        raise SuiteError([Problem(CONFIG_FILE, None, f"{path} is not a file")])
     try:
         data = load_yaml(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as error:
         raise SuiteError(
             [Problem(CONFIG_FILE, None, yaml_error_summary(error), yaml_error_line(error))]
+        ) from None
+    except UnicodeDecodeError as error:
+        raise SuiteError(
+            [
+                Problem(
+                    CONFIG_FILE, None, f"is not UTF-8 text (byte {error.start}); save it as UTF-8"
+                )
+            ]
+        ) from None
+    except RecursionError:
+        raise SuiteError(
+            [Problem(CONFIG_FILE, None, "is nested too deeply to be a configuration")]
         ) from None
     r = FieldReader(CONFIG_FILE)
     if not isinstance(data, dict):
@@ -205,7 +219,7 @@ def load_config(root: Path) -> SuiteConfig:
         context=_context(r, data, root) if data.get("context") is not None else (),
         providers=_providers(r, data) if data.get("llm") is not None else (),
         agents=_agents(r, data) if data.get("agents") is not None else (),
-        state_dir=_path(root, data["state_dir"]) if data.get("state_dir") else None,
+        state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
         limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
     )
     if r.problems:
@@ -216,6 +230,20 @@ def load_config(root: Path) -> SuiteConfig:
 def _path(root: Path, value: str) -> Path:
     path = Path(os.path.expanduser(str(value)))
     return path if path.is_absolute() else (root / path).resolve()
+
+
+def _state_dir(r: FieldReader, data: dict, root: Path) -> Path | None:
+    name = r.text(data, "state_dir", "state_dir")
+    if name is None:
+        return None
+    path = _path(root, name)
+    # Found here, not when the first run writes to it: an existing file there is a typo.
+    for part in (path, *path.parents):
+        if part.exists():
+            if not part.is_dir():
+                r.problem("state_dir", f"{part} is a file; state_dir must be a folder")
+            break
+    return path
 
 
 def _string_list(r: FieldReader, container: dict, key: str, field_name: str) -> tuple[str, ...]:
@@ -316,8 +344,18 @@ def _context(r: FieldReader, data: dict, root: Path) -> tuple[Path, ...]:
         path = _path(root, name)
         if not path.is_file():
             r.problem("context", f"context file {name!r} does not exist (looked in {root})")
+        elif not _is_utf8_text(path):
+            r.problem("context", f"context file {name!r} is not UTF-8 text; give a text file")
         paths.append(path)
     return tuple(paths)
+
+
+def _is_utf8_text(path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError):
+        return False
+    return "\x00" not in text  # NUL bytes decode as UTF-8 but mark a binary file
 
 
 def _costs(r: FieldReader, container: dict, field_name: str) -> ModelCosts | None:

@@ -35,6 +35,9 @@ def _json_cell(value: str, source: str, column: str, problems: list[Problem]) ->
             )
         )
         return None
+    except RecursionError:
+        problems.append(Problem(source, column, "is nested too deeply; expected a JSON list"))
+        return None
 
 
 def _row_to_test(
@@ -114,6 +117,13 @@ def import_csv(csv_path: Path, suite_root: Path, *, into: str = "") -> list[Path
             name used twice in the file or already in the suite; nothing is written.
     """
     label = csv_path.name
+    cases_dir = suite_root / CASES_DIR
+    target_dir = cases_dir / into
+    if Path(into).is_absolute() or not target_dir.resolve().is_relative_to(cases_dir.resolve()):
+        raise SuiteError(
+            [Problem("--into", None, f"{into!r} is not a folder inside {CASES_DIR}/")],
+            headline="bad option; no test file was written",
+        )
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
@@ -154,7 +164,6 @@ def import_csv(csv_path: Path, suite_root: Path, *, into: str = "") -> list[Path
 
     existing, _ = load_cases(suite_root)
     taken = {case.name: f"{CASES_DIR}/{case.relative_path}" for case in existing}
-    target_dir = suite_root / CASES_DIR / into
     planned: list[tuple[Path, dict]] = []
     for number, row in enumerate(rows, start=2):  # row 1 is the header, as a spreadsheet shows it
         source = f"{label}:row {number}"
@@ -162,7 +171,7 @@ def import_csv(csv_path: Path, suite_root: Path, *, into: str = "") -> list[Path
         if test is None:
             continue
         path = target_dir / f"{_slug(test['name'])}.yaml"
-        relative = path.relative_to(suite_root / CASES_DIR).as_posix()
+        relative = path.relative_to(cases_dir).as_posix()
         _, found = parse_case(test, path=path, relative_path=relative, source=source)
         problems.extend(found)
         if test["name"] in taken:
