@@ -217,20 +217,20 @@ def test_a_damaged_duckdb_warehouse_exits_3_naming_it(suite):
     assert debug.returncode == 3 and "Traceback" in debug.stderr  # --debug adds the traceback
 
 
-def test_a_busy_store_exits_3_saying_what_to_close(suite):
+def test_a_store_held_read_write_elsewhere_is_read_through_views_of_our_own(suite):
+    """results.duckdb held read-write by a notebook while its views are stale: the command
+    neither waits for ever nor fails; it warns once and answers from the store's files."""
     assert run_cli("sql", "SELECT 1", cwd=suite).returncode == 0  # creates the store
     database = suite / ".eval" / "results.duckdb"
     (database.parent / "results.views.json").unlink()  # the views must be rewritten: write lock
     holder = duckdb.connect(str(database))  # a notebook holding the store read-write
     try:
-        result = run_cli("sql", "SELECT 1", cwd=suite)
+        result = run_cli("sql", "SELECT count(*) AS n FROM grades", "--format", "csv", cwd=suite)
     finally:
         holder.close()
-    assert result.returncode == 3, result.stdout + result.stderr
-    assert "eval-pipeline sql could not run: cannot update the views of" in result.stderr
-    assert "Close other connections to it" in result.stderr
-    log = suite / ".eval" / "logs" / "eval-pipeline-errors.log"
-    assert f"details in {log}" in result.stderr and "StoreBusy" in log.read_text()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == ["n", "0"]
+    assert result.stderr.count("is held open by another process") == 1, result.stderr
     no_traceback(result)
 
 
