@@ -76,7 +76,7 @@ async def run_partition(
 ) -> RunsOutcome:
     """Bring one partition's runs up to date and persist them.
 
-    A run whose key (case input, model, context, attempt, day) matches a completed stored
+    A run whose key (case, its input, model, context, attempt, day) matches a completed stored
     run is reused; the others are made, `threads` at a time, each journaled the moment it
     finishes, so a crash loses only the runs in flight. With a selection, only the selected
     cases are brought up to date and the partition keeps the other cases' runs.

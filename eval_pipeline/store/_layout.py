@@ -214,7 +214,7 @@ TABLES: dict[str, TableSpec] = {
                 ]
             ),
             "People's verdicts on runs, every one kept; `labels_latest` holds the newest per run.",
-            # A run is a graded attempt: tests with the same prompt share an agent run key.
+            # A run is a graded attempt, named as people name it (not by its run key).
             latest_by=("name", "model", "run_date", "attempt"),
         ),
     )

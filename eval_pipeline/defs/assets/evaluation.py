@@ -97,8 +97,8 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         partitions_def=model_day_partitions,
         deps=[test_cases, agent_context, *warehouse_keys],
         kinds={"duckdb", "python"},
-        description="Every agent run of the model on the day. Completed runs whose key (test "
-        "input, model, context, attempt, day) is unchanged are reused, never re-run.",
+        description="Every agent run of the model on the day. Completed runs whose key (test, "
+        "its input, model, context, attempt, day) is unchanged are reused, never re-run.",
     )
     def agent_runs(
         context: dg.AssetExecutionContext, config: AgentRunsConfig, suite: SuiteResource
