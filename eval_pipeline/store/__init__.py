@@ -12,6 +12,7 @@ from eval_pipeline.store._database import (
 )
 from eval_pipeline.store._files import (
     Journal,
+    abandoned_journals,
     current_generation,
     ensure_schema_files,
     journal_files,
@@ -22,6 +23,7 @@ from eval_pipeline.store._files import (
     read_latest,
     reading_files,
     remove_files,
+    updating_partition,
     write_rows,
 )
 from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
@@ -34,6 +36,7 @@ __all__ = [
     "StoreBusy",
     "StoreLayout",
     "TableSpec",
+    "abandoned_journals",
     "compact_store",
     "connect",
     "current_generation",
@@ -50,6 +53,7 @@ __all__ = [
     "read_latest",
     "reading_files",
     "remove_files",
+    "updating_partition",
     "view_statements",
     "write_rows",
 ]

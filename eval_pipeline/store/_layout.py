@@ -322,6 +322,13 @@ class StoreLayout:
         shared while they read; compaction deletes files only while holding it exclusively."""
         return self.root / ".store-readers.lock"
 
+    def partition_lock(self, model: str, run_date: date) -> Path:
+        """Held by a writer of a (model, day) partition's runs, grades or summary from reading
+        its current state until its next state is written (`updating_partition`)."""
+        return (
+            self.root / "locks" / f"date={run_date.isoformat()}" / f"model={quote_part(model)}.lock"
+        )
+
     def journal_path(self, table: str, model: str, run_date: date, materialization_id: str) -> Path:
         return (
             self.journal_dir
