@@ -31,7 +31,12 @@ class RunRequest:
     @property
     def key(self) -> str:
         return run_key(
-            self.case.input_hash, self.model, self.context_hash, self.attempt, self.run_date
+            self.case.name,
+            self.case.input_hash,
+            self.model,
+            self.context_hash,
+            self.attempt,
+            self.run_date,
         )
 
     def new_run(self) -> AgentRun:

@@ -146,7 +146,14 @@ class AgentRun:
 
     @property
     def key(self) -> str:
-        return run_key(self.input_hash, self.model, self.context_hash, self.attempt, self.run_date)
+        return run_key(
+            self.case_name,
+            self.input_hash,
+            self.model,
+            self.context_hash,
+            self.attempt,
+            self.run_date,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -156,7 +163,15 @@ class AgentRun:
         return data
 
 
-def run_key(input_hash: str, model: str, context_hash: str, attempt: int, run_date: date) -> str:
-    """The identity of a run: the same key means a stored, completed run can be reused."""
-    text = f"{input_hash}\0{model}\0{context_hash}\0{attempt}\0{run_date.isoformat()}"
+def run_key(
+    case_name: str, input_hash: str, model: str, context_hash: str, attempt: int, run_date: date
+) -> str:
+    """The identity of a run: the same key means a stored, completed run can be reused.
+
+    A run belongs to its test: two tests asking the same question (a data test and a
+    consistency test of it, one question checked against two references) each get their own
+    runs, so the test's name is part of the key as well as what the agent is given.
+    """
+    parts = (case_name, input_hash, model, context_hash, str(attempt), run_date.isoformat())
+    text = "\0".join(parts)
     return hashlib.sha256(text.encode()).hexdigest()[:20]

@@ -16,7 +16,7 @@ from eval_pipeline.agents._factory import RECORDINGS_DIR, recording_path
 from eval_pipeline.agents._providers import split_model_id
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._exit import CouldNotRun, describe, first_line
-from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
+from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home, open_instance
 from eval_pipeline.suite import CONFIG_FILE, Case, Problem, Suite, SuiteConfig, SuiteError
 
 if TYPE_CHECKING:
@@ -200,13 +200,12 @@ def run_evaluation(
     report — each step a Dagster run in the project's instance (so it shows in the UI)."""
     # Dagster and the definitions (dagster-dbt, dbt) take seconds to import: only here, so
     # `list`, `sql`, `diff`, `export` and every usage error answer without paying for them.
-    import dagster as dg
-
     from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
-    from eval_pipeline.defs.partitions import model_day_key, models_partitions
+    from eval_pipeline.defs.partitions import add_models, model_day_key
 
     config = suite.config
-    os.environ[DAGSTER_HOME_ENV] = str(instance_home(config))
+    home = instance_home(config)
+    os.environ[DAGSTER_HOME_ENV] = str(home)
     defs = build_definitions(suite.root)
     day = request.run_date.isoformat()
     outcome = EvaluationOutcome()
@@ -214,9 +213,8 @@ def run_evaluation(
     quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
     tags = {"eval_pipeline/source": "cli"}
     stage = ["opening the Dagster instance"]
-    home = os.environ[DAGSTER_HOME_ENV]
     try:
-        with dg.DagsterInstance.get() as instance:
+        with open_instance(home) as instance:
 
             def step(what: str, assets: list[str], partition_key=None, ops: dict | None = None):
                 stage[0] = what
@@ -233,10 +231,7 @@ def run_evaluation(
                 _require(result, what)
                 return result
 
-            known = set(instance.get_dynamic_partitions(models_partitions.name))
-            missing = [m for m in request.models if m not in known]
-            if missing:
-                instance.add_dynamic_partitions(models_partitions.name, missing)
+            add_models(instance, request.models)
             warehouse = config.warehouse
             if (
                 warehouse is not None

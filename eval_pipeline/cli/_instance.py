@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eval_pipeline.suite import SuiteConfig
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 
@@ -29,3 +34,13 @@ def instance_home(config: SuiteConfig) -> Path:
 def default_instance_yaml() -> str:
     """The instance settings shipped with the package (the same as the repository's dagster.yaml)."""
     return resources.files("eval_pipeline").joinpath("dagster.yaml").read_text(encoding="utf-8")
+
+
+def open_instance(home: Path) -> dg.DagsterInstance:
+    """The instance in `home` (`$DAGSTER_HOME` set to it). Opening one creates its SQLite
+    storage the first time, which two evaluations started together must not do at once."""
+    import dagster as dg
+
+    with open(home / ".open.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return dg.DagsterInstance.get()

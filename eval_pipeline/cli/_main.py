@@ -8,7 +8,7 @@ import subprocess
 import sys
 import traceback
 from collections.abc import Sequence
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 
 import duckdb
@@ -121,7 +121,7 @@ def latest_day(layout) -> date | None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Improved / regressed / still failing tests between two days; exit 1 on regressions."""
-    from eval_pipeline.pipeline._gates import diff_days
+    from eval_pipeline.pipeline._gates import diff_days, since_previous_day
     from eval_pipeline.store import StoreLayout, query
 
     config = load_config(_suite_root(args))
@@ -130,7 +130,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if head is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return EXIT_USAGE
-    base = parse_day(args.base, "--base") if args.base else head - timedelta(days=1)
+    base = parse_day(args.base, "--base") if args.base else None
     models = args.model or list(
         query(
             layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [head]
@@ -138,8 +138,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     )
     regressions = 0
     for model in models:
-        diff = diff_days(layout, model, base, head)
-        print(f"{model}: {base} → {head}" + ("" if diff.base_found else f" (no results on {base})"))
+        # Without --base: since the model's previous evaluated day, as the no_regression check.
+        diff = (
+            diff_days(layout, model, base, head)
+            if base
+            else since_previous_day(layout, model, head)
+        )
+        print(
+            f"{model}: {diff.base or 'no earlier day'} → {head}"
+            + ("" if diff.base_found or diff.base is None else f" (no results on {diff.base})")
+        )
         for label, names in (
             ("regressed", diff.regressed),
             ("improved", diff.improved),
@@ -317,7 +325,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     diff = add("diff", cmd_diff, "tests that improved, regressed or still fail between two days")
     diff.add_argument(
-        "--base", metavar="YYYY-MM-DD", help="the earlier day (default: the day before)"
+        "--base",
+        metavar="YYYY-MM-DD",
+        help="the earlier day (default: each model's previous evaluated day)",
     )
     diff.add_argument(
         "--date", metavar="YYYY-MM-DD", help="the later day (default: the latest graded)"

@@ -177,20 +177,3 @@ def write_results_file(document: dict[str, Any], suite_root: Path) -> Path:
         json.dumps(document, indent=2, default=str, ensure_ascii=False), encoding="utf-8"
     )
     return path
-
-
-def previous_statuses(layout: StoreLayout, model: str, before: datetime) -> dict[str, bool]:
-    """Per test, whether it passed in the model's latest graded materialization before `before`
-    (any day), for "regressed / improved since the previous run"."""
-    frame = query(
-        layout,
-        """
-        WITH previous AS (
-            SELECT max(written_at) AS at FROM grades_history WHERE model = ? AND written_at < ?
-        )
-        SELECT name, bool_and(passed) AS passed FROM grades_history, previous
-        WHERE model = ? AND written_at = previous.at GROUP BY name
-        """,
-        [model, before, model],
-    )
-    return dict(zip(frame["name"], frame["passed"].astype(bool), strict=True))

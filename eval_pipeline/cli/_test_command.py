@@ -22,15 +22,10 @@ from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
-from eval_pipeline.cli._results import (
-    build_results,
-    previous_statuses,
-    read_run_rows,
-    write_results_file,
-)
+from eval_pipeline.cli._results import build_results, read_run_rows, write_results_file
 from eval_pipeline.pipeline import plan_requests, subscribe
-from eval_pipeline.pipeline._gates import accuracy_gate
-from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
+from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Problem, Suite, SuiteError, load_suite
 
 
@@ -141,21 +136,9 @@ def _changes(
 ) -> dict[str, tuple[list[str], list[str]]]:
     changes = {}
     for model in models:
-        frame = query(
-            layout,
-            "SELECT name, bool_and(passed) AS passed, max(written_at) AS at FROM grades "
-            "WHERE model = ? AND run_date = ? GROUP BY name",
-            [model, day],
-        )
-        if frame.empty:
-            continue
-        before = previous_statuses(layout, model, frame["at"].min().to_pydatetime())
-        now = dict(zip(frame["name"], frame["passed"].astype(bool), strict=True))
-        shared = [n for n in names if n in now and n in before]
-        changes[model] = (
-            [n for n in shared if before[n] and not now[n]],
-            [n for n in shared if not before[n] and now[n]],
-        )
+        found = since_previous_run(layout, model, day, names)
+        if found is not None:
+            changes[model] = (found.regressed, found.improved)
     return changes
 
 

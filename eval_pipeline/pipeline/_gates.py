@@ -1,14 +1,16 @@
-"""Quality gates over results: minimum accuracy (oxy's average / all modes) and day-to-day regressions."""
+"""Quality gates over results: minimum accuracy (oxy's average / all modes) and the two rules of "regressed"."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
+from functools import cache
+from importlib import resources
 from typing import Literal
 
-from eval_pipeline.store import StoreLayout, read_latest
+from eval_pipeline.store import StoreLayout, query, read_latest
 
 ThresholdMode = Literal["average", "all"]
 
@@ -57,10 +59,11 @@ def accuracy_gate(
 
 @dataclass(frozen=True)
 class DayDiff:
-    """Cases of one model compared between two days (a case passes when all its attempts pass)."""
+    """Cases of one model compared between two days (a case passes when all its attempts pass).
+    `base` is None when there is no earlier day to compare with."""
 
     model: str
-    base: date
+    base: date | None
     head: date
     improved: list[str]
     regressed: list[str]
@@ -89,4 +92,88 @@ def diff_days(
         regressed=sorted(n for n in shared if before[n] and not after[n]),
         still_failing=sorted(n for n in shared if not before[n] and not after[n]),
         base_found=bool(before),
+    )
+
+
+# "Regressed" has two meanings a user needs, each defined once here:
+# * since the model's previous evaluated day (`since_previous_day`): the no_regression check,
+#   `eval-pipeline diff`, the viewer and the `regressions` history mart (`regressions_sql`);
+# * since the previous run (`since_previous_run`): the immediate feedback of `eval-pipeline test`.
+
+
+def previous_evaluated_day(layout: StoreLayout, model: str, day: date) -> date | None:
+    """The last day before `day` on which the model has grades (None before its first)."""
+    frame = query(
+        layout,
+        "SELECT CAST(max(run_date) AS VARCHAR) AS day FROM grades WHERE model = ? AND run_date < ?",
+        [model, day],
+    )
+    value = frame["day"][0]
+    return date.fromisoformat(value) if isinstance(value, str) else None
+
+
+def since_previous_day(layout: StoreLayout, model: str, day: date) -> DayDiff:
+    """The model's tests on `day` against its previous evaluated day: a test regressed when
+    every attempt passed then and some attempt did not pass now. A day skipped (a weekend, a
+    model not run) is no gap: the comparison is with the last day that has results."""
+    base = previous_evaluated_day(layout, model, day)
+    if base is None:
+        return DayDiff(model, None, day, [], [], [], base_found=False)
+    return diff_days(layout, model, base, day)
+
+
+@cache
+def _regressions_template() -> str:
+    model = resources.files("eval_pipeline") / "history_dbt" / "models" / "regressions.sql"
+    return model.read_text(encoding="utf-8")
+
+
+def regressions_sql(grades: str) -> str:
+    """`since_previous_day` over all history as SQL on a `grades` relation: the history mart
+    `regressions` (the same file, which dbt renders). One row per test, model and day that
+    regressed: name, model, run_date, previous_date, attempts, attempt (the first that did not
+    pass), status, first_failure (its message)."""
+    return _regressions_template().replace("{{ source('results', 'grades') }}", grades)
+
+
+@dataclass(frozen=True)
+class RunChanges:
+    """Tests whose verdict changed since the model's previous run."""
+
+    regressed: list[str]
+    improved: list[str]
+
+
+def since_previous_run(
+    layout: StoreLayout, model: str, day: date, names: Sequence[str]
+) -> RunChanges | None:
+    """The immediate feedback of an evaluation: the tests `names` as graded now on `day`
+    against the model's grades written just before these (any day, whatever was evaluated
+    then). A test counts when both have it; None when the model has no grades on `day`."""
+    now = query(
+        layout,
+        "SELECT name, bool_and(passed) AS passed, max(written_at) AS at FROM grades "
+        "WHERE model = ? AND run_date = ? GROUP BY name",
+        [model, day],
+    )
+    if now.empty:
+        return None
+    written: datetime = now["at"].min().to_pydatetime()
+    before = query(
+        layout,
+        """
+        WITH previous AS (
+            SELECT max(written_at) AS at FROM grades_history WHERE model = ? AND written_at < ?
+        )
+        SELECT name, bool_and(passed) AS passed FROM grades_history, previous
+        WHERE model = ? AND written_at = previous.at GROUP BY name
+        """,
+        [model, written, model],
+    )
+    passed_now = dict(zip(now["name"], now["passed"].astype(bool), strict=True))
+    passed_before = dict(zip(before["name"], before["passed"].astype(bool), strict=True))
+    shared = [n for n in names if n in passed_now and n in passed_before]
+    return RunChanges(
+        regressed=[n for n in shared if passed_before[n] and not passed_now[n]],
+        improved=[n for n in shared if not passed_before[n] and passed_now[n]],
     )

@@ -20,7 +20,7 @@ from eval_pipeline.grading._metrics import (
 )
 from eval_pipeline.grading._reference import ReferenceResult, run_references
 from eval_pipeline.pipeline._records import run_from_row
-from eval_pipeline.store import StoreLayout, read_latest, write_rows
+from eval_pipeline.store import StoreLayout, read_latest, updating_partition, write_rows
 from eval_pipeline.suite import Suite
 
 REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
@@ -55,21 +55,28 @@ def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceR
 async def grade_partition(
     suite: Suite, model: str, run_date: date, *, layout: StoreLayout, grader: Grader
 ) -> list[Grade]:
-    """Grade the partition's stored runs (no agent call) and store the grades."""
-    runs_by_case = defaultdict(list)
-    for row in read_latest(layout, "agent_runs", model=model, run_date=run_date):
-        runs_by_case[row["name"]].append(run_from_row(row))
-    references = load_references(layout, run_date)
-    gate = asyncio.Semaphore(GRADING_CONCURRENCY)
+    """Grade the partition's stored runs (no agent call) and store the grades.
 
-    async def grade(case):
-        async with gate:
-            runs = sorted(runs_by_case[case.name], key=lambda r: r.attempt)
-            return await grader.grade_case(case, runs, references.get(case.name))
+    The partition is held from reading its runs to writing their grades, so when two
+    evaluations of it finish together the grades written last are of the runs written last.
+    """
+    with updating_partition(layout, model, run_date):
+        runs_by_case = defaultdict(list)
+        for row in read_latest(layout, "agent_runs", model=model, run_date=run_date):
+            runs_by_case[row["name"]].append(run_from_row(row))
+        references = load_references(layout, run_date)
+        gate = asyncio.Semaphore(GRADING_CONCURRENCY)
 
-    graded = await asyncio.gather(*(grade(c) for c in suite.cases if runs_by_case.get(c.name)))
-    grades = [g for case_grades in graded for g in case_grades]
-    write_rows(layout, "grades", [g.to_record() for g in grades], model=model, run_date=run_date)
+        async def grade(case):
+            async with gate:
+                runs = sorted(runs_by_case[case.name], key=lambda r: r.attempt)
+                return await grader.grade_case(case, runs, references.get(case.name))
+
+        cases = [c for c in suite.cases if runs_by_case.get(c.name)]
+        graded = await asyncio.gather(*(grade(c) for c in cases))
+        grades = [g for case_grades in graded for g in case_grades]
+        records = [g.to_record() for g in grades]
+        write_rows(layout, "grades", records, model=model, run_date=run_date)
     return grades
 
 
@@ -92,17 +99,11 @@ def summarize_grades(grade_rows: Sequence[Mapping[str, Any]]) -> PartitionSummar
 def summarize_partition(
     suite: Suite, model: str, run_date: date, *, layout: StoreLayout
 ) -> PartitionSummary | None:
-    """Summarize the partition's stored grades into its `model_summaries` row."""
-    rows = read_latest(layout, "grades", model=model, run_date=run_date)
-    if not rows:
-        write_rows(layout, "model_summaries", [], model=model, run_date=run_date)
-        return None
-    result = summarize_grades(rows)
-    write_rows(
-        layout,
-        "model_summaries",
-        [{**result.to_row(suite.hash), "run_date": run_date}],
-        model=model,
-        run_date=run_date,
-    )
+    """Summarize the partition's stored grades into its `model_summaries` row (held like
+    `grade_partition`, so the summary written last is of the grades written last)."""
+    with updating_partition(layout, model, run_date):
+        rows = read_latest(layout, "grades", model=model, run_date=run_date)
+        result = summarize_grades(rows) if rows else None
+        summary = [{**result.to_row(suite.hash), "run_date": run_date}] if result else []
+        write_rows(layout, "model_summaries", summary, model=model, run_date=run_date)
     return result

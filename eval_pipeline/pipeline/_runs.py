@@ -19,11 +19,13 @@ from eval_pipeline.pipeline._records import (
 from eval_pipeline.store import (
     Journal,
     StoreLayout,
+    abandoned_journals,
     journal_files,
     journal_lines,
     new_materialization_id,
     read_latest,
     remove_files,
+    updating_partition,
     write_rows,
 )
 from eval_pipeline.suite import Case, Suite
@@ -82,7 +84,7 @@ async def run_partition(
 ) -> RunsOutcome:
     """Bring one partition's runs up to date and persist them.
 
-    A run whose key (case input, model, context, attempt, day) matches a completed stored
+    A run whose key (case, its input, model, context, attempt, day) matches a completed stored
     run is reused; the others are made, `threads` at a time, each journaled the moment it
     finishes, so a crash loses only the runs in flight. With a selection, only the selected
     cases are brought up to date and the partition keeps the other cases' runs.
@@ -101,10 +103,7 @@ async def run_partition(
         on_finished: told of each run as it finishes (progress display).
     """
     selected = suite.select(select)
-    selected_names = {case.name for case in selected}
-    suite_names = {case.name for case in suite.cases}
-    previous_rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
-    previous = [run_from_row(row) for row in previous_rows]
+    previous = _current_runs(layout, model, run_date)
     leftovers = journal_files(layout, "agent_runs", model, run_date)
     journaled = journaled_runs(journal_lines(leftovers))
     reusable = {} if no_cache else _reusable([*previous, *journaled])
@@ -112,11 +111,6 @@ async def run_partition(
     requests = plan_requests(selected, model, run_date, context_hash, k=k or suite.config.test.k)
     reused = [reusable[r.key] for r in requests if r.key in reusable]
     to_run = [r for r in requests if r.key not in reusable]
-    carried = [
-        run
-        for run in previous
-        if run.case_name not in selected_names and run.case_name in suite_names
-    ]
 
     materialization_id = new_materialization_id()
     journal_path = layout.journal_path("agent_runs", model, run_date, materialization_id)
@@ -139,25 +133,41 @@ async def run_partition(
 
     order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
     current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
-    runs = [*current, *carried]
+    selected_names = {case.name for case in selected}
+    suite_names = {case.name for case in suite.cases}
     fresh = {run.key for run in executed}
-    rows = [run_to_row(run, reused=run.key not in fresh) for run in runs]
-    write_rows(
-        layout,
-        "agent_runs",
-        rows,
-        model=model,
-        run_date=run_date,
-        materialization_id=materialization_id,
-    )
-    calls = [row for run in runs for row in tool_call_rows(run)]
-    write_rows(
-        layout,
-        "tool_calls",
-        calls,
-        model=model,
-        run_date=run_date,
-        materialization_id=materialization_id,
-    )
-    remove_files([*leftovers, journal_path])  # their runs are in the Parquet file now
+    with updating_partition(layout, model, run_date):
+        # Read again: another evaluation of this partition (another selection of the day) may
+        # have written since we started. Its runs of the tests we did not select are kept.
+        carried = [
+            run
+            for run in _current_runs(layout, model, run_date)
+            if run.case_name not in selected_names and run.case_name in suite_names
+        ]
+        runs = [*current, *carried]
+        rows = [run_to_row(run, reused=run.key not in fresh) for run in runs]
+        write_rows(
+            layout,
+            "agent_runs",
+            rows,
+            model=model,
+            run_date=run_date,
+            materialization_id=materialization_id,
+        )
+        calls = [row for run in runs for row in tool_call_rows(run)]
+        write_rows(
+            layout,
+            "tool_calls",
+            calls,
+            model=model,
+            run_date=run_date,
+            materialization_id=materialization_id,
+        )
+    # Their runs are in the Parquet file now; a journal another evaluation is writing stays.
+    remove_files([*abandoned_journals(leftovers), journal_path])
     return RunsOutcome(runs=runs, executed=executed, reused=len(reused), carried=len(carried))
+
+
+def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
+    rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
+    return [run_from_row(row) for row in rows]

@@ -23,6 +23,7 @@ from eval_pipeline.store._database import (
 )
 from eval_pipeline.store._files import (
     Journal,
+    abandoned_journals,
     current_generation,
     ensure_schema_files,
     journal_files,
@@ -33,6 +34,7 @@ from eval_pipeline.store._files import (
     read_journals,
     reading_files,
     remove_files,
+    updating_partition,
     write_rows,
 )
 from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
@@ -47,6 +49,7 @@ __all__ = [
     "StoreBusy",
     "StoreLayout",
     "TableSpec",
+    "abandoned_journals",
     "check_store",
     "compact_store",
     "connect",
@@ -69,6 +72,7 @@ __all__ = [
     "reading_files",
     "remove_files",
     "try_ensure_database",
+    "updating_partition",
     "view_statements",
     "with_recovery",
     "write_rows",

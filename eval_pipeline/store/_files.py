@@ -49,7 +49,8 @@ def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any])
 
 def _write_atomically(table: pa.Table, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
+    # A name of its own: two processes may write the same file at once (the schema files).
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     pq.write_table(table, temporary, compression="zstd")
     with open(temporary, "rb") as handle:
         os.fsync(handle.fileno())
@@ -143,6 +144,25 @@ def deleting_files(layout: StoreLayout, *, wait_s: float) -> Iterator[bool]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Iterator[None]:
+    """Hold while reading a (model, day) partition's current rows and writing its next ones.
+
+    Two evaluations of one partition (say two selections of the day, started together) then
+    write one after the other, the second on top of the first's rows instead of over them:
+    a partition's latest state is the union of what both wrote. Readers never wait: they see
+    the state before or after a write, never a half one (files are replaced atomically).
+    """
+    path = layout.partition_lock(model, run_date)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def data_files(folder: Path) -> list[Path]:
     """A folder's data files (not the schema file, nor temp files), oldest first."""
     if not folder.is_dir():
@@ -219,6 +239,9 @@ class Journal:
         # Records are made storable first; should a lone surrogate slip through, it becomes
         # "?" rather than failing the write (and with it every later run of the batch).
         self._handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+        # Held while the journal is written: `abandoned_journals` tells a live journal (another
+        # evaluation of the partition, running now) from one a crash left behind.
+        fcntl.flock(self._handle, fcntl.LOCK_EX)
 
     def append(self, record: dict[str, Any]) -> None:
         self._handle.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
@@ -238,6 +261,24 @@ class Journal:
 def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -> list[Path]:
     folder = layout.journal_path(table, model, run_date, "x").parent
     return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def abandoned_journals(paths: Iterable[Path]) -> list[Path]:
+    """The journals no live `Journal` holds: left by a crash, or finished meanwhile."""
+    abandoned = []
+    for path in paths:
+        try:
+            handle = open(path, "a")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            continue
+        with handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        abandoned.append(path)
+    return abandoned
 
 
 def journal_lines(paths: Iterable[Path]) -> Iterator[tuple[Path, int, dict[str, Any]]]:

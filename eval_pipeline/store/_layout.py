@@ -214,7 +214,7 @@ TABLES: dict[str, TableSpec] = {
                 ]
             ),
             "People's verdicts on runs, every one kept; `labels_latest` holds the newest per run.",
-            # A run is a graded attempt: tests with the same prompt share an agent run key.
+            # A run is a graded attempt, named as people name it (not by its run key).
             latest_by=("name", "model", "run_date", "attempt"),
         ),
     )
@@ -327,6 +327,13 @@ class StoreLayout:
         """Readers that resolve data files themselves (not through results.duckdb) hold this
         shared while they read; compaction deletes files only while holding it exclusively."""
         return self.root / ".store-readers.lock"
+
+    def partition_lock(self, model: str, run_date: date) -> Path:
+        """Held by a writer of a (model, day) partition's runs, grades or summary from reading
+        its current state until its next state is written (`updating_partition`)."""
+        return (
+            self.root / "locks" / f"date={run_date.isoformat()}" / f"model={quote_part(model)}.lock"
+        )
 
     def journal_path(self, table: str, model: str, run_date: date, materialization_id: str) -> Path:
         return (

@@ -91,8 +91,9 @@ class Consistency:
 class Case:
     """A validated test case.
 
-    `input_hash` covers what the agent is given, so it keys agent runs: editing a reference
-    query or a tolerance regrades stored runs without calling the agent again.
+    `input_hash` covers what the agent is given, so it keys agent runs (with the test's
+    name: a run belongs to its test): editing a reference query or a tolerance regrades
+    stored runs without calling the agent again.
     `content_hash` covers everything that decides the verdict as well; comments, key order
     and descriptive metadata (tags, notes, ...) change neither.
     """

@@ -11,6 +11,7 @@ from typing import Any
 import duckdb
 
 from eval_pipeline.cli._results import build_results
+from eval_pipeline.pipeline._gates import regressions_sql
 from eval_pipeline.viewer._reader import StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
@@ -253,29 +254,22 @@ def trend_points(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list
 
 
 def regressions(con: duckdb.DuckDBPyConnection, day: date) -> list[dict[str, Any]]:
-    """Tests that passed on the model's previous day with results and fail on `day`
-    (a test passes on a day when all its attempts pass)."""
-    return _rows(
+    """Tests that regressed on `day` since their model's previous evaluated day (the rule of
+    the no_regression check and the history mart, whose SQL this runs)."""
+    rows = _rows(
         con,
-        """
-        WITH per_case AS (
-            SELECT name, model, run_date, bool_and(passed) AS passed,
-                   arg_min(message, attempt) FILTER (WHERE NOT passed) AS message,
-                   arg_min(status, attempt) FILTER (WHERE NOT passed) AS status,
-                   arg_min(run_id, attempt) FILTER (WHERE NOT passed) AS run_id
-            FROM grades_snapshot GROUP BY ALL
-        ),
-        base AS (SELECT model, max(run_date) AS base_date FROM grades_snapshot WHERE run_date < ? GROUP BY model)
-        SELECT head.name, head.model, base.base_date, head.status, head.message, head.run_id
-        FROM per_case head
-        JOIN base ON base.model = head.model
-        JOIN per_case before ON before.model = head.model AND before.name = head.name
-            AND before.run_date = base.base_date
-        WHERE head.run_date = ? AND before.passed AND NOT head.passed
-        ORDER BY head.model, head.name
+        f"""
+        SELECT name, model, run_date, attempt, previous_date AS base_date, status,
+               first_failure AS message
+        FROM ({regressions_sql("grades_snapshot")})
+        WHERE run_date = ?
+        ORDER BY model, name
         """,
-        [day, day],
+        [day],
     )
+    for row in rows:
+        row["run_id"] = run_id(row["name"], row["model"], row["run_date"], row["attempt"])
+    return rows
 
 
 def flaky(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list[dict[str, Any]]:

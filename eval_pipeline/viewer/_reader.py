@@ -20,8 +20,7 @@ from eval_pipeline.store import (
     view_statements,
 )
 
-# A run of the viewer is a graded attempt: (test, model, day, attempt). The agent's run key is
-# not enough, since two tests with the same prompt share it.
+# A run of the viewer is a graded attempt: (test, model, day, attempt), readable in a URL.
 RUN_ID_SQL = (
     "substr(md5(concat_ws(chr(31), name, model, CAST(run_date AS VARCHAR), "
     "CAST(attempt AS VARCHAR))), 1, 16)"

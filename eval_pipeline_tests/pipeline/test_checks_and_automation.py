@@ -49,12 +49,12 @@ def test_min_accuracy_in_average_and_all_modes(small_suite, instance):
 def test_no_regression_names_the_case_that_passed_yesterday_and_fails_today(small_suite, instance):
     defs = prepare(small_suite, instance, DAY, NEXT_DAY)
     first = checks(evaluate(defs, instance, MODELS[0], DAY))["no_regression"]
-    assert first.passed and first.description == "no results the previous day"
+    assert first.passed and first.description == "no earlier evaluated day to compare with"
 
     small_suite.analyst.sql["orders_by_region"] = WRONG_SQL["orders_by_region"]
     second = checks(evaluate(defs, instance, MODELS[0], NEXT_DAY))["no_regression"]
     assert not second.passed
-    assert second.description == "regressed: orders_by_region"
+    assert second.description == f"regressed since {DAY}: orders_by_region"
     assert second.metadata["regressed"].value == ["orders_by_region"]
 
     # the other model has no regression: its previous day is missing, not failing

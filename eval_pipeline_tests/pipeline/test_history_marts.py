@@ -10,11 +10,14 @@ import pytest
 
 from eval_pipeline.defs import materialize
 from eval_pipeline.pipeline import summarize_partition
+from eval_pipeline.pipeline._gates import since_previous_day
 from eval_pipeline.store import ensure_database, write_rows
 from eval_pipeline.suite import load_suite
+from eval_pipeline.viewer import _data as viewer_data
+from eval_pipeline.viewer._reader import StoreReader
 from eval_pipeline_tests.pipeline.small_suite import SmallSuite
 
-DAY_1, DAY_2 = date(2026, 6, 1), date(2026, 6, 2)
+DAY_1, DAY_2, DAY_3 = date(2026, 6, 1), date(2026, 6, 2), date(2026, 6, 3)
 A, B = "openai:gpt-a", "openai:gpt-b"
 MARTS = ["history/pass_rate_trend", "history/flaky_cases", "history/regressions"]
 
@@ -100,3 +103,52 @@ def test_history_marts_show_the_trend_flaky_cases_and_regressions(small_suite: S
             "SELECT table_name FROM information_schema.tables WHERE table_type <> 'VIEW'"
         ).fetchall()
     assert tables == []  # the marts never write to results.duckdb
+
+
+# A gap: A is not evaluated on DAY_2, so its DAY_3 compares with DAY_1 (the calendar day
+# before has no results); B runs every day. (model, day) -> {case: attempts}
+GAPPED = {
+    (A, DAY_1): {"total_revenue": "PP", "customer_count": "PP", "orders_by_region": "FF"},
+    (A, DAY_3): {"total_revenue": "PF", "customer_count": "PP", "orders_by_region": "PP"},
+    (B, DAY_1): {"total_revenue": "PP", "customer_count": "PP"},
+    (B, DAY_2): {"total_revenue": "FF", "customer_count": "PP"},
+    (B, DAY_3): {"total_revenue": "FF", "customer_count": "FP"},
+}
+
+
+@pytest.mark.slow
+def test_the_mart_the_check_and_the_viewer_agree_on_what_regressed(small_suite: SmallSuite):
+    layout = small_suite.layout
+    ensure_database(layout)
+    for (model, day), outcomes in GAPPED.items():
+        write_rows(layout, "grades", grade_rows(model, day, outcomes), model=model, run_date=day)
+    result = materialize(
+        small_suite.definitions(), ["history/regressions"], instance=dg.DagsterInstance.ephemeral()
+    )
+    assert result.success
+    with duckdb.connect(str(layout.history_database), read_only=True) as history:
+        mart = history.execute(
+            "SELECT model, run_date, name, previous_date FROM regressions ORDER BY ALL"
+        ).fetchall()
+
+    python = []
+    for model, day in GAPPED:
+        diff = since_previous_day(layout, model, day)
+        python += [(model, day, name, diff.base) for name in diff.regressed]
+    reader = StoreReader(layout)
+    try:
+        with reader.cursor() as con:
+            viewer = [
+                (r["model"], day, r["name"], r["base_date"])
+                for day in (DAY_1, DAY_2, DAY_3)
+                for r in viewer_data.regressions(con, day)
+            ]
+    finally:
+        reader.close()
+
+    expected = [
+        (A, DAY_3, "total_revenue", DAY_1),  # across the gap
+        (B, DAY_2, "total_revenue", DAY_1),
+        (B, DAY_3, "customer_count", DAY_2),
+    ]
+    assert mart == sorted(python) == sorted(viewer) == expected

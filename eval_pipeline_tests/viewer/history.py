@@ -198,7 +198,7 @@ def _run_and_grade(
 ) -> tuple[dict, dict, list[dict]]:
     name, status = case["name"], outcome(case["name"], model, day)
     input_hash = f"in-{name}"
-    key = run_key(input_hash, model, CONTEXT, 0, day)
+    key = run_key(name, input_hash, model, CONTEXT, 0, day)
     seed = (index + 1) * (3 if model == GPT else 5) + day.day
     tokens_in, tokens_out = 1800 + 97 * seed, 140 + 11 * seed
     cost = (

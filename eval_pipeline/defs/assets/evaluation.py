@@ -4,7 +4,7 @@ import asyncio
 import hashlib
 import warnings
 from collections.abc import Sequence
-from datetime import date, timedelta
+from datetime import date
 
 import dagster as dg
 from pydantic import Field
@@ -14,7 +14,7 @@ from eval_pipeline.defs.partitions import daily_partitions, model_day_partitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading._grader import Grade
 from eval_pipeline.pipeline import compute_references, grade_runs, run_agents, summarize_partition
-from eval_pipeline.pipeline._gates import accuracy_gate, case_accuracies, diff_days
+from eval_pipeline.pipeline._gates import accuracy_gate, case_accuracies, since_previous_day
 from eval_pipeline.pipeline._report import leaderboard_markdown, write_report
 from eval_pipeline.store import query
 
@@ -97,8 +97,8 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         partitions_def=model_day_partitions,
         deps=[test_cases, agent_context, *warehouse_keys],
         kinds={"duckdb", "python"},
-        description="Every agent run of the model on the day. Completed runs whose key (test "
-        "input, model, context, attempt, day) is unchanged are reused, never re-run.",
+        description="Every agent run of the model on the day. Completed runs whose key (test, "
+        "its input, model, context, attempt, day) is unchanged are reused, never re-run.",
     )
     def agent_runs(
         context: dg.AssetExecutionContext, config: AgentRunsConfig, suite: SuiteResource
@@ -187,7 +187,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
             dg.AssetCheckSpec(
                 "no_regression",
                 asset="model_summaries",
-                description="No test that passed the previous day fails now.",
+                description="No test that passed on the model's previous evaluated day fails now.",
             ),
         ],
         description="One row per model and day: pass rate (a fraction), counts, tokens, cost, latency.",
@@ -205,13 +205,13 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
             settings.min_accuracy,
             settings.threshold_mode,
         )
-        diff = diff_days(layout, model, day - timedelta(days=1), day)
+        diff = since_previous_day(layout, model, day)
         regression_text = (
-            "regressed: " + ", ".join(diff.regressed)
+            f"regressed since {diff.base}: " + ", ".join(diff.regressed)
             if diff.regressed
-            else "no regression"
+            else f"no regression since {diff.base}"
             if diff.base_found
-            else "no results the previous day"
+            else "no earlier evaluated day to compare with"
         )
         summary = result.summary if result else None
         yield dg.MaterializeResult(

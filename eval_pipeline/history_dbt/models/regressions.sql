@@ -1,28 +1,45 @@
--- Tests that passed on a model the day before (every attempt) and do not pass today (some
--- attempt failed or errored): the same rule as the `no_regression` check of model_summaries.
+-- "Regressed since the model's previous evaluated day": a test that passed on the last earlier
+-- day the model was evaluated (every attempt passed) and does not pass on the day (some attempt
+-- failed or errored). The SQL form of the rule, run as it is by the viewer too
+-- (eval_pipeline.pipeline._gates.regressions_sql: keep the source call its only Jinja); the
+-- no_regression check's Python form (`since_previous_day`) is tested to agree with it.
 WITH case_days AS (
-    SELECT name, model, run_date, bool_and(passed) AS passed, count(*) AS attempts
+    SELECT
+        name,
+        model,
+        run_date,
+        bool_and(passed) AS passed,
+        count(*) AS attempts,
+        min(attempt) FILTER (WHERE NOT passed) AS first_failed_attempt
     FROM {{ source('results', 'grades') }}
     GROUP BY name, model, run_date
+),
+model_days AS (
+    SELECT
+        model,
+        run_date,
+        lag(run_date) OVER (PARTITION BY model ORDER BY run_date) AS previous_date
+    FROM (SELECT DISTINCT model, run_date FROM case_days)
 )
 SELECT
     today.name,
     today.model,
     today.run_date,
-    yesterday.run_date AS previous_date,
+    days.previous_date,
     today.attempts,
-    grades.message AS first_failure
+    today.first_failed_attempt AS attempt,
+    failure.status,
+    failure.message AS first_failure
 FROM case_days AS today
-JOIN case_days AS yesterday
-  ON yesterday.name = today.name
- AND yesterday.model = today.model
- AND yesterday.run_date = today.run_date - INTERVAL 1 DAY
-LEFT JOIN (
-    SELECT name, model, run_date, message,
-           row_number() OVER (PARTITION BY name, model, run_date ORDER BY attempt) AS nth
-    FROM {{ source('results', 'grades') }}
-    WHERE NOT passed
-) AS grades
-  ON grades.name = today.name AND grades.model = today.model
- AND grades.run_date = today.run_date AND grades.nth = 1
-WHERE yesterday.passed AND NOT today.passed
+JOIN model_days AS days
+  ON days.model = today.model AND days.run_date = today.run_date
+JOIN case_days AS before
+  ON before.name = today.name
+ AND before.model = today.model
+ AND before.run_date = days.previous_date
+JOIN {{ source('results', 'grades') }} AS failure
+  ON failure.name = today.name
+ AND failure.model = today.model
+ AND failure.run_date = today.run_date
+ AND failure.attempt = today.first_failed_attempt
+WHERE before.passed AND NOT today.passed
