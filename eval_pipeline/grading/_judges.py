@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -63,9 +64,14 @@ Reason briefly, then end with a last line that is exactly "Answer: A" or "Answer
 """
 
 _TEMPLATE_VAR = re.compile(r"{{\s*(task_description|submission_1|submission_2)\s*}}")
-# "Answer: A", "**Answer:** b", "ANSWER=B", "Answer B"; without a colon the letter must be a
-# capital, or the prose "both answer a question" would read as a verdict.
-_ANSWER = re.compile(r"(?i:answer)(?:\s*[:=]\s*\**\s*\(?([ABab])|\s*\**\s*\(?([AB]))\)?\b")
+# A verdict is a line of its own: "Answer: A", "**Answer:** b", "ANSWER=B", "Answer B", "B",
+# optionally quoted or emphasised. Without a colon the letter must be a capital, or the
+# prose "both answer a" would read as a verdict.
+_VERDICT_LINE = re.compile(
+    r"(?i:answer)\s*(?:[:=]\s*\**\s*\(?(?P<any>[ABab])|\**\s*\(?(?P<capital>[AB]))\)?"
+    r"|\(?(?P<bare>[ABab])\)?"
+)
+_DECORATION = "*_`'\" .\t"
 
 
 def render_consistency_prompt(template: str, task: str, first: str, second: str) -> str:
@@ -90,13 +96,36 @@ def parse_verdict_json(text: str) -> tuple[bool, str] | None:
 
 
 def parse_consistency_answer(text: str) -> bool | None:
-    """True for A (consistent), False for B, None when the judge gave neither."""
-    stripped = text.strip().strip("*").strip()
-    if stripped.upper() in ("A", "B"):
-        return stripped.upper() == "A"
-    matches = _ANSWER.findall(text)
-    if matches:
-        return "".join(matches[-1]).upper() == "A"
+    """True for A (consistent), False for B, None when the judge gave no verdict.
+
+    Only the last non-empty line counts, and only when it is a verdict and nothing else (or
+    the whole answer is a JSON object with `"answer": "A"|"B"`): a judge that echoes the
+    instructions ('end with a last line that is exactly "Answer: A" or "Answer: B"') or
+    mentions a letter mid-prose has not decided.
+    """
+    structured = _structured_answer(text)
+    if structured is not None:
+        return structured
+    lines = [line for line in html.unescape(text).splitlines() if line.strip()]
+    if not lines:
+        return None
+    match = _VERDICT_LINE.fullmatch(lines[-1].strip(_DECORATION))
+    if match is None:
+        return None
+    return (match.group("any") or match.group("capital") or match.group("bare")).upper() == "A"
+
+
+def _structured_answer(text: str) -> bool | None:
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+    answer = data.get("answer") if isinstance(data, dict) else None
+    if isinstance(answer, str) and answer.strip().upper() in ("A", "B"):
+        return answer.strip().upper() == "A"
     return None
 
 
@@ -185,5 +214,5 @@ class Judge:
             [ChatMessage("user", prompt)],
             parse,
             'End with a last line that is exactly "Answer: A" or "Answer: B".',
-            "answered neither A nor B",
+            'gave no verdict twice (no last line "Answer: A" or "Answer: B")',
         )
