@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from eval_pipeline.agents._cache import complete_usable
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._types import ChatMessage
+from eval_pipeline.grading._extraction import EXTRACTION_SYSTEM
 from eval_pipeline.grading._tool_calls import JudgeDecision
 from eval_pipeline.suite import Message
 
@@ -72,6 +75,22 @@ _VERDICT_LINE = re.compile(
     r"|\(?(?P<bare>[ABab])\)?"
 )
 _DECORATION = "*_`'\" .\t"
+
+
+def _prompts_version() -> str:
+    prompts = (EVALUATOR_SYSTEM, ARGUMENT_SYSTEM, DEFAULT_CONSISTENCY_PROMPT, EXTRACTION_SYSTEM)
+    return hashlib.sha256("\n\0".join(prompts).encode()).hexdigest()[:8]
+
+
+# Changes whenever a prompt that judges or extracts changes: a new judge, as far as grades go.
+PROMPTS_VERSION = _prompts_version()
+
+
+def judge_label(model_id: str) -> str:
+    """Who decides judged checks: `replay:demo (prompts 1a2b3c4d)`. Stored with each judged
+    check and grade, so a verdict that changed with the judge is told from one that changed
+    with the agent."""
+    return f"{model_id} (prompts {PROMPTS_VERSION})"
 
 
 def render_consistency_prompt(template: str, task: str, first: str, second: str) -> str:
@@ -150,8 +169,11 @@ class Judge:
         """Ask, and once more with `reminder` when `parse` finds no verdict in the answer."""
         for attempt in range(2):
             try:
-                completion = await self.model.complete(
-                    messages, tools=(), max_tokens=JUDGE_MAX_TOKENS
+                completion = await complete_usable(
+                    self.model,
+                    messages,
+                    max_tokens=JUDGE_MAX_TOKENS,
+                    usable=lambda answer: parse(answer.text) is not None,
                 )
             except AgentError as error:
                 return JudgeDecision(
