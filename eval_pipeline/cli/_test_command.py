@@ -68,6 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run every test afresh instead of reusing unchanged runs",
     )
     parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="ask the judge and extraction model again instead of using their cached answers",
+    )
+    parser.add_argument(
         "--record",
         action="store_true",
         help="record real model exchanges to recordings/<model>.jsonl",
@@ -131,6 +136,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         threads=args.threads,
         no_cache=args.no_cache,
         record=args.record,
+        rejudge=args.rejudge,
     )
 
 
