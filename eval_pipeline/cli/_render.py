@@ -243,10 +243,11 @@ def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def changes_lines(changes: dict[str, tuple[list[str], list[str]]]) -> list[str]:
-    """'regressed / improved since the previous run' lines per model."""
+def changes_lines(changes: dict[str, tuple[list[str], list[str], list[str]]]) -> list[str]:
+    """'regressed / improved since the previous run' lines per model, and the tests whose
+    status changed with a new judge (not the model: neither regressed nor improved)."""
     lines = []
-    for model, (regressed, improved) in changes.items():
+    for model, (regressed, improved, rejudged) in changes.items():
         if regressed:
             lines.append(
                 f"[red]regressed since the previous run of {model}:[/red] {', '.join(regressed)}"
@@ -254,6 +255,11 @@ def changes_lines(changes: dict[str, tuple[list[str], list[str]]]) -> list[str]:
         if improved:
             lines.append(
                 f"[green]improved since the previous run of {model}:[/green] {', '.join(improved)}"
+            )
+        if rejudged:
+            lines.append(
+                f"[yellow]changed with a new judge, not by {escape(model)}:[/yellow] "
+                + escape(", ".join(rejudged))
             )
     return lines
 
@@ -263,7 +269,7 @@ def print_report(
     document: dict[str, Any],
     models: Sequence[str],
     *,
-    changes: dict[str, tuple[list[str], list[str]]],
+    changes: dict[str, tuple[list[str], list[str], list[str]]],
     executed: int,
     reused: int,
 ) -> None:

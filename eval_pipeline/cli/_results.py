@@ -194,3 +194,22 @@ def previous_statuses(layout: StoreLayout, model: str, before: datetime) -> dict
         [model, before, model],
     )
     return dict(zip(frame["name"], frame["passed"].astype(bool), strict=True))
+
+
+def previous_judges(layout: StoreLayout, model: str, before: datetime) -> dict[str, str | None]:
+    """Per test, the judge of the materialization `previous_statuses` reads (None: no judge
+    decided it), so a status changed by a new judge is not called a regression."""
+    frame = query(
+        layout,
+        """
+        WITH previous AS (
+            SELECT max(written_at) AS at FROM grades_history WHERE model = ? AND written_at < ?
+        )
+        SELECT name, max(judge) AS judge FROM grades_history, previous
+        WHERE model = ? AND written_at = previous.at GROUP BY name
+        """,
+        [model, before, model],
+    )
+    return {
+        name: _none_if_nan(judge) for name, judge in zip(frame["name"], frame["judge"], strict=True)
+    }

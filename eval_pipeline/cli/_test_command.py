@@ -13,11 +13,13 @@ from pathlib import Path
 
 from rich.console import Console
 
+from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._evaluate import EvaluationRequest, check_models, run_evaluation
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._render import Progress, print_report, report_console
 from eval_pipeline.cli._results import (
     build_results,
+    previous_judges,
     previous_statuses,
     read_run_rows,
     write_results_file,
@@ -142,25 +144,58 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
 
 def _changes(
     layout: StoreLayout, models, day: date, names
-) -> dict[str, tuple[list[str], list[str]]]:
+) -> dict[str, tuple[list[str], list[str], list[str]]]:
+    """Per model: tests regressed and improved since the previous run, and tests whose
+    status changed with a new judge (neither: the verdicts are not comparable)."""
     changes = {}
     for model in models:
         frame = query(
             layout,
-            "SELECT name, bool_and(passed) AS passed, max(written_at) AS at FROM grades "
-            "WHERE model = ? AND run_date = ? GROUP BY name",
+            "SELECT name, bool_and(passed) AS passed, max(written_at) AS at, max(judge) AS judge "
+            "FROM grades WHERE model = ? AND run_date = ? GROUP BY name",
             [model, day],
         )
         if frame.empty:
             continue
-        before = previous_statuses(layout, model, frame["at"].min().to_pydatetime())
+        since = frame["at"].min().to_pydatetime()
+        before = previous_statuses(layout, model, since)
+        judges_before = previous_judges(layout, model, since)
         now = dict(zip(frame["name"], frame["passed"].astype(bool), strict=True))
-        shared = [n for n in names if n in now and n in before]
+        judges = {
+            n: (j if isinstance(j, str) else None)
+            for n, j in zip(frame["name"], frame["judge"], strict=True)
+        }
+        shared = [n for n in names if n in now and n in before and before[n] != now[n]]
+        rejudged = [n for n in shared if judges_before.get(n) != judges[n]]
         changes[model] = (
-            [n for n in shared if before[n] and not now[n]],
-            [n for n in shared if not before[n] and now[n]],
+            [n for n in shared if before[n] and n not in rejudged],
+            [n for n in shared if now[n] and n not in rejudged],
+            [
+                f"{n} ({_verdict(before[n])} → {_verdict(now[n])}; judge "
+                f"{judges_before.get(n) or 'none'} → {judges[n] or 'none'})"
+                for n in rejudged
+            ],
         )
     return changes
+
+
+def _verdict(passed: bool) -> str:
+    return "passed" if passed else "not passed"
+
+
+def replayed_judge_warning(judge_model: str | None, models) -> str | None:
+    """A recorded judge answers only the judge requests it recorded: with a live model under
+    test, its judged checks can only end as errors. Said once, before anything runs."""
+    if judge_model is None or recording_name(judge_model) is None:
+        return None
+    live = [m for m in models if recording_name(m) is None]
+    if not live:
+        return None
+    return (
+        f"warning: the judge {judge_model} is a recording; it answers only the requests it "
+        f"recorded, so the judged checks of {', '.join(live)} will be errors ('no recording "
+        "for this request'). Set test.judge_model to a live model to grade them."
+    )
 
 
 def _quiet_dagster() -> None:
@@ -183,6 +218,9 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
     machine = args.format != "pretty" or args.output
     progress_console = Console(stderr=True) if machine else Console()
+    warning = replayed_judge_warning(settings.judge_model, request.models)
+    if warning:
+        Console(stderr=True).print(warning, highlight=False, markup=False, soft_wrap=True)
     selected = suite.select(list(request.select) or None)
     names = [c.name for c in selected]
     k = request.k or settings.k
