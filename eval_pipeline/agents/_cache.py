@@ -1,11 +1,15 @@
-"""Completions cached by their exact inputs, so regrading never pays twice for the same judge call."""
+"""Completions cached by their exact inputs, so regrading never pays twice for the same judge call.
+
+Only usable answers are kept: a judge that gave no verdict, or an extraction query that does
+not run, is asked again next time instead of being replayed from the cache forever.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -13,6 +17,10 @@ from eval_pipeline.agents._types import ChatMessage, Completion, RequestedToolCa
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._chat import ChatModel
+
+
+# Whether an answer is worth keeping: a caller that parses answers says which ones it could use.
+Usable = Callable[[Completion], bool]
 
 
 class CompletionCache(Protocol):
@@ -75,14 +83,21 @@ def completion_from_dict(data: dict[str, Any]) -> Completion:
 class CachedChatModel:
     """A `ChatModel` that answers repeated identical requests from a cache.
 
+    Args:
+        model: the model asked on a miss.
+        cache: where answers are kept.
+        refresh: ask the model even when the cache has an answer (`--rejudge`); the fresh
+            usable answers replace the cached ones.
+
     `hits` and `misses` tell a caller how many calls were really made.
     """
 
-    def __init__(self, model: ChatModel, cache: CompletionCache) -> None:
+    def __init__(self, model: ChatModel, cache: CompletionCache, *, refresh: bool = False) -> None:
         self.model = model
         self.model_id = model.model_id
         self.costs = model.costs
         self.cache = cache
+        self.refresh = refresh
         self.hits = 0
         self.misses = 0
 
@@ -92,15 +107,32 @@ class CachedChatModel:
         *,
         tools: Sequence[ToolSpec] = (),
         max_tokens: int = 1024,
+        usable: Usable | None = None,
     ) -> Completion:
         key = completion_key(self.model_id, messages, tools, max_tokens)
-        cached = self.cache.get(key)
-        hit = completion_from_dict(cached) if cached is not None else None
-        # A cut answer (kept by an older version) is no answer: ask again rather than serve it.
-        if hit is not None and not hit.cut:
-            self.hits += 1
-            return hit
+        cached = None if self.refresh else self.cache.get(key)
+        if cached is not None:
+            completion = completion_from_dict(cached)
+            # A cut answer, or one unusable, cached by an older version is asked again.
+            if not completion.cut and (usable is None or usable(completion)):
+                self.hits += 1
+                return completion
         completion = await self.model.complete(messages, tools=tools, max_tokens=max_tokens)
         self.misses += 1
-        self.cache.put(key, completion_to_dict(completion))
+        if usable is None or usable(completion):
+            self.cache.put(key, completion_to_dict(completion))
         return completion
+
+
+async def complete_usable(
+    model: ChatModel,
+    messages: Sequence[ChatMessage],
+    *,
+    max_tokens: int,
+    usable: Usable,
+) -> Completion:
+    """Ask `model` (no tools); when a cache stands in front of it, it keeps the answer only
+    if `usable` accepts it."""
+    if isinstance(model, CachedChatModel):
+        return await model.complete(messages, tools=(), max_tokens=max_tokens, usable=usable)
+    return await model.complete(messages, tools=(), max_tokens=max_tokens)

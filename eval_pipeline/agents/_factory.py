@@ -44,6 +44,8 @@ class AgentFactory:
         limits: turn and token bounds of the built-in agent.
         sandbox_limits: the SQL sandbox's time limit and caps; None means the suite's
             `limits:` block.
+        rekey: replays serve their lines by position and learn the requests they answer
+            (see `Recording.save_keys`); only for re-keying a hand-written recording.
     """
 
     def __init__(
@@ -55,6 +57,7 @@ class AgentFactory:
         record: bool = False,
         limits: AgentLimits | None = None,
         sandbox_limits: SandboxLimits | None = None,
+        rekey: bool = False,
     ) -> None:
         self.config = config
         self.pool = pool
@@ -62,6 +65,8 @@ class AgentFactory:
         self.record = record
         self.limits = limits
         self.sandbox_limits = sandbox_limits
+        self.rekey = rekey
+        self.recordings: dict[str, Recording] = {}
         self._agents: dict[str, Agent] = {}
         self._models: dict[str, ChatModel] = {}
         self._sandbox: SqlSandbox | None = None
@@ -77,7 +82,9 @@ class AgentFactory:
                     raise UnknownModel(
                         model_id, f"no recording at {path}", sorted(self._recordings())
                     )
-                self._models[model_id] = ReplayChatModel(Recording(path), model_id)
+                recording = Recording(path, rekey=self.rekey)
+                self.recordings[model_id] = recording
+                self._models[model_id] = ReplayChatModel(recording, model_id)
             else:
                 model = self.pool.chat_model(model_id)
                 if self.record:

@@ -40,6 +40,7 @@ class EvaluationRequest:
     threads: int | None = None
     no_cache: bool = False
     record: bool = False
+    rejudge: bool = False
 
 
 @dataclass
@@ -248,7 +249,7 @@ def run_evaluation(
                         instance=instance, raise_on_error=False, tags=tags, run_config=quiet
                     )
                 _require(result, f"the warehouse build (see {log})")
-            step("reading the suite", ["test_cases", "agent_context"])
+            step("reading the suite", ["test_cases", "agent_context", "judge"])
             step("running the reference SQL", ["reference_results"], partition_key=day)
             agent_config = {
                 "select": list(request.select),
@@ -262,7 +263,10 @@ def run_evaluation(
                     f"evaluating {model}",
                     ["agent_runs", "grades", "model_summaries"],
                     partition_key=model_day_key(model, day),
-                    ops={"agent_runs": {"config": agent_config}},
+                    ops={
+                        "agent_runs": {"config": agent_config},
+                        "grades": {"config": {"rejudge": request.rejudge}},
+                    },
                 )
                 outcome.run_ids.append(result.run_id)
                 for event in result.get_asset_materialization_events():

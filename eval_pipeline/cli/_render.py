@@ -286,21 +286,18 @@ def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def changes_lines(changes: dict[str, tuple[list[str], list[str]]]) -> list[Text]:
-    """'regressed / improved since the previous run' lines per model."""
+def changes_lines(changes: dict[str, tuple[list[str], list[str], list[str]]]) -> list[Text]:
+    """'regressed / improved since the previous run' lines per model, and the tests whose
+    status changed with a new judge (not the model: neither regressed nor improved)."""
     lines = []
-    for model, (regressed, improved) in changes.items():
+    for model, (regressed, improved, rejudged) in changes.items():
         for label, style, names in (
-            ("regressed", "red", regressed),
-            ("improved", "green", improved),
+            (f"regressed since the previous run of {model}:", "red", regressed),
+            (f"improved since the previous run of {model}:", "green", improved),
+            (f"changed with a new judge, not by {model}:", "yellow", rejudged),
         ):
             if names:
-                lines.append(
-                    Text.assemble(
-                        (f"{label} since the previous run of {model}:", style),
-                        f" {', '.join(names)}",
-                    )
-                )
+                lines.append(Text.assemble((label, style), f" {', '.join(names)}"))
     return lines
 
 
@@ -309,7 +306,7 @@ def print_report(
     document: dict[str, Any],
     models: Sequence[str],
     *,
-    changes: dict[str, tuple[list[str], list[str]]],
+    changes: dict[str, tuple[list[str], list[str], list[str]]],
     executed: int,
     reused: int,
 ) -> None:

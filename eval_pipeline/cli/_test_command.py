@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._evaluate import (
     EvaluationRequest,
     check_day,
@@ -65,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-cache",
         action="store_true",
         help="run every test afresh instead of reusing unchanged runs",
+    )
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="ask the judge and extraction model again instead of using their cached answers",
     )
     parser.add_argument(
         "--record",
@@ -128,18 +134,36 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         threads=args.threads,
         no_cache=args.no_cache,
         record=args.record,
+        rejudge=args.rejudge,
     )
 
 
 def _changes(
     layout: StoreLayout, models, day: date, names
-) -> dict[str, tuple[list[str], list[str]]]:
+) -> dict[str, tuple[list[str], list[str], list[str]]]:
+    """Per model: tests regressed and improved since the previous run, and tests whose
+    status changed with a new judge (neither: the verdicts are not comparable)."""
     changes = {}
     for model in models:
         found = since_previous_run(layout, model, day, names)
         if found is not None:
-            changes[model] = (found.regressed, found.improved)
+            changes[model] = (found.regressed, found.improved, found.rejudged)
     return changes
+
+
+def replayed_judge_warning(judge_model: str | None, models) -> str | None:
+    """A recorded judge answers only the judge requests it recorded: with a live model under
+    test, its judged checks can only end as errors. Said once, before anything runs."""
+    if judge_model is None or recording_name(judge_model) is None:
+        return None
+    live = [m for m in models if recording_name(m) is None]
+    if not live:
+        return None
+    return (
+        f"warning: the judge {judge_model} is a recording; it answers only the requests it "
+        f"recorded, so the judged checks of {', '.join(live)} will be errors ('no recording "
+        "for this request'). Set test.judge_model to a live model to grade them."
+    )
 
 
 def _quiet_dagster() -> None:
@@ -163,6 +187,9 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
     machine = args.format != "pretty" or args.output
     progress_console = plain_console(stderr=True) if machine else plain_console()
+    warning = replayed_judge_warning(settings.judge_model, request.models)
+    if warning:
+        plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     selected = suite.select(list(request.select) or None)
     check_warehouse(suite, selected)
     check_day(request.run_date)  # imports Dagster: after the cheaper checks

@@ -9,7 +9,7 @@ import dagster as dg
 
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
 from eval_pipeline.defs.assets.history import build_history_assets
-from eval_pipeline.defs.assets.suite import agent_context, test_cases
+from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
 from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
 from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
@@ -32,7 +32,7 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder."""
     config = load_config(suite_root)
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
-    assets: list[dg.AssetsDefinition] = [test_cases, agent_context]
+    assets: list[dg.AssetsDefinition] = [test_cases, agent_context, judge]
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
@@ -64,7 +64,7 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
-        suite_assets=[test_cases, agent_context],
+        suite_assets=[test_cases, agent_context, judge],
         agent_runs=agent_runs,
     )
     jobs.append(compact_store_job)

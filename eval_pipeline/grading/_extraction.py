@@ -12,13 +12,14 @@ import json
 import re
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 import duckdb
 import pandas as pd
 
+from eval_pipeline.agents._cache import complete_usable
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._sandbox import SandboxError, SandboxLimits, SqlSandbox
 from eval_pipeline.agents._types import AgentRun, ChatMessage, QueryRecord
@@ -55,6 +56,7 @@ class Extraction:
     source: str = ""
     query: str | None = None
     message: str = ""
+    model: str | None = None  # the extraction model that was asked, if one was
 
 
 def _successful(queries: Sequence[QueryRecord]) -> list[QueryRecord]:
@@ -195,7 +197,8 @@ async def extract_answer(
                 message=f"the agent's query results could not be loaded: {error}",
             )
         with sandbox:
-            return await _extract_with_model(run, expected_columns, queries, sandbox, model)
+            extraction = await _extract_with_model(run, expected_columns, queries, sandbox, model)
+        return replace(extraction, model=model.model_id)
 
 
 async def _extract_with_model(
@@ -210,33 +213,50 @@ async def _extract_with_model(
         f"The assistant's final answer:\n{run.final_text or '(no text)'}\n\n{_describe(queries)}"
     )
     messages = [ChatMessage("system", EXTRACTION_SYSTEM), ChatMessage("user", prompt)]
+    outcomes: dict[str, Extraction | str] = {}
+
+    def outcome(text: str) -> Extraction | str:
+        """The extraction a reply gives, or why its query failed (once per reply text)."""
+        if text not in outcomes:
+            sql = parse_sql_reply(text)
+            if sql is None:
+                outcomes[text] = Extraction(
+                    "no_answer", source="llm", message="the agent's query results hold no answer"
+                )
+            else:
+                try:
+                    result = sandbox.execute(sql)
+                except SandboxError as error:
+                    outcomes[text] = str(error)
+                else:
+                    frame = frame_from_rows(list(result.columns), [list(r) for r in result.rows])
+                    outcomes[text] = Extraction("ok", frame, source="llm", query=sql)
+        return outcomes[text]
+
     last_error = ""
     for attempt in range(2):  # one repair attempt, carrying the error
         try:
-            completion = await model.complete(messages, tools=(), max_tokens=1024)
+            completion = await complete_usable(
+                model,
+                messages,
+                max_tokens=1024,
+                usable=lambda answer: isinstance(outcome(answer.text), Extraction),
+            )
         except AgentError as error:
             return Extraction(
                 "error", source="llm", message=f"extraction model unavailable: {error}"
             )
-        sql = parse_sql_reply(completion.text)
-        if sql is None:
-            return Extraction(
-                "no_answer", source="llm", message="the agent's query results hold no answer"
-            )
-        try:
-            result = sandbox.execute(sql)
-        except SandboxError as error:
-            last_error = str(error)
-            if attempt == 0:
-                messages += [
-                    ChatMessage("assistant", completion.text),
-                    ChatMessage(
-                        "user", f"That query failed:\n{last_error}\nReply with a corrected query."
-                    ),
-                ]
-            continue
-        frame = frame_from_rows(list(result.columns), [list(r) for r in result.rows])
-        return Extraction("ok", frame, source="llm", query=sql)
+        result = outcome(completion.text)
+        if isinstance(result, Extraction):
+            return result
+        last_error = result
+        if attempt == 0:
+            messages += [
+                ChatMessage("assistant", completion.text),
+                ChatMessage(
+                    "user", f"That query failed:\n{last_error}\nReply with a corrected query."
+                ),
+            ]
     return Extraction(
         "error", source="llm", message=f"the extraction query failed twice: {last_error}"
     )

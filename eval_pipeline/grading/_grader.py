@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +15,7 @@ from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import compare_results
 from eval_pipeline.grading._extraction import Strategy, extract_answer
-from eval_pipeline.grading._judges import Judge
+from eval_pipeline.grading._judges import Judge, judge_label
 from eval_pipeline.grading._metrics import RunOutcome
 from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult
@@ -48,6 +48,7 @@ class Grade:
     cost_usd: float | None = None
     duration_ms: float = 0.0
     tool_call_count: int = 0
+    judge: str | None = None  # the judge of its judged checks (model, prompt version), if any
 
     @property
     def passed(self) -> bool:
@@ -70,6 +71,7 @@ class Grade:
             "cost_usd": self.cost_usd,
             "duration_ms": self.duration_ms,
             "tool_call_count": self.tool_call_count,
+            "judge": self.judge,
         }
 
     def outcome(self) -> RunOutcome:
@@ -133,6 +135,7 @@ class Grader:
     ) -> None:
         self.judge_model = judge_model
         self.judge = Judge(judge_model) if judge_model is not None else None
+        self.judge_label = judge_label(judge_model.model_id) if judge_model is not None else None
         self.extraction = extraction
         self.tolerance = tolerance or Tolerance()
 
@@ -144,8 +147,8 @@ class Grader:
         if case.consistency is not None:
             replies = [(r.attempt, r.final_text) for r in runs if r.status is RunStatus.COMPLETED]
             with call_context(case.name, 0, "consistency"):
-                consistency = await check_consistency(
-                    case.consistency, case.prompt, replies, self.judge
+                consistency = self._signed(
+                    await check_consistency(case.consistency, case.prompt, replies, self.judge)
                 )
         return list(
             await asyncio.gather(
@@ -187,7 +190,21 @@ class Grader:
             cost_usd=run.cost_usd,
             duration_ms=run.duration_ms,
             tool_call_count=len(run.tool_calls),
+            judge=next((c.judge for c in checks if c.judge), None),
         )
+
+    def _signed(self, check: CheckResult) -> CheckResult:
+        """The check with the judge that decided it, when a judge did."""
+        details = check.details
+        decided_by_judge = (
+            details.get("evaluators")
+            or details.get("pairs")
+            or details.get("judged_arguments")
+            or details.get("extraction_model")
+        )
+        if self.judge_label is None or not decided_by_judge:
+            return check
+        return replace(check, judge=self.judge_label)
 
     async def _checks(
         self,
@@ -205,7 +222,7 @@ class Grader:
             pending.append(
                 check_evaluators(case.evaluators, case.messages, run.final_text, self.judge)
             )
-        checks = list(await asyncio.gather(*pending))
+        checks = [self._signed(check) for check in await asyncio.gather(*pending)]
         if case.assertions:
             checks.insert(
                 1 if case.sql is not None else 0, check_assertions(case.assertions, run.tool_calls)
@@ -246,7 +263,11 @@ class Grader:
             extraction = await extract_answer(
                 run, reference.columns, strategy=self.extraction, model=self.judge_model
             )
-        details.update(extraction_source=extraction.source, extraction_query=extraction.query)
+        details.update(
+            extraction_source=extraction.source,
+            extraction_query=extraction.query,
+            extraction_model=extraction.model,
+        )
         if extraction.status == "error":
             return CheckResult("data", GradeStatus.ERROR, extraction.message, details)
         if extraction.status == "no_answer":

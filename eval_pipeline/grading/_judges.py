@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
+import html
 import json
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from eval_pipeline.agents._cache import complete_usable
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._types import ChatMessage
+from eval_pipeline.grading._extraction import EXTRACTION_SYSTEM
 from eval_pipeline.grading._tool_calls import JudgeDecision
 from eval_pipeline.suite import Message
 
@@ -63,9 +67,30 @@ Reason briefly, then end with a last line that is exactly "Answer: A" or "Answer
 """
 
 _TEMPLATE_VAR = re.compile(r"{{\s*(task_description|submission_1|submission_2)\s*}}")
-# "Answer: A", "**Answer:** b", "ANSWER=B", "Answer B"; without a colon the letter must be a
-# capital, or the prose "both answer a question" would read as a verdict.
-_ANSWER = re.compile(r"(?i:answer)(?:\s*[:=]\s*\**\s*\(?([ABab])|\s*\**\s*\(?([AB]))\)?\b")
+# A verdict is a line of its own: "Answer: A", "**Answer:** b", "ANSWER=B", "Answer B", "B",
+# optionally quoted or emphasised. Without a colon the letter must be a capital, or the
+# prose "both answer a" would read as a verdict.
+_VERDICT_LINE = re.compile(
+    r"(?i:answer)\s*(?:[:=]\s*\**\s*\(?(?P<any>[ABab])|\**\s*\(?(?P<capital>[AB]))\)?"
+    r"|\(?(?P<bare>[ABab])\)?"
+)
+_DECORATION = "*_`'\" .\t"
+
+
+def _prompts_version() -> str:
+    prompts = (EVALUATOR_SYSTEM, ARGUMENT_SYSTEM, DEFAULT_CONSISTENCY_PROMPT, EXTRACTION_SYSTEM)
+    return hashlib.sha256("\n\0".join(prompts).encode()).hexdigest()[:8]
+
+
+# Changes whenever a prompt that judges or extracts changes: a new judge, as far as grades go.
+PROMPTS_VERSION = _prompts_version()
+
+
+def judge_label(model_id: str) -> str:
+    """Who decides judged checks: `replay:demo (prompts 1a2b3c4d)`. Stored with each judged
+    check and grade, so a verdict that changed with the judge is told from one that changed
+    with the agent."""
+    return f"{model_id} (prompts {PROMPTS_VERSION})"
 
 
 def render_consistency_prompt(template: str, task: str, first: str, second: str) -> str:
@@ -90,13 +115,36 @@ def parse_verdict_json(text: str) -> tuple[bool, str] | None:
 
 
 def parse_consistency_answer(text: str) -> bool | None:
-    """True for A (consistent), False for B, None when the judge gave neither."""
-    stripped = text.strip().strip("*").strip()
-    if stripped.upper() in ("A", "B"):
-        return stripped.upper() == "A"
-    matches = _ANSWER.findall(text)
-    if matches:
-        return "".join(matches[-1]).upper() == "A"
+    """True for A (consistent), False for B, None when the judge gave no verdict.
+
+    Only the last non-empty line counts, and only when it is a verdict and nothing else (or
+    the whole answer is a JSON object with `"answer": "A"|"B"`): a judge that echoes the
+    instructions ('end with a last line that is exactly "Answer: A" or "Answer: B"') or
+    mentions a letter mid-prose has not decided.
+    """
+    structured = _structured_answer(text)
+    if structured is not None:
+        return structured
+    lines = [line for line in html.unescape(text).splitlines() if line.strip()]
+    if not lines:
+        return None
+    match = _VERDICT_LINE.fullmatch(lines[-1].strip(_DECORATION))
+    if match is None:
+        return None
+    return (match.group("any") or match.group("capital") or match.group("bare")).upper() == "A"
+
+
+def _structured_answer(text: str) -> bool | None:
+    stripped = text.strip()
+    if not (stripped.startswith("{") and stripped.endswith("}")):
+        return None
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        return None
+    answer = data.get("answer") if isinstance(data, dict) else None
+    if isinstance(answer, str) and answer.strip().upper() in ("A", "B"):
+        return answer.strip().upper() == "A"
     return None
 
 
@@ -121,8 +169,11 @@ class Judge:
         """Ask, and once more with `reminder` when `parse` finds no verdict in the answer."""
         for attempt in range(2):
             try:
-                completion = await self.model.complete(
-                    messages, tools=(), max_tokens=JUDGE_MAX_TOKENS
+                completion = await complete_usable(
+                    self.model,
+                    messages,
+                    max_tokens=JUDGE_MAX_TOKENS,
+                    usable=lambda answer: parse(answer.text) is not None,
                 )
             except AgentError as error:
                 return JudgeDecision(
@@ -185,5 +236,5 @@ class Judge:
             [ChatMessage("user", prompt)],
             parse,
             'End with a last line that is exactly "Answer: A" or "Answer: B".',
-            "answered neither A nor B",
+            'gave no verdict twice (no last line "Answer: A" or "Answer: B")',
         )

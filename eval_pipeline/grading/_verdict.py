@@ -25,6 +25,7 @@ class CheckResult:
     status: GradeStatus
     message: str
     details: dict[str, Any] = field(default_factory=dict)
+    judge: str | None = None  # the judge (model and prompt version) that decided it, if any
 
 
 @dataclass(frozen=True)

@@ -138,10 +138,17 @@ def regressions_sql(grades: str) -> str:
 
 @dataclass(frozen=True)
 class RunChanges:
-    """Tests whose verdict changed since the model's previous run."""
+    """Tests whose verdict changed since the model's previous run. A change that came with a
+    new judge is the judge's, not the model's: it is in `rejudged`, neither regressed nor
+    improved ("name (passed → not passed; judge A → B)")."""
 
     regressed: list[str]
     improved: list[str]
+    rejudged: list[str] = field(default_factory=list)
+
+
+def _verdict(passed: bool) -> str:
+    return "passed" if passed else "not passed"
 
 
 def since_previous_run(
@@ -152,8 +159,8 @@ def since_previous_run(
     then). A test counts when both have it; None when the model has no grades on `day`."""
     now = query(
         layout,
-        "SELECT name, bool_and(passed) AS passed, max(written_at) AS at FROM grades "
-        "WHERE model = ? AND run_date = ? GROUP BY name",
+        "SELECT name, bool_and(passed) AS passed, max(written_at) AS at, max(judge) AS judge "
+        "FROM grades WHERE model = ? AND run_date = ? GROUP BY name",
         [model, day],
     )
     if now.empty:
@@ -165,15 +172,32 @@ def since_previous_run(
         WITH previous AS (
             SELECT max(written_at) AS at FROM grades_history WHERE model = ? AND written_at < ?
         )
-        SELECT name, bool_and(passed) AS passed FROM grades_history, previous
+        SELECT name, bool_and(passed) AS passed, max(judge) AS judge
+        FROM grades_history, previous
         WHERE model = ? AND written_at = previous.at GROUP BY name
         """,
         [model, written, model],
     )
     passed_now = dict(zip(now["name"], now["passed"].astype(bool), strict=True))
     passed_before = dict(zip(before["name"], before["passed"].astype(bool), strict=True))
-    shared = [n for n in names if n in passed_now and n in passed_before]
+    judge_now = dict(zip(now["name"], now["judge"].map(_text_or_none), strict=True))
+    judge_before = dict(zip(before["name"], before["judge"].map(_text_or_none), strict=True))
+    changed = [
+        n
+        for n in names
+        if n in passed_now and n in passed_before and passed_now[n] != passed_before[n]
+    ]
+    rejudged = [n for n in changed if judge_now[n] != judge_before[n]]
     return RunChanges(
-        regressed=[n for n in shared if passed_before[n] and not passed_now[n]],
-        improved=[n for n in shared if not passed_before[n] and passed_now[n]],
+        regressed=[n for n in changed if passed_before[n] and n not in rejudged],
+        improved=[n for n in changed if passed_now[n] and n not in rejudged],
+        rejudged=[
+            f"{n} ({_verdict(passed_before[n])} → {_verdict(passed_now[n])}; judge "
+            f"{judge_before[n] or 'none'} → {judge_now[n] or 'none'})"
+            for n in rejudged
+        ],
     )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None

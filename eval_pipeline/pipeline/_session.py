@@ -54,25 +54,33 @@ async def run_agents(
 
 
 def judge_model(
-    factory: AgentFactory, model_id: str | None, layout: StoreLayout
+    factory: AgentFactory, model_id: str | None, layout: StoreLayout, *, rejudge: bool = False
 ) -> ChatModel | None:
-    """The judge/extraction model; real ones answer repeated questions from the store's cache."""
+    """The judge/extraction model; real ones answer repeated questions from the store's cache
+    (unless `rejudge`: then they are asked again, and their new answers cached)."""
     if model_id is None:
         return None
     model = factory.chat_model(model_id)
     if recording_name(model_id) is not None:
         return model  # a replay is free and must see every call to keep its turns in order
-    return CachedChatModel(model, FileCompletionCache(layout))
+    return CachedChatModel(model, FileCompletionCache(layout), refresh=rejudge)
 
 
 async def grade_runs(
-    suite: Suite, model: str, run_date: date, *, layout: StoreLayout, context: AgentContext
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    context: AgentContext,
+    rejudge: bool = False,
 ) -> list[Grade]:
-    """The grading stage of one partition: stored runs in, grades out, no agent call."""
+    """The grading stage of one partition: stored runs in, grades out, no agent call.
+    `rejudge` asks the judge and extraction model again instead of using cached answers."""
     config = suite.config.test
     async with ProviderPool(suite.config, concurrency=8) as pool:
         factory = AgentFactory(suite.config, pool, context=context)
-        judge = judge_model(factory, config.judge_model, layout)
+        judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge)
         # nao's extraction needs a model; without one, the last query is taken as the answer
         extraction = config.extraction if judge is not None else "last_query"
         grader = Grader(judge_model=judge, extraction=extraction, tolerance=config.comparison)

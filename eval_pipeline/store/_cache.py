@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -19,6 +20,7 @@ class FileCompletionCache:
         self.folder = layout.cache_dir / "completions"
         self.folder.mkdir(parents=True, exist_ok=True)
         self._items: dict[str, dict[str, Any]] = {}
+        written: dict[str, float] = {}
         for path in sorted(self.folder.glob("*.jsonl")):
             with open(path, encoding="utf-8") as handle:
                 for line in handle:
@@ -26,7 +28,11 @@ class FileCompletionCache:
                         entry = json.loads(line)
                     except json.JSONDecodeError:
                         continue  # torn by a crash mid-write
-                    self._items[entry["key"]] = entry["value"]
+                    # the latest answer for a key wins (a `--rejudge` replaces older ones)
+                    at = entry.get("at", 0.0)
+                    if at >= written.get(entry["key"], -1.0):
+                        written[entry["key"]] = at
+                        self._items[entry["key"]] = entry["value"]
         self._path = self.folder / f"{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl"
         self._lock = threading.Lock()
 
@@ -34,7 +40,8 @@ class FileCompletionCache:
         return self._items.get(key)
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        line = json.dumps({"key": key, "value": value}, ensure_ascii=False, default=str)
+        entry = {"key": key, "value": value, "at": time.time()}
+        line = json.dumps(entry, ensure_ascii=False, default=str)
         with self._lock:
             self._items[key] = value
             with open(self._path, "a", encoding="utf-8") as handle:

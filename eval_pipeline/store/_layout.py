@@ -163,6 +163,7 @@ TABLES: dict[str, TableSpec] = {
                     ("cost_usd", pa.float64()),
                     ("duration_ms", pa.float64()),
                     ("tool_call_count", pa.int32()),
+                    ("judge", pa.string()),  # the judge model and prompt version, if any
                     *_WRITE_COLUMNS,
                 ]
             ),

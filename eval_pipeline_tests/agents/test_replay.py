@@ -1,5 +1,6 @@
 """Record and replay: a recorded run plays back offline as the same run, concurrent runs never
-mix their turns, and a recording that lacks a turn or is malformed says exactly where."""
+mix their turns, a line answers only the request it was recorded for, and a recording that
+lacks a turn or is malformed says exactly where."""
 
 from __future__ import annotations
 
@@ -11,9 +12,17 @@ from typing import Any
 import pytest
 
 from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._replay import Recording, ReplayChatModel, ReplayMissing, call_context
+from eval_pipeline.agents._replay import (
+    Recording,
+    RekeyReport,
+    ReplayChatModel,
+    ReplayMissing,
+    call_context,
+    request_hash,
+)
 from eval_pipeline.agents._runner import execute_runs
-from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus
+from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus, ToolSpec
+from eval_pipeline.pipeline._rekey import rekey_recordings
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
@@ -23,7 +32,14 @@ from eval_pipeline_tests.agents.servers import (
     execute_sql,
     tool_calls,
 )
-from eval_pipeline_tests.agents.tiny_suite import by_prompt, open_factory, requests_for, write_suite
+from eval_pipeline_tests.agents.tiny_suite import (
+    DAY,
+    by_prompt,
+    open_factory,
+    requests_for,
+    write_case,
+    write_suite,
+)
 
 QUESTIONS = {f"q{i}": f"What is {i} squared?" for i in range(6)}
 
@@ -55,6 +71,12 @@ def write_recording(suite: Suite, name: str, *lines: dict[str, Any] | str) -> Pa
     text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
     path.write_text("\n".join(text) + "\n", encoding="utf-8")
     return path
+
+
+def rekey(suite: Suite, name: str = "demo", k: int | None = None) -> RekeyReport:
+    """Fill in the request keys of a hand-written recording, as benchmarks/rekey_recording.py does."""
+    (report,) = asyncio.run(rekey_recordings(suite, [f"replay:{name}"], run_date=DAY, k=k))
+    return report
 
 
 def observable(run: AgentRun) -> dict[str, Any]:
@@ -151,6 +173,7 @@ def test_a_hand_written_line_without_attempt_serves_every_attempt(tmp_path):
         {"test": "q0", "turn": 0, "completion": {"text": "Zero, whatever the attempt."}},
         {"test": "q0", "attempt": 2, "turn": 0, "completion": {"text": "Zero, said attempt 2."}},
     )
+    assert rekey(suite, k=3).keyed == 2
     runs = run_all(suite, "replay:demo", k=3)
 
     assert [r.final_text for r in runs] == [
@@ -176,14 +199,18 @@ def test_a_missing_turn_or_test_makes_an_error_run_that_says_which(tmp_path):
             },
         },
     )
+    rekey(suite)
     stopped_early, unknown = run_all(suite, "replay:demo")
 
     assert stopped_early.status is RunStatus.ERROR and unknown.status is RunStatus.ERROR
     assert stopped_early.error == (
-        "recording demo.jsonl has no turn 1 for test 'q0', attempt 0, purpose 'agent'; "
-        "record it with --record, or add the line by hand"
+        "no recording for this request: demo.jsonl has no turn 1 of test 'q0', attempt 0, "
+        "purpose 'agent'; record it again with --record, or, for a hand-written recording, "
+        "re-key it with `python benchmarks/rekey_recording.py <suite> <recording>`"
     )
-    assert unknown.error.startswith("recording demo.jsonl has no turn 0 for test 'q1', attempt 0")
+    assert unknown.error.startswith(
+        "no recording for this request: demo.jsonl has no turn 0 of test 'q1', attempt 0"
+    )
     # The turn that was there still ran.
     assert stopped_early.queries[0].rows == [[0]]
 
@@ -199,7 +226,7 @@ def test_replay_missing_names_the_attempt_and_purpose_it_looked_for(tmp_path):
 
     with pytest.raises(ReplayMissing) as caught:
         asyncio.run(ask())
-    assert "no turn 0 for test 'q0', attempt 2, purpose 'extraction'" in str(caught.value)
+    assert "no turn 0 of test 'q0', attempt 2, purpose 'extraction'" in str(caught.value)
 
     with pytest.raises(ReplayMissing, match="outside a test's context"):
         asyncio.run(model.complete([ChatMessage("user", "who am I?")]))
@@ -286,3 +313,84 @@ def test_a_conversation_case_replays_only_the_turns_the_agent_generated(tmp_path
         "assistant",
     ]
     assert replayed.turns == 2
+
+
+# ---- a line answers only the request it was recorded for ----------------------------------------
+
+
+def test_a_recorded_line_is_not_served_for_another_request(tmp_path, openai_server):
+    suite = make_suite(tmp_path, openai_server, cases={"revenue": "What is our revenue?"})
+    openai_server.script(answer("Revenue is 780 USD."))
+    run_all(suite, "openai:gpt-4.1", record=True)
+    path = suite.root / "recordings" / "openai-gpt-4.1.jsonl"
+    assert all(len(json.loads(line)["request"]) == 64 for line in path.read_text().splitlines())
+    assert run_all(suite, "replay:openai-gpt-4.1")[0].final_text == "Revenue is 780 USD."
+
+    write_case(suite.root, "revenue", "What is our revenue, net of refunds?")
+    (replayed,) = run_all(load_suite(suite.root), "replay:openai-gpt-4.1")
+
+    assert replayed.status is RunStatus.ERROR
+    assert "780" not in (replayed.final_text or "")  # not the answer to another question
+    assert replayed.error.startswith(
+        "no recording for this request: openai-gpt-4.1.jsonl line 1 (turn 0 of test 'revenue', "
+        "attempt 0, purpose 'agent') was recorded for another request (the messages or tools "
+        "differ); record it again with --record"
+    )
+
+
+def test_a_hand_written_line_without_a_request_key_is_not_served_until_re_keyed(tmp_path):
+    suite = make_suite(tmp_path, cases={"q0": QUESTIONS["q0"]})
+    path = write_recording(
+        suite,
+        "demo",
+        {"_comment": "Hand-written for this test."},
+        {"test": "q0", "turn": 0, "completion": {"text": "0 squared is 0."}},
+        {"test": "q0", "turn": 1, "completion": {"text": "never asked for"}},
+    )
+    (unkeyed,) = run_all(suite, "replay:demo")
+    assert unkeyed.status is RunStatus.ERROR
+    assert (
+        "demo.jsonl line 2 (turn 0 of test 'q0', attempt 0, purpose 'agent') carries no "
+        "request key; " in unkeyed.error
+    )
+    assert "benchmarks/rekey_recording.py" in unkeyed.error
+
+    report = rekey(suite)
+    assert (report.keyed, report.unused_lines, report.conflicting_lines) == (1, [3], [])
+    lines = path.read_text().splitlines()
+    assert json.loads(lines[0]) == {"_comment": "Hand-written for this test."}  # kept as written
+    assert list(json.loads(lines[1])) == ["test", "turn", "request", "completion"]
+    assert "request" not in json.loads(lines[2])
+    (keyed,) = run_all(suite, "replay:demo")
+    assert keyed.status is RunStatus.COMPLETED and keyed.final_text == "0 squared is 0."
+
+
+def test_a_line_serving_attempts_that_ask_different_things_is_reported_by_the_re_keying(
+    tmp_path,
+):
+    conversation = {"conversation": [{"role": "user", "content": "Revenue?"}]}
+    suite = make_suite(tmp_path, cases={"a": conversation, "b": "Orders?"}, k=2)
+    write_recording(
+        suite,
+        "demo",
+        {"test": "a", "turn": 0, "completion": {"text": "780 USD."}},
+        {"test": "b", "attempt": 0, "turn": 0, "completion": {"text": "12."}},
+        {"test": "b", "attempt": 1, "turn": 0, "completion": {"text": "Twelve."}},
+    )
+    report = rekey(suite)
+    assert (report.keyed, report.unused_lines, report.conflicting_lines) == (3, [], [])
+
+
+def test_the_request_key_ignores_json_key_order_and_nothing_else():
+    messages = [ChatMessage("system", "You answer."), ChatMessage("user", "Revenue?")]
+    tools = [ToolSpec("execute_sql", "Run SQL", {"type": "object", "required": ["sql_query"]})]
+    key = request_hash(messages, tools)
+    reordered = [ToolSpec("execute_sql", "Run SQL", {"required": ["sql_query"], "type": "object"})]
+    assert request_hash(messages, reordered) == key
+    assert request_hash([*messages[:1], ChatMessage("user", "Revenue? ")], tools) != key
+    assert request_hash([ChatMessage("system", "You answer."), messages[1]], tools) == key
+    assert request_hash(messages, []) != key
+    assert (
+        request_hash(messages, [ToolSpec("execute_sql", "Run a SQL", tools[0].parameters)]) != key
+    )
+    assert request_hash([*messages, ChatMessage("assistant", "")], tools) != key

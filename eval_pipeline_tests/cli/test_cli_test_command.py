@@ -32,6 +32,7 @@ import yaml
 pytestmark = pytest.mark.slow
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
+REKEY = Path(__file__).resolve().parents[2] / "benchmarks" / "rekey_recording.py"
 DAY, NEXT_DAY = "2026-01-01", "2026-01-02"
 ANSI = re.compile(r"\x1b\[")
 FIRST_MODELS = ("replay:good", "replay:drift")
@@ -116,7 +117,20 @@ def write_suite(root: Path) -> Path:
     (root / "recordings" / "good.jsonl").write_text(GOOD)
     (root / "recordings" / "mixed.jsonl").write_text(MIXED)
     (root / "recordings" / "drift.jsonl").write_text(GOOD)
+    rekey(root, "good", "mixed", "drift")
     return root
+
+
+def rekey(root: Path, *recordings: str) -> None:
+    """Fill in the request keys of hand-written recordings, with the documented script."""
+    result = subprocess.run(
+        [sys.executable, str(REKEY), str(root), *recordings],
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def cli_env() -> dict[str, str]:
@@ -424,6 +438,7 @@ def test_runs_are_in_the_dagster_instance_the_ui_shows(suite, good_json):
 
 def test_a_test_that_got_worse_is_reported_as_regressed(suite, good_json):
     (suite / "recordings" / "drift.jsonl").write_text(MIXED)  # the model got worse
+    rekey(suite, "drift")
     second = run_cli("test", "--date", NEXT_DAY, "-m", "replay:drift", cwd=suite)
     assert second.returncode == 1
     assert f"regressed since the previous run of replay:drift: {FAILED_BY_MIXED}" in second.stdout
@@ -446,6 +461,7 @@ def test_unchanged_rerun_executes_nothing_and_an_edited_test_reruns_alone(suite,
     case = yaml.safe_load(path.read_text())
     case["prompt"] = "How many orders were placed in total?"
     path.write_text(yaml.safe_dump(case, sort_keys=False))
+    rekey(suite, "good")  # the recording answers the edited question
     edited = run_cli("test", "--date", DAY, "--format", "json", "-q", cwd=suite)
     assert edited.returncode == 0, edited.stderr
     document = json.loads(edited.stdout)

@@ -11,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from eval_pipeline.agents._cache import CachedChatModel, MemoryCache
 from eval_pipeline.agents._types import AgentRun, QueryRecord
 from eval_pipeline.grading import (
     Extraction,
@@ -343,3 +344,28 @@ def test_queries_with_the_same_id_each_get_a_table(model_server):
     prompt = model_server.requests[0].messages[1]["content"]
     assert "Table q1 (1 rows" in prompt and "Table q1_1 (1 rows" in prompt
     assert "Table step_2 (0 rows" in prompt
+
+
+def test_an_extraction_query_that_fails_is_not_cached_and_a_working_one_is(model_server):
+    cache = MemoryCache()
+
+    def extract_cached() -> Extraction:
+        async def go() -> Extraction:
+            async with open_chat_model(model_server) as model:
+                cached = CachedChatModel(model, cache)
+                return await extract_answer(
+                    agent_run(BY_REGION), ["region", "revenue"], model=cached
+                )
+
+        return asyncio.run(go())
+
+    model_server.script(*[answer(sql("SELECT region, total_revenue FROM q1"))] * 2)
+    assert extract_cached().status == "error"
+    assert len(cache) == 0  # neither broken query is kept: the next grading asks again
+
+    model_server.script(answer(sql("SELECT region, revenue FROM q1 WHERE order_count > 5")))
+    fixed = extract_cached()
+    assert fixed.status == "ok" and fixed.model == "openai:gpt-4.1"
+    assert len(cache) == 1 and len(model_server.requests) == 3
+    assert rows(extract_cached()) == [["north", 1250.5], ["south", 980.25]]
+    assert len(model_server.requests) == 3  # answered from the cache

@@ -371,7 +371,7 @@ def test_a_judge_that_answers_neither_a_nor_b_is_retried_then_an_error(server):
     check = consistency(server, ["x", "y"])
 
     assert check.status is GradeStatus.ERROR
-    assert "answered neither A nor B" in check.message
+    assert "gave no verdict twice" in check.message
     role, reminder = sent(server.requests[1])[-1]
     assert role == "user" and '"Answer: A" or "Answer: B"' in reminder
     # prose that merely uses the word "answer" is not a verdict
@@ -387,6 +387,33 @@ def test_a_consistency_answer_cut_by_max_tokens_is_an_error_not_a_verdict(server
 
     assert check.status is GradeStatus.ERROR
     assert "its reply was cut" in check.message and "Raise max_tokens" in check.message
+
+
+ECHO = 'End with a last line that is exactly "Answer: A" or "Answer: B".'
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        ECHO,
+        ECHO.replace('"', "&quot;"),
+        "Both say $1.08M.\n" + ECHO,
+        "Answer: A\nOn reflection the figures may differ.",
+    ],
+    ids=["echo", "html-escaped-echo", "reasoning-then-echo", "verdict-not-last"],
+)
+def test_an_echo_of_the_instructions_is_no_verdict_retried_once_then_an_error(server, echo):
+    server.script(answer(echo), answer(echo))
+    check = consistency(server, ["Revenue was $1.08M.", "Revenue was $1,081,396."])
+
+    assert len(server.requests) == 2  # the first answer, and one retry with the reminder
+    assert check.status is GradeStatus.ERROR
+    assert check.details["pairs"][0]["consistent"] is None
+    assert "gave no verdict twice" in check.message
+
+    server.script(answer(echo), answer("Same figure, rounded.\nAnswer: A"))
+    retried = consistency(server, ["Revenue was $1.08M.", "Revenue was $1,081,396."])
+    assert retried.status is GradeStatus.PASSED
 
 
 def test_a_custom_prompt_is_rendered_into_the_request(server):

@@ -1,6 +1,8 @@
-"""Editing a test or the agent's context marks the runs out of date in Dagster (DESIGN §2, §10)."""
+"""Editing a test, the agent's context or the judge marks runs or grades out of date in Dagster (DESIGN §2, §10)."""
 
 from __future__ import annotations
+
+import json
 
 import dagster as dg
 import pytest
@@ -9,7 +11,15 @@ from dagster._utils.test.data_versions import get_stale_status_resolver
 
 from eval_pipeline.defs import materialize
 from eval_pipeline.defs.partitions import model_day_key
-from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, evaluate, prepare
+from eval_pipeline.grading._judges import PROMPTS_VERSION
+from eval_pipeline.store import query
+from eval_pipeline_tests.pipeline.small_suite import (
+    DAY,
+    EVALUATOR_CASE,
+    MODELS,
+    evaluate,
+    prepare,
+)
 
 pytestmark = pytest.mark.slow  # each test starts Dagster runs
 
@@ -61,3 +71,39 @@ def test_editing_rules_md_turns_the_runs_stale(small_suite, instance):
     stale, causes = status(defs, instance, "agent_runs", MODELS[0])
     assert stale is StaleStatus.STALE
     assert causes == [("agent_context", "has a new data version")]
+
+
+def test_a_new_judge_turns_the_grades_stale_and_regrades_without_agent_calls(small_suite, instance):
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0])
+    assert status(defs, instance, "grades", MODELS[0]) == (StaleStatus.FRESH, [])
+    first = query(small_suite.layout, "SELECT name, judge, checks FROM grades ORDER BY name")
+    judged = first.set_index("name")
+    assert judged.loc[EVALUATOR_CASE, "judge"] == f"judge:gpt-judge (prompts {PROMPTS_VERSION})"
+    assert (
+        json.loads(judged.loc[EVALUATOR_CASE, "checks"])[0]["judge"]
+        == judged.loc[EVALUATOR_CASE, "judge"]
+    )
+    # last_query extraction asks no model: nothing judged the data cases
+    assert judged.drop(EVALUATOR_CASE)["judge"].isna().all()
+
+    materialize(defs, ["judge"], instance=instance)  # the same judge: nothing changes
+    assert status(defs, instance, "grades", MODELS[0])[0] is StaleStatus.FRESH
+
+    small_suite.write_config(judge_model="judge:gpt-judge-2")
+    materialize(defs, ["judge"], instance=instance)
+    stale, causes = status(defs, instance, "grades", MODELS[0])
+    assert stale is StaleStatus.STALE
+    assert causes == [("judge", "has a new data version")]
+    assert status(defs, instance, "agent_runs", MODELS[0])[0] is StaleStatus.FRESH
+
+    agent_calls, judge_calls = len(small_suite.agent.requests), len(small_suite.judge.requests)
+    evaluate(defs, instance, MODELS[0], assets=["grades"])
+    assert len(small_suite.agent.requests) == agent_calls  # regraded from the stored runs
+    assert len(small_suite.judge.requests) == judge_calls + 1
+    assert small_suite.judge.last.json["model"] == "gpt-judge-2"
+    assert status(defs, instance, "grades", MODELS[0]) == (StaleStatus.FRESH, [])
+    regraded = query(small_suite.layout, "SELECT name, judge FROM grades WHERE judge IS NOT NULL")
+    assert regraded.to_dict("records") == [
+        {"name": EVALUATOR_CASE, "judge": f"judge:gpt-judge-2 (prompts {PROMPTS_VERSION})"}
+    ]

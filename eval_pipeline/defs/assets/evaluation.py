@@ -9,7 +9,7 @@ from datetime import date
 import dagster as dg
 from pydantic import Field
 
-from eval_pipeline.defs.assets.suite import agent_context, test_cases
+from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
 from eval_pipeline.defs.partitions import daily_partitions, model_day_partitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading._grader import Grade
@@ -34,6 +34,15 @@ class AgentRunsConfig(dg.Config):
     record: bool = False
     k: int | None = None
     threads: int | None = None
+
+
+class GradesConfig(dg.Config):
+    """Launchpad options of a grades materialization."""
+
+    rejudge: bool = Field(
+        default=False,
+        description="ask the judge and extraction model again instead of using cached answers",
+    )
 
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, date]:
@@ -144,17 +153,30 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
     @dg.asset(
         group_name=GROUP,
         partitions_def=model_day_partitions,
-        deps=[agent_runs, dg.AssetDep(reference_results, partition_mapping=BY_DATE), test_cases],
+        deps=[
+            agent_runs,
+            dg.AssetDep(reference_results, partition_mapping=BY_DATE),
+            test_cases,
+            judge,
+        ],
         kinds={"duckdb", "python"},
         automation_condition=EAGER,
         description="The grade of every run: passed, failed (the agent was wrong) or error. "
-        "Grading reads stored runs and never calls the agent under test.",
+        "Grading reads stored runs and never calls the agent under test; a new judge "
+        "(model or prompt version) regrades them.",
     )
-    def grades(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+    def grades(
+        context: dg.AssetExecutionContext, config: GradesConfig, suite: SuiteResource
+    ) -> dg.MaterializeResult:
         model, day = _partition(context)
         graded = asyncio.run(
             grade_runs(
-                suite.load(), model, day, layout=suite.store(), context=suite.agent_context()
+                suite.load(),
+                model,
+                day,
+                layout=suite.store(),
+                context=suite.agent_context(),
+                rejudge=config.rejudge,
             )
         )
         passed = sum(g.passed for g in graded)

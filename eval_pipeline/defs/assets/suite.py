@@ -1,10 +1,12 @@
-"""Assets for what the user writes: the test cases and the context the built-in agent reads."""
+"""Assets for what the user writes: the test cases, the context the built-in agent reads, the judge."""
 
+import hashlib
 from collections import Counter
 
 import dagster as dg
 
 from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.grading._judges import PROMPTS_VERSION, judge_label
 from eval_pipeline.pipeline import record_cases
 from eval_pipeline.suite import Case
 
@@ -67,5 +69,27 @@ def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg
             "context_files": len(loaded.files),
             "dbt_doc_files": len(loaded.dbt_docs),
             "files": dg.MetadataValue.md("\n".join(rows)),
+        },
+    )
+
+
+@dg.asset(
+    group_name=GROUP,
+    kinds={"python"},
+    description="Who decides the judged checks (evaluators, consistency, llm_judge arguments) "
+    "and extracts answers: test.judge_model, its prompt version and test.extraction. A new "
+    "judge marks the grades unsynced; regrading reads the stored runs, with no agent call.",
+)
+def judge(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+    settings = suite.config().test
+    label = judge_label(settings.judge_model) if settings.judge_model else "no judge"
+    identity = f"{label}; extraction: {settings.extraction}"
+    context.log.info(f"judge: {identity}")
+    return dg.MaterializeResult(
+        data_version=dg.DataVersion(hashlib.sha256(identity.encode()).hexdigest()[:16]),
+        metadata={
+            "judge_model": settings.judge_model or "(none)",
+            "prompt_version": PROMPTS_VERSION,
+            "extraction": settings.extraction,
         },
     )
