@@ -12,7 +12,7 @@ import yaml
 
 from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._errors import Problem, SuiteError
-from eval_pipeline.suite._parse import FieldReader
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
 CONFIG_FILE = "eval_config.yaml"
@@ -233,7 +233,7 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     if "threads" in block:
         values["threads"] = r.integer(block, "threads", "test.threads", minimum=1)
     if "k" in block:
-        values["k"] = r.integer(block, "k", "test.k", minimum=1)
+        values["k"] = r.integer(block, "k", "test.k", minimum=1, maximum=MAX_ATTEMPTS)
     if "comparison" in block:
         comparison = r.mapping(block, "comparison", "test.comparison", ("decimals", "rtol", "atol"))
         if comparison is not None:
@@ -363,7 +363,9 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
             if model_id:
                 models.append(ModelConfig(id=model_id, costs=costs))
         timeout = (
-            r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 120.0
+            r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
+            if "timeout_s" in block
+            else 120.0
         )
         if name:
             providers.append(
@@ -375,7 +377,7 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
                     else None,
                     base_url=base_url,
                     models=tuple(models),
-                    timeout_s=timeout or 120.0,
+                    timeout_s=timeout or 120.0,  # None only with a problem reported
                 )
             )
     return tuple(providers)
@@ -383,6 +385,7 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
 
 def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
     agents = []
+    first_seen: dict[str, str] = {}  # agent name → the entry that defined it
     items = data["agents"]
     for i, _item in r.items(data, "agents", "agents"):
         where = f"agents[{i}]"
@@ -404,8 +407,20 @@ def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
                 else:
                     r.problem(f"{where}.headers.{key}", "expected a string")
         timeout = (
-            r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 300.0
+            r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
+            if "timeout_s" in block
+            else 300.0
         )
+        if name is not None and name in first_seen:
+            r.problem(
+                f"{where}.name",
+                f"agent name {name!r} is already used by {first_seen[name]}; "
+                "give each agent its own name",
+                r.line_of(block, "name"),
+            )
+            continue
+        if name is not None:
+            first_seen[name] = where
         if name and url:
             agents.append(
                 AgentConfig(name=name, url=url, headers=headers, timeout_s=timeout or 300.0)

@@ -100,3 +100,28 @@ def test_default_suite_is_tests_suite_below_the_current_folder(suite, tmp_path):
     shutil.copytree(suite, project / "tests_suite")
     result = run_cli("list", cwd=project)
     assert result.returncode == 0 and "total_revenue" in result.stdout
+
+
+def _alias_bomb() -> str:
+    """An `exact` matcher's value holding ~500 bytes of aliases that stand for 9**9 strings."""
+    head = "prompt: hi\ntool_calls:\n  - tool: t\n    arguments:\n      a:\n        match_type: exact\n        value:\n"
+    levels = ["          l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    levels += [f"          l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return head + "\n".join(levels) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (_alias_bomb(), "cases/bad.yml:12: aliases expand to more than 10,000 values"),
+        ("prompt: hi\ntags: " + "[" * 20_000 + "]" * 20_000, "cases/bad.yml:2: nested more than"),
+        ("prompt: hi\nnotes:\n  ? [a, b]\n  : c\n", "cases/bad.yml:3: a mapping key must be"),
+    ],
+    ids=["alias bomb", "20000 nested [", "complex key"],
+)
+def test_exploding_test_files_are_refused_with_file_and_line(suite, text, expected):
+    (suite / "cases" / "bad.yml").write_text(text)
+    result = run_cli("list", cwd=suite)
+    assert result.returncode == 2, result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr
