@@ -15,6 +15,7 @@ from eval_pipeline.agents._providers import split_model_id
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
 from eval_pipeline.suite import Problem, Suite, SuiteError
+from eval_pipeline.suite._config import recording_name_problem
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -59,6 +60,9 @@ def check_models(suite: Suite, models: Sequence[str]) -> None:
             continue
         name = recording_name(model)
         if name is not None:
+            if (problem := recording_name_problem(model)) is not None:
+                problems.append(Problem("--model", None, problem))
+                continue
             if not recording_path(config, name).exists():
                 folder = config.root / RECORDINGS_DIR
                 present = sorted(p.stem for p in folder.glob("*.jsonl")) if folder.is_dir() else []

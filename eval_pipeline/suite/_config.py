@@ -19,6 +19,22 @@ CONFIG_FILE = "eval_config.yaml"
 _ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 
 ThresholdMode = Literal["average", "all"]
+# A recording is a file directly in the suite's recordings/ folder, named without any path.
+_RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def recording_name_problem(model_id: str) -> str | None:
+    """Why a `replay:<name>` model id cannot name a recording, or None when it can (or is no replay).
+
+    A name with a path in it (`replay:../../x`) would read a file outside the suite.
+    """
+    prefix, colon, name = model_id.partition(":")
+    if prefix != "replay" or not colon or _RECORDING_NAME.fullmatch(name):
+        return None
+    return (
+        f"{model_id!r}: a recording name is a plain file name in recordings/ "
+        "(letters, digits, '.', '_', '-'; no path)"
+    )
 
 
 class MissingSecret(SuiteError):
@@ -230,6 +246,9 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     values: dict[str, Any] = {}
     if "models" in block:
         values["models"] = _string_list(r, block, "models", "test.models")
+        for model in values["models"]:
+            if (problem := recording_name_problem(model)) is not None:
+                r.problem("test.models", problem, r.line_of(block, "models"))
     if "threads" in block:
         values["threads"] = r.integer(block, "threads", "test.threads", minimum=1)
     if "k" in block:
@@ -251,6 +270,8 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     for key in ("judge_model", "schedule"):
         if key in block:
             values[key] = r.text(block, key, f"test.{key}")
+    if (problem := recording_name_problem(values.get("judge_model") or "")) is not None:
+        r.problem("test.judge_model", problem, r.line_of(block, "judge_model"))
     if "extraction" in block:
         if block["extraction"] not in ("llm", "last_query"):
             r.problem(

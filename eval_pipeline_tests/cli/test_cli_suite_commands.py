@@ -125,3 +125,21 @@ def test_exploding_test_files_are_refused_with_file_and_line(suite, text, expect
     assert result.returncode == 2, result.stderr
     assert expected in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_replay_name_with_a_path_is_refused_before_anything_is_read(suite, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "x.jsonl").write_text("")  # a recording outside the suite, which must stay unread
+    result = run_cli("test", "-m", "replay:../../outside/x", cwd=suite)
+    assert result.returncode == 2, result.stderr
+    assert "'replay:../../outside/x': a recording name is a plain file name" in result.stderr
+    assert "Traceback" not in result.stderr
+
+    config = suite / "eval_config.yaml"
+    config.write_text("test:\n  models: [replay:demo]\n  judge_model: replay:../outside/x\n")
+    result = run_cli("list", cwd=suite)
+    assert result.returncode == 2
+    assert (
+        "eval_config.yaml:3: test.judge_model: 'replay:../outside/x': a recording" in result.stderr
+    )
