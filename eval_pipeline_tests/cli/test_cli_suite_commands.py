@@ -143,3 +143,31 @@ def test_a_replay_name_with_a_path_is_refused_before_anything_is_read(suite, tmp
     assert (
         "eval_config.yaml:3: test.judge_model: 'replay:../outside/x': a recording" in result.stderr
     )
+
+
+def _one_test_csv(path: Path, history: str = '[{"role": "user", "content": "Hi?"}]') -> Path:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["name", "conversation_history", "tool_calls"])
+        writer.writerow(["greets", history, '[{"tool": "t", "accept_any_arguments": true}]'])
+    return path
+
+
+@pytest.mark.parametrize("into", ["../..", "../escaped", "/tmp/abs", "a/../../b"])
+def test_import_csv_into_a_folder_outside_the_cases_is_refused(suite, tmp_path, into):
+    path = _one_test_csv(tmp_path / "tests.csv")
+    before = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    result = run_cli("import-csv", str(path), "--into", into, cwd=suite)
+    assert result.returncode == 2, result.stderr
+    assert f"--into: {into!r} leads outside the suite's cases/ folder" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("depth", [100, 50_000])  # deeper than YAML allows / than Python's stack
+def test_import_csv_with_a_deeply_nested_cell_exits_2(suite, tmp_path, depth):
+    path = _one_test_csv(tmp_path / "deep.csv", history="[" * depth + "]" * depth)
+    result = run_cli("import-csv", str(path), cwd=suite)
+    assert result.returncode == 2, result.stderr
+    assert "deep.csv:row 2: conversation_history: nests too deeply" in result.stderr
+    assert "Traceback" not in result.stderr
