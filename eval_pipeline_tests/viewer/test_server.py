@@ -334,3 +334,36 @@ def test_export_command_writes_html(tmp_path):
     bad = main(["export", "--suite", str(root), "--format", "html", "--model", "nobody"])
     assert bad == 2
     assert Path(out).stat().st_size < 400_000
+
+
+def raw_request(server, lines: list[str]) -> str:
+    """Send a request exactly as written (fetch cannot repeat a header) and read the answer."""
+    import socket
+
+    with socket.create_connection(server.server_address[:2], timeout=10) as connection:
+        connection.sendall(("\r\n".join([*lines, "", ""])).encode())
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    return received.decode("latin-1")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["Host: evil.example"],
+        ["Host: localhost"],
+        ["Origin: http://{host}", "Origin: http://evil.example"],
+    ],
+)
+def test_a_repeated_host_or_origin_header_is_refused(server, extra):
+    host = f"127.0.0.1:{server.server_address[1]}"
+    extra = [line.format(host=host) for line in extra]
+    good = raw_request(server, ["GET / HTTP/1.1", f"Host: {host}", "Connection: close"])
+    assert good.startswith("HTTP/1.1 200")
+    answer = raw_request(server, ["GET / HTTP/1.1", f"Host: {host}", *extra, "Connection: close"])
+    assert answer.startswith("HTTP/1.1 400"), answer[:200]
+    assert "A header that must appear once repeats." in answer
+    # the DNS-rebinding order too: the foreign name first, the loopback name last
+    answer = raw_request(server, ["GET / HTTP/1.1", *extra, f"Host: {host}", "Connection: close"])
+    assert answer.startswith("HTTP/1.1 400"), answer[:200]
