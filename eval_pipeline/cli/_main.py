@@ -15,6 +15,7 @@ import duckdb
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.suite import SuiteError, find_suite_root, import_csv, load_config, load_suite
+from eval_pipeline.suite._secrets import redact
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -174,6 +175,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         document = build_results(read_run_rows(layout, models, day, names), models, names, day)
         text = results_csv(document)
         what = f"{len(document['results'])} runs"
+    text = redact(text)
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"wrote {args.output} ({what})", file=sys.stderr)

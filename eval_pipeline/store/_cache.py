@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from eval_pipeline.store._layout import StoreLayout
+from eval_pipeline.suite._secrets import redact_value
 
 
 class FileCompletionCache:
@@ -34,7 +35,8 @@ class FileCompletionCache:
         return self._items.get(key)
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        line = json.dumps({"key": key, "value": value}, ensure_ascii=False, default=str)
+        stored = redact_value({"key": key, "value": value})  # a judge may quote a key piece
+        line = json.dumps(stored, ensure_ascii=False, default=str)
         with self._lock:
             self._items[key] = value
             with open(self._path, "a", encoding="utf-8") as handle:

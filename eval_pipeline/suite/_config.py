@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ import yaml
 from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
+from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
 CONFIG_FILE = "eval_config.yaml"
@@ -74,6 +76,8 @@ class Templated:
                 ],
                 headline="a secret the configuration needs is missing",
             )
+        for name in self.env_names:
+            register_secret(env[name])  # from now on no piece of it is stored, printed or logged
         return _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
 
 
@@ -216,7 +220,23 @@ def load_config(root: Path) -> SuiteConfig:
     )
     if r.problems:
         raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {CONFIG_FILE}")
+    _register_secrets(config)
     return config
+
+
+def _register_secrets(config: SuiteConfig) -> None:
+    """Know every secret the environment holds for this config, also in processes that never
+    send a request (reports, exports, the viewer), so none of them prints a piece of one."""
+    templates = [p.api_key for p in config.providers if p.api_key is not None]
+    templates += [
+        value
+        for agent in config.agents
+        for name, value in agent.headers.items()
+        if name.lower() not in PUBLIC_HEADERS
+    ]
+    for template in templates:
+        with contextlib.suppress(MissingSecret):  # reported when a request needs it
+            register_secret(template.resolve())  # a key written into the file is one too
 
 
 def _path(root: Path, value: str) -> Path:
