@@ -166,4 +166,4 @@ def scrub(text: str, secrets: Iterable[str]) -> str:
     for secret in sorted(wanted, key=len, reverse=True):
         if 4 <= len(secret) < MIN_PIECE:  # too short for pieces: blank the whole value only
             text = text.replace(secret, REDACTED)
-    return Redactor(wanted).redact(redact(text))
+    return redact(Redactor(wanted).redact(text))  # this request's own first: whole values

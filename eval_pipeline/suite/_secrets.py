@@ -21,6 +21,7 @@ __all__ = [
     "PUBLIC_HEADERS",
     "REDACTED",
     "Redactor",
+    "forget_secrets",
     "redact",
     "redact_value",
     "register_secret",
@@ -154,6 +155,12 @@ def register_secret(value: str) -> None:
     """Redact `value` (and its pieces) from every text this process stores or prints from now on."""
     _KNOWN.add(value)
     _install_log_redaction()
+
+
+def forget_secrets() -> None:
+    """Forget every registered secret (tests: one test's keys must not blank another's text)."""
+    global _KNOWN
+    _KNOWN = Redactor()
 
 
 def redact(text: str) -> str:
