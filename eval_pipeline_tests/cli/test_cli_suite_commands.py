@@ -171,3 +171,15 @@ def test_import_csv_with_a_deeply_nested_cell_exits_2(suite, tmp_path, depth):
     assert result.returncode == 2, result.stderr
     assert "deep.csv:row 2: conversation_history: nests too deeply" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_k_beyond_the_bound_exits_2_before_anything_runs(suite):
+    (suite / "cases" / "huge.yml").write_text("prompt: hi\nk: 1000000000\n")
+    result = run_cli("list", cwd=suite)
+    assert result.returncode == 2
+    assert "cases/huge.yml:2: k: expected an integer from 1 to 100, got 1000000000" in result.stderr
+    (suite / "cases" / "huge.yml").unlink()
+    result = run_cli("test", "-k", "1000000000", cwd=suite)
+    assert result.returncode == 2
+    assert "-k: expected an integer from 1 to 100" in result.stderr
+    assert "Traceback" not in result.stderr
