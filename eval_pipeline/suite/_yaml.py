@@ -133,7 +133,11 @@ class _LineLoader(yaml.SafeLoader):
         if isinstance(node, yaml.ScalarNode):
             size, depth = 1, 0
         else:
-            parts = node.value if isinstance(node, yaml.SequenceNode) else sum(node.value, ())
+            parts = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else [part for pair in node.value for part in pair]
+            )
             children = [self._expanded(part) for part in parts]
             size = 1 + sum(count for count, _ in children)
             depth = 1 + max((levels for _, levels in children), default=0)
