@@ -57,3 +57,12 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehous
     return SampleWarehouse(
         path=suite / "warehouse.duckdb", target=suite / "dbt" / "target", materialized=materialized
     )
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets():
+    """Secrets a test's config resolved are redacted process-wide; the next test starts clean."""
+    yield
+    from eval_pipeline.suite._secrets import forget_secrets
+
+    forget_secrets()

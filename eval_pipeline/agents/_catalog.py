@@ -10,6 +10,7 @@ import yaml
 
 from eval_pipeline.agents._sandbox import SqlSandbox
 from eval_pipeline.suite._context import dbt_doc_files
+from eval_pipeline.suite._yaml import load_yaml
 
 _HIDDEN_SCHEMAS = ("information_schema", "pg_catalog")
 
@@ -43,9 +44,11 @@ def dbt_descriptions(dbt_project: Path | None) -> dict[str, tuple[str, dict[str,
         if path.suffix not in (".yml", ".yaml"):
             continue
         try:
-            data: Any = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        except yaml.YAMLError:
+            data: Any = load_yaml(path.read_text(encoding="utf-8")) or {}
+        except (yaml.YAMLError, UnicodeDecodeError):
             continue  # dbt itself reports a broken schema file; the agent just gets no docs
+        if not isinstance(data, dict):
+            continue
         for model in (data.get("models") or []) + (data.get("seeds") or []):
             if not isinstance(model, dict) or "name" not in model:
                 continue

@@ -8,6 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._types import Completion
+from eval_pipeline.suite._secrets import MIN_PIECE, REDACTED, Redactor, redact
 
 __all__ = [
     "AgentError",
@@ -25,8 +26,6 @@ __all__ = [
     "redact_url",
     "scrub",
 ]
-
-REDACTED = "[redacted]"
 
 
 class AgentError(Exception):
@@ -218,19 +217,15 @@ def redact_url(url: str) -> str:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """`text` with every secret (and every long enough word of one) replaced by a marker.
+    """`text` with every secret, and every piece of 8+ characters of one, replaced by a marker.
 
     Endpoints sometimes echo the credential they refused, so anything an endpoint says is
-    scrubbed before it goes into an error message.
+    scrubbed before it goes into an error message, and before it is cut to length (a cut
+    secret is still a secret). `secrets` are this request's credential header values; the
+    secrets registered for the process (`register_secret`) are always included.
     """
-    pieces: set[str] = set()
-    for secret in secrets:
-        if not secret:
-            continue
-        pieces.add(secret)
-        # "Bearer sk-..." is sent, but an endpoint may echo only the token after the scheme.
-        pieces.update(part for part in secret.split() if len(part) >= 8)
-    for piece in sorted(pieces, key=len, reverse=True):
-        if len(piece) >= 4:
-            text = text.replace(piece, REDACTED)
-    return text
+    wanted = [secret for secret in secrets if secret]
+    for secret in sorted(wanted, key=len, reverse=True):
+        if 4 <= len(secret) < MIN_PIECE:  # too short for pieces: blank the whole value only
+            text = text.replace(secret, REDACTED)
+    return redact(Redactor(wanted).redact(text))  # this request's own first: whole values

@@ -19,11 +19,20 @@ from eval_pipeline.agents._replay import (
 )
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.suite import AgentContext, SuiteConfig
+from eval_pipeline.suite._config import recording_name_problem
 
 RECORDINGS_DIR = "recordings"
 
 
 def recording_path(config: SuiteConfig, name: str) -> Path:
+    """The file of recording `name`, always directly in the suite's recordings folder.
+
+    Raises:
+        UnknownModel: the name holds a path (`../x`, `a/b`), which could read outside the suite.
+    """
+    problem = recording_name_problem(f"replay:{name}")
+    if problem is not None:
+        raise UnknownModel(f"replay:{name}", problem.split(": ", 1)[1], [])
     return config.root / RECORDINGS_DIR / f"{name}.jsonl"
 
 

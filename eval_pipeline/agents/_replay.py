@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.agents._cache import completion_from_dict, completion_to_dict
 from eval_pipeline.agents._errors import AgentError, ReplyTruncated, check_not_cut
 from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec
+from eval_pipeline.suite._secrets import redact_value
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._chat import ChatModel
@@ -269,7 +270,7 @@ class Recorder:
             "completion": completion_to_dict(completion),
             "raw": completion.raw,
         }
-        line = json.dumps(entry, default=str, ensure_ascii=False)
+        line = json.dumps(redact_value(entry), default=str, ensure_ascii=False)
         with self._lock, open(self.path, "a", encoding="utf-8") as handle:
             handle.write(line + "\n")
 

@@ -25,6 +25,7 @@ from eval_pipeline.agents._errors import (
     scrub,
 )
 from eval_pipeline.agents._transport import DEFAULT_REPLY_LIMITS, LimitedClient, ReplyLimits
+from eval_pipeline.suite._secrets import PUBLIC_HEADERS
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -38,21 +39,6 @@ logger = logging.getLogger("eval_pipeline.agents")
 
 # An error body is only read for its message; the rest of a huge one is never downloaded.
 _ERROR_BODY_BYTES = 65_536
-
-# Headers whose values are never secret; every other request header value is treated as one
-# (agent headers are user-defined, so a token may hide in any of them).
-_PUBLIC_HEADERS = frozenset(
-    {
-        "accept",
-        "accept-encoding",
-        "anthropic-version",
-        "connection",
-        "content-length",
-        "content-type",
-        "host",
-        "user-agent",
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -147,8 +133,8 @@ def parse_retry_after(
 
 
 def secret_header_values(headers: httpx.Headers | Mapping[str, str]) -> list[str]:
-    """Values of the request headers that may carry credentials (see `_PUBLIC_HEADERS`)."""
-    return [value for key, value in headers.items() if key.lower() not in _PUBLIC_HEADERS]
+    """Values of the request headers that may carry credentials (see `PUBLIC_HEADERS`)."""
+    return [value for key, value in headers.items() if key.lower() not in PUBLIC_HEADERS]
 
 
 @dataclass
@@ -322,7 +308,7 @@ def _transport_failure(
 
 def _status_failure(response: httpx.Response, policy: RetryPolicy, secrets: list[str]) -> _Failure:
     status = response.status_code
-    detail = scrub(_error_message(response), secrets) or None
+    detail = _error_message(response, secrets) or None
     if status in (401, 403):
         return _Failure(AuthenticationFailed, "the credentials were refused", status, detail)
     if not policy.retries_status(status):
@@ -335,7 +321,7 @@ def _status_failure(response: httpx.Response, policy: RetryPolicy, secrets: list
     return _Failure(ProviderUnavailable, "the endpoint failed", status, detail, retry_after)
 
 
-def _error_message(response: httpx.Response, limit: int = 300) -> str:
+def _error_message(response: httpx.Response, secrets: list[str], limit: int = 300) -> str:
     # OpenAI and Anthropic: {"error": {"message": ...}}; FastAPI: {"detail": ...}.
     try:
         body = response.json()
@@ -351,5 +337,5 @@ def _error_message(response: httpx.Response, limit: int = 300) -> str:
         message = message or body.get("message") or body.get("detail")
     if not isinstance(message, str):
         message = response.text
-    message = " ".join(message.split())
+    message = scrub(" ".join(message.split()), secrets)  # before the cut, which could hide a key
     return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -10,6 +10,7 @@ import httpx
 
 from eval_pipeline.agents._errors import ProtocolError, scrub
 from eval_pipeline.agents._retry import secret_header_values
+from eval_pipeline.suite._secrets import redact
 
 __all__ = ["MAX_COUNT", "BodyReader", "parse_arguments"]
 
@@ -110,8 +111,9 @@ class BodyReader:
         return float(value)
 
     def _snippet(self, limit: int = 60) -> str:
-        text = self.response.content[:limit].decode("utf-8", errors="replace")
-        return scrub(text, secret_header_values(self.response.request.headers))
+        # Scrubbed before it is cut to `limit`, so a key at the cut is still recognised.
+        text = self.response.content[: limit + 4096].decode("utf-8", errors="replace")
+        return scrub(text, secret_header_values(self.response.request.headers))[:limit]
 
 
 def is_instance(value: Any, expected: type | tuple[type, ...]) -> bool:
@@ -146,7 +148,7 @@ def _names(expected: type | tuple[type, ...]) -> str:
 
 
 def _describe(value: Any) -> str:
-    shown = json.dumps(value, default=str)
+    shown = redact(json.dumps(value, default=str)[:4096])  # before the cut: a cut key is a key
     if len(shown) > 40:
         shown = shown[:39] + "…"
     return f"{_names(type(value))} ({shown})"

@@ -18,6 +18,7 @@ from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._exit import CouldNotRun, describe, first_line
 from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home, open_instance
 from eval_pipeline.suite import CONFIG_FILE, Case, Problem, Suite, SuiteConfig, SuiteError
+from eval_pipeline.suite._config import recording_name_problem
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -60,6 +61,8 @@ def _unknown_model(config: SuiteConfig, model: str, *, judge: bool) -> str | Non
         return str(error)
     name = recording_name(model)
     if name is not None:
+        if (problem := recording_name_problem(model)) is not None:
+            return problem
         if recording_path(config, name).exists():
             return None
         folder = config.root / RECORDINGS_DIR

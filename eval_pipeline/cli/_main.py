@@ -18,6 +18,7 @@ from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
 from eval_pipeline.cli._options import output_file, parse_day, port_number
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.suite import find_suite_root, import_csv, load_config, load_suite
+from eval_pipeline.suite._secrets import redact
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
 
@@ -191,6 +192,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         document = build_results(read_run_rows(layout, models, day, names), models, names, day)
         text = results_csv(document)
         what = f"{len(document['results'])} runs"
+    text = redact(text)
     if output:
         output.write_text(text, encoding="utf-8")
         print(f"wrote {output} ({what})", file=sys.stderr)

@@ -13,6 +13,7 @@ import pandas as pd
 
 from eval_pipeline.grading._metrics import RunOutcome, case_metrics, summarize_models
 from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.suite._secrets import redact_value
 
 RESULTS_DIR = "outputs"
 
@@ -174,6 +175,7 @@ def write_results_file(document: dict[str, Any], suite_root: Path) -> Path:
     stamp = datetime.fromisoformat(document["timestamp"]).strftime("%Y%m%d_%H%M%S")
     path = folder / f"results_{stamp}.json"
     path.write_text(
-        json.dumps(document, indent=2, default=str, ensure_ascii=False), encoding="utf-8"
+        json.dumps(redact_value(document), indent=2, default=str, ensure_ascii=False),
+        encoding="utf-8",
     )
     return path

@@ -27,7 +27,7 @@ from eval_pipeline.cli._results import build_results, read_run_rows, write_resul
 from eval_pipeline.pipeline import plan_requests, subscribe
 from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
 from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import Problem, Suite, SuiteError, load_suite
+from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, load_suite
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -111,8 +111,8 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     problems = []
     if args.threads is not None and args.threads < 1:
         problems.append(Problem("--threads", None, "expected at least 1"))
-    if args.k is not None and args.k < 1:
-        problems.append(Problem("-k", None, "expected at least 1"))
+    if args.k is not None and not 1 <= args.k <= MAX_ATTEMPTS:
+        problems.append(Problem("-k", None, f"expected an integer from 1 to {MAX_ATTEMPTS}"))
     if args.min_accuracy is not None and not 0 <= args.min_accuracy <= 1:
         problems.append(Problem("--min-accuracy", None, "expected a fraction between 0 and 1"))
     if problems:

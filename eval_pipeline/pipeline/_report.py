@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.suite._secrets import redact
 
 
 def _cell(value: object) -> str:
@@ -81,5 +82,6 @@ def write_report(layout: StoreLayout, day: date) -> tuple[Path, str]:
     )
     path = layout.root / "reports" / f"report_{day.isoformat()}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = redact(text)  # the store is redacted; older rows may predate a secret's registration
     path.write_text(text + "\n", encoding="utf-8")
     return path, text

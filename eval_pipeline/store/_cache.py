@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from eval_pipeline.store._layout import StoreLayout
+from eval_pipeline.suite._secrets import redact_value
 
 
 class FileCompletionCache:
@@ -40,7 +41,8 @@ class FileCompletionCache:
         return self._items.get(key)
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        entry = {"key": key, "value": value, "at": time.time()}
+        # A judge may quote a piece of a key: redacted before it is kept.
+        entry = redact_value({"key": key, "value": value, "at": time.time()})
         line = json.dumps(entry, ensure_ascii=False, default=str)
         with self._lock:
             self._items[key] = value

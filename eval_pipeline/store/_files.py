@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.suite._secrets import redact_value
 
 log = logging.getLogger("eval_pipeline.store")
 
@@ -43,7 +44,7 @@ def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any])
             value = extra[name] if name in extra else row.get(name)
             if name in json_columns and value is not None and not isinstance(value, str):
                 value = json.dumps(value, default=str, ensure_ascii=False)
-            values.append(value)
+            values.append(redact_value(value))  # no piece of a known secret is ever stored
     return pa.Table.from_pydict(columns, schema=spec.schema)
 
 
@@ -244,7 +245,8 @@ class Journal:
         fcntl.flock(self._handle, fcntl.LOCK_EX)
 
     def append(self, record: dict[str, Any]) -> None:
-        self._handle.write(json.dumps(record, default=str, ensure_ascii=False) + "\n")
+        line = json.dumps(redact_value(record), default=str, ensure_ascii=False)
+        self._handle.write(line + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
 

@@ -27,6 +27,7 @@ from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_c
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._limits import Limits
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_CONSISTENCY_RUNS
 from eval_pipeline.suite._suite import (
     CASES_DIR,
     Suite,
@@ -39,6 +40,8 @@ from eval_pipeline.suite._suite import (
 __all__ = [
     "CASES_DIR",
     "CONFIG_FILE",
+    "MAX_ATTEMPTS",
+    "MAX_CONSISTENCY_RUNS",
     "AgentConfig",
     "AgentContext",
     "ArgumentMatcher",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -13,13 +14,30 @@ import yaml
 from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
-from eval_pipeline.suite._parse import FieldReader
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
+from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
 CONFIG_FILE = "eval_config.yaml"
 _ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 
 ThresholdMode = Literal["average", "all"]
+# A recording is a file directly in the suite's recordings/ folder, named without any path.
+_RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def recording_name_problem(model_id: str) -> str | None:
+    """Why a `replay:<name>` model id cannot name a recording, or None when it can (or is no replay).
+
+    A name with a path in it (`replay:../../x`) would read a file outside the suite.
+    """
+    prefix, colon, name = model_id.partition(":")
+    if prefix != "replay" or not colon or _RECORDING_NAME.fullmatch(name):
+        return None
+    return (
+        f"{model_id!r}: a recording name is a plain file name in recordings/ "
+        "(letters, digits, '.', '_', '-'; no path)"
+    )
 
 
 class MissingSecret(SuiteError):
@@ -59,6 +77,8 @@ class Templated:
                 ],
                 headline="a secret the configuration needs is missing",
             )
+        for name in self.env_names:
+            register_secret(env[name])  # from now on no piece of it is stored, printed or logged
         return _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
 
 
@@ -224,7 +244,23 @@ def load_config(root: Path) -> SuiteConfig:
     )
     if r.problems:
         raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {CONFIG_FILE}")
+    _register_secrets(config)
     return config
+
+
+def _register_secrets(config: SuiteConfig) -> None:
+    """Know every secret the environment holds for this config, also in processes that never
+    send a request (reports, exports, the viewer), so none of them prints a piece of one."""
+    templates = [p.api_key for p in config.providers if p.api_key is not None]
+    templates += [
+        value
+        for agent in config.agents
+        for name, value in agent.headers.items()
+        if name.lower() not in PUBLIC_HEADERS
+    ]
+    for template in templates:
+        with contextlib.suppress(MissingSecret):  # reported when a request needs it
+            register_secret(template.resolve())  # a key written into the file is one too
 
 
 def _path(root: Path, value: str) -> Path:
@@ -268,10 +304,13 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     values: dict[str, Any] = {}
     if "models" in block:
         values["models"] = _string_list(r, block, "models", "test.models")
+        for model in values["models"]:
+            if (problem := recording_name_problem(model)) is not None:
+                r.problem("test.models", problem, r.line_of(block, "models"))
     if "threads" in block:
         values["threads"] = r.integer(block, "threads", "test.threads", minimum=1)
     if "k" in block:
-        values["k"] = r.integer(block, "k", "test.k", minimum=1)
+        values["k"] = r.integer(block, "k", "test.k", minimum=1, maximum=MAX_ATTEMPTS)
     if "comparison" in block:
         comparison = r.mapping(block, "comparison", "test.comparison", ("decimals", "rtol", "atol"))
         if comparison is not None:
@@ -289,6 +328,8 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     for key in ("judge_model", "schedule"):
         if key in block:
             values[key] = r.text(block, key, f"test.{key}")
+    if (problem := recording_name_problem(values.get("judge_model") or "")) is not None:
+        r.problem("test.judge_model", problem, r.line_of(block, "judge_model"))
     if "extraction" in block:
         if block["extraction"] not in ("llm", "last_query"):
             r.problem(
@@ -417,7 +458,9 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
             if model_id:
                 models.append(ModelConfig(id=model_id, costs=costs, max_tokens=limit))
         timeout = (
-            r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 120.0
+            r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
+            if "timeout_s" in block
+            else 120.0
         )
         if name:
             providers.append(
@@ -429,7 +472,7 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
                     else None,
                     base_url=base_url,
                     models=tuple(models),
-                    timeout_s=timeout or 120.0,
+                    timeout_s=timeout or 120.0,  # None only with a problem reported
                     max_tokens=_max_tokens(r, block, f"{where}.max_tokens"),
                 )
             )
@@ -444,6 +487,7 @@ def _max_tokens(r: FieldReader, block: dict, field_name: str) -> int | None:
 
 def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
     agents = []
+    first_seen: dict[str, str] = {}  # agent name → the entry that defined it
     items = data["agents"]
     for i, _item in r.items(data, "agents", "agents"):
         where = f"agents[{i}]"
@@ -465,8 +509,20 @@ def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
                 else:
                     r.problem(f"{where}.headers.{key}", "expected a string")
         timeout = (
-            r.number(block, "timeout_s", f"{where}.timeout_s") if "timeout_s" in block else 300.0
+            r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
+            if "timeout_s" in block
+            else 300.0
         )
+        if name is not None and name in first_seen:
+            r.problem(
+                f"{where}.name",
+                f"agent name {name!r} is already used by {first_seen[name]}; "
+                "give each agent its own name",
+                r.line_of(block, "name"),
+            )
+            continue
+        if name is not None:
+            first_seen[name] = where
         if name and url:
             agents.append(
                 AgentConfig(name=name, url=url, headers=headers, timeout_s=timeout or 300.0)

@@ -11,7 +11,7 @@ from typing import Any
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import parse_case
 from eval_pipeline.suite._suite import CASES_DIR, load_cases
-from eval_pipeline.suite._yaml import dump_yaml
+from eval_pipeline.suite._yaml import MAX_DEPTH, dump_yaml
 
 _FIXED_COLUMNS = ("name", "conversation_history", "tool_calls")
 _EVALUATOR_VARIABLES = ("criteria",)
@@ -23,9 +23,24 @@ def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "test"
 
 
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in a JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, level + 1))
+        deepest = max(deepest, level if isinstance(item, dict | list) else 0)
+    return deepest
+
+
 def _json_cell(value: str, source: str, column: str, problems: list[Problem]) -> Any:
     try:
-        return json.loads(value)
+        data = json.loads(value)
     except json.JSONDecodeError as error:
         problems.append(
             Problem(
@@ -35,9 +50,41 @@ def _json_cell(value: str, source: str, column: str, problems: list[Problem]) ->
             )
         )
         return None
-    except RecursionError:
-        problems.append(Problem(source, column, "is nested too deeply; expected a JSON list"))
+    except RecursionError:  # deeper than the JSON parser's own stack
+        data, too_deep = None, True
+    else:
+        # The test file written from the cell must load again, and the test file's own
+        # mapping is one more level: the YAML depth limit applies.
+        too_deep = _depth(data) >= MAX_DEPTH
+    if too_deep:
+        problems.append(
+            Problem(
+                source,
+                column,
+                f"nests too deeply (a test file allows {MAX_DEPTH} levels in all); flatten it",
+            )
+        )
         return None
+    return data
+
+
+def _cases_folder(suite_root: Path, into: str) -> Path:
+    """The folder `--into` names inside the suite's cases folder, refused when it leads out."""
+    cases_dir = (suite_root / CASES_DIR).resolve()
+    target = (cases_dir / into).resolve()
+    if Path(into).is_absolute() or ".." in Path(into).parts or not target.is_relative_to(cases_dir):
+        raise SuiteError(
+            [
+                Problem(
+                    "--into",
+                    None,
+                    f"{into!r} leads outside the suite's {CASES_DIR}/ folder; "
+                    f"give a folder inside it, e.g. --into imported",
+                )
+            ],
+            headline="bad option; no test file was written",
+        )
+    return target
 
 
 def _row_to_test(
@@ -117,13 +164,8 @@ def import_csv(csv_path: Path, suite_root: Path, *, into: str = "") -> list[Path
             name used twice in the file or already in the suite; nothing is written.
     """
     label = csv_path.name
-    cases_dir = suite_root / CASES_DIR
-    target_dir = cases_dir / into
-    if Path(into).is_absolute() or not target_dir.resolve().is_relative_to(cases_dir.resolve()):
-        raise SuiteError(
-            [Problem("--into", None, f"{into!r} is not a folder inside {CASES_DIR}/")],
-            headline="bad option; no test file was written",
-        )
+    target_dir = _cases_folder(suite_root, into)
+    cases_dir = (suite_root / CASES_DIR).resolve()
     try:
         with csv_path.open(newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
@@ -165,6 +207,7 @@ def import_csv(csv_path: Path, suite_root: Path, *, into: str = "") -> list[Path
     existing, _ = load_cases(suite_root)
     taken = {case.name: f"{CASES_DIR}/{case.relative_path}" for case in existing}
     planned: list[tuple[Path, dict]] = []
+    planned_paths: set[Path] = set()  # a set, not a scan of `planned`: big CSVs stay linear
     for number, row in enumerate(rows, start=2):  # row 1 is the header, as a spreadsheet shows it
         source = f"{label}:row {number}"
         test = _row_to_test(row, evaluators, source, problems)
@@ -180,13 +223,14 @@ def import_csv(csv_path: Path, suite_root: Path, *, into: str = "") -> list[Path
                     source, "name", f"test {test['name']!r} already exists ({taken[test['name']]})"
                 )
             )
-        elif path.exists() or any(path == p for p, _ in planned):
+        elif path in planned_paths or path.exists():
             problems.append(
                 Problem(source, "name", f"file {relative} already exists; rename the test")
             )
         elif not found:
             taken[test["name"]] = source
             planned.append((path, test))
+            planned_paths.add(path)
     if problems:
         raise SuiteError(
             problems, headline=f"{len(problems)} problem(s) in {label}; no test file was written"

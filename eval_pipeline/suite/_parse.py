@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,10 @@ CASE_KEYS = (
 COMPARISON_KEYS = ("decimals", "rtol", "atol")
 MATCH_TYPES = ("exact", "llm_judge", "any")
 ASSERTION_TYPES = ("tool_call",)
+#: Most attempts per test and model (`k`): each is a full agent run, so more is a typo.
+MAX_ATTEMPTS = 100
+#: Most runs of a consistency test: every pair is judged, so n runs cost n·(n−1)/2 judge calls.
+MAX_CONSISTENCY_RUNS = 20
 _SUBMISSION_VARS = ("submission_1", "submission_2")
 
 
@@ -54,6 +59,11 @@ def _type_name(value: Any) -> str:
         if isinstance(value, kind):
             return name
     return f"{value!r}"
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class FieldReader:
@@ -111,23 +121,40 @@ class FieldReader:
             return None
         return value
 
-    def integer(self, container: Any, key: Any, field: str, *, minimum: int) -> int | None:
+    def integer(
+        self, container: Any, key: Any, field: str, *, minimum: int, maximum: int | None = None
+    ) -> int | None:
         value = container[key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            got = repr(value) if isinstance(value, int | float | str) else _type_name(value)
-            self.problem(
-                field, f"expected an integer ≥ {minimum}, got {got}", self.line_of(container, key)
+        too_big = maximum is not None and isinstance(value, int) and value > maximum
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum or too_big:
+            expected = (
+                f"an integer from {minimum} to {maximum}"
+                if maximum is not None
+                else f"an integer ≥ {minimum}"
             )
+            got = _short_repr(value) if isinstance(value, int | float | str) else _type_name(value)
+            self.problem(field, f"expected {expected}, got {got}", self.line_of(container, key))
             return None
         return value
 
-    def number(self, container: Any, key: Any, field: str) -> float | None:
+    def number(
+        self, container: Any, key: Any, field: str, *, positive: bool = False
+    ) -> float | None:
+        """A finite number ≥ 0 (> 0 when `positive`): NaN or infinity would make every
+        comparison with it pass or fail silently."""
         value = container[key]
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-            got = repr(value) if isinstance(value, int | float | str) else _type_name(value)
-            self.problem(field, f"expected a number ≥ 0, got {got}", self.line_of(container, key))
+        number = None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            try:
+                number = float(value)
+            except OverflowError:  # an integer too large for a float
+                number = math.inf
+        if number is None or not math.isfinite(number) or number < 0 or (positive and number == 0):
+            got = _short_repr(value) if isinstance(value, int | float | str) else _type_name(value)
+            expected = "a finite number > 0" if positive else "a finite number ≥ 0"
+            self.problem(field, f"expected {expected}, got {got}", self.line_of(container, key))
             return None
-        return float(value)
+        return number
 
     def boolean(self, container: Any, key: Any, field: str) -> bool | None:
         value = container[key]
@@ -187,7 +214,7 @@ def parse_case(
     tool_calls = _tool_calls(r, data) if "tool_calls" in data else ()
     evaluators = _evaluators(r, data) if "evaluators" in data else ()
     consistency = _consistency(r, data) if "consistency" in data else None
-    k = r.integer(data, "k", "k", minimum=1) if "k" in data else None
+    k = r.integer(data, "k", "k", minimum=1, maximum=MAX_ATTEMPTS) if "k" in data else None
     tags = _tags(r, data) if "tags" in data else ()
     category = r.text(data, "category", "category") if "category" in data else None
     difficulty = r.text(data, "difficulty", "difficulty") if "difficulty" in data else None
@@ -398,7 +425,11 @@ def _consistency(r: FieldReader, data: dict) -> Consistency | None:
     value = r.mapping(data, "consistency", "consistency", ("n", "prompt", "min_accuracy"))
     if value is None:
         return None
-    n = r.integer(value, "n", "consistency.n", minimum=2) if "n" in value else Consistency.n
+    n = (
+        r.integer(value, "n", "consistency.n", minimum=2, maximum=MAX_CONSISTENCY_RUNS)
+        if "n" in value
+        else Consistency.n
+    )
     min_accuracy = (
         r.number(value, "min_accuracy", "consistency.min_accuracy")
         if "min_accuracy" in value

@@ -1,4 +1,10 @@
-"""YAML reading that remembers line numbers and rejects duplicate keys, and tidy YAML writing."""
+"""YAML reading that remembers line numbers and refuses what could hurt, and tidy YAML writing.
+
+Every YAML file the product reads goes through `load_yaml`, so every one of them gets the same
+guards: duplicate keys, mapping keys that are not plain values, nesting deeper than
+`MAX_DEPTH` and aliases that expand to more than `MAX_ALIAS_NODES` nodes (a "billion laughs"
+file of a few hundred bytes would otherwise expand to gigabytes once something walks it).
+"""
 
 from __future__ import annotations
 
@@ -26,24 +32,130 @@ class YamlSequence(list):
         self.item_lines: list[int] = []
 
 
-class DuplicateKeyError(yaml.YAMLError):
+#: Deepest nesting of sequences and mappings a YAML file may have (real files stay below 10).
+MAX_DEPTH = 64
+#: Most nodes that aliases (`*name`) may add to one document when expanded.
+MAX_ALIAS_NODES = 10_000
+
+
+class YamlRefused(yaml.YAMLError):
+    """Valid YAML the loader refuses, with the 1-based line it points at and what to do."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+class DuplicateKeyError(YamlRefused):
     """The same key appears twice in one mapping (PyYAML would keep the last one silently)."""
 
     def __init__(self, key: Any, first_line: int, line: int) -> None:
         super().__init__(
-            f"duplicate key {key!r} on line {line} (first defined on line {first_line})"
+            f"duplicate key {key!r} on line {line} (first defined on line {first_line})", line
         )
-        self.line = line
+
+
+def _line(node_or_event: Any) -> int:
+    return node_or_event.start_mark.line + 1
 
 
 class _LineLoader(yaml.SafeLoader):
-    pass
+    """A SafeLoader whose composer bounds nesting depth and alias expansion."""
+
+    def fetch_flow_sequence_start(self) -> None:
+        self._check_flow_level()
+        super().fetch_flow_sequence_start()
+
+    def fetch_flow_mapping_start(self) -> None:
+        self._check_flow_level()
+        super().fetch_flow_mapping_start()
+
+    def _check_flow_level(self) -> None:
+        # The scanner reads a whole run of `[` / `{` before the composer sees the first one
+        # (any of them could start a key), in quadratic time: stop it early.
+        if self.flow_level >= MAX_DEPTH:
+            raise YamlRefused(
+                f"nested more than {MAX_DEPTH} levels deep; flatten the structure",
+                self.get_mark().line + 1,
+            )
+
+    def compose_document(self) -> yaml.Node:
+        self._depth = 0
+        self._alias_nodes = 0
+        # (nodes, depth) of each finished node an alias used: the tree an alias stands for
+        self._expansions: dict[int, tuple[int, int]] = {}
+        return super().compose_document()
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            node = super().compose_node(parent, index)
+            if node.end_mark is None:  # still being composed: the alias is inside its anchor
+                raise YamlRefused(
+                    f"alias *{event.anchor} refers to a value that contains it; "
+                    "write the value out instead",
+                    _line(event),
+                )
+            size, depth = self._expanded(node)
+            if self._depth + depth > MAX_DEPTH:
+                raise YamlRefused(
+                    f"alias *{event.anchor} nests the value more than {MAX_DEPTH} levels deep; "
+                    "flatten the structure",
+                    _line(event),
+                )
+            self._alias_nodes += size
+            if self._alias_nodes > MAX_ALIAS_NODES:
+                raise YamlRefused(
+                    f"aliases expand to more than {MAX_ALIAS_NODES:,} values; "
+                    "write the values out or use fewer aliases",
+                    _line(event),
+                )
+            return node
+        if not isinstance(event, yaml.CollectionStartEvent):
+            return super().compose_node(parent, index)
+        if self._depth >= MAX_DEPTH:
+            raise YamlRefused(
+                f"nested more than {MAX_DEPTH} levels deep; flatten the structure",
+                _line(event),
+            )
+        self._depth += 1
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+        return node
+
+    def _expanded(self, node: yaml.Node) -> tuple[int, int]:
+        """How many nodes `node` stands for, and how deep it nests, with aliases expanded."""
+        known = self._expansions.get(id(node))
+        if known is not None:
+            return known
+        if isinstance(node, yaml.ScalarNode):
+            size, depth = 1, 0
+        else:
+            parts = (
+                node.value
+                if isinstance(node, yaml.SequenceNode)
+                else [part for pair in node.value for part in pair]
+            )
+            children = [self._expanded(part) for part in parts]
+            size = 1 + sum(count for count, _ in children)
+            depth = 1 + max((levels for _, levels in children), default=0)
+        self._expansions[id(node)] = (size, depth)
+        return size, depth
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> YamlMapping:
     loader.flatten_mapping(node)
     mapping = YamlMapping(line=node.start_mark.line + 1)
     for key_node, value_node in node.value:
+        if not isinstance(key_node, yaml.ScalarNode):
+            kind = "a list" if isinstance(key_node, yaml.SequenceNode) else "a mapping"
+            raise YamlRefused(
+                f"a mapping key must be a plain value (text or a number), got {kind}; "
+                "quote the key or restructure the mapping",
+                _line(key_node),
+            )
         key = loader.construct_object(key_node, deep=True)
         line = key_node.start_mark.line + 1
         if key in mapping.key_lines:
@@ -76,7 +188,7 @@ def load_yaml(text: str) -> Any:
 
 def yaml_error_line(error: yaml.YAMLError) -> int | None:
     """The 1-based line a YAML error points at, when it knows one."""
-    if isinstance(error, DuplicateKeyError):
+    if isinstance(error, YamlRefused):
         return error.line
     mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
     return mark.line + 1 if mark is not None else None
@@ -84,7 +196,7 @@ def yaml_error_line(error: yaml.YAMLError) -> int | None:
 
 def yaml_error_summary(error: yaml.YAMLError) -> str:
     """One line describing a YAML error, without PyYAML's multi-line excerpt."""
-    if isinstance(error, DuplicateKeyError):
+    if isinstance(error, YamlRefused):
         return str(error)
     problem = getattr(error, "problem", None)
     context = getattr(error, "context", None)

@@ -21,6 +21,10 @@ MAX_BODY = 32_000  # a label form is a few KB at most
 MAX_DRAINED = 1_000_000
 
 
+#: Headers a check reads, so a request may send each at most once.
+_SINGLE_HEADERS = ("host", "origin", "referer", "content-length")
+
+
 class ViewerServer(ThreadingHTTPServer):
     """Serves one store; `quiet` keeps the request log off (tests)."""
 
@@ -61,7 +65,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._dispatch("POST")
 
     def _dispatch(self, method: str) -> None:
-        headers = {k.lower(): v for k, v in self.headers.items()}
+        headers = {k.lower(): v for k, v in self.headers.items()}  # a repeated header: the last
+        if any(len(self.headers.get_all(name, [])) > 1 for name in _SINGLE_HEADERS):
+            # ...so a second Host (Origin, Referer, Content-Length) could slip past the checks
+            # of the first: refused, as RFC 9112 asks for Host.
+            self.close_connection = True
+            self._send(message_page(400, "Bad request", "A header that must appear once repeats."))
+            return
         if not host_allowed(headers.get("host", ""), self.server.bound_host):
             self._send(
                 message_page(400, "Bad request", "This server only answers on its own address.")

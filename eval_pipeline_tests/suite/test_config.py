@@ -105,3 +105,31 @@ def test_a_max_tokens_that_is_not_a_positive_integer_names_its_field(make_suite)
     text = str(error.value)
     assert "eval_config.yaml:4: llm.providers[0].max_tokens: expected an integer ≥ 1, got 0" in text
     assert "llm.providers[0].models[0].max_tokens: expected an integer ≥ 1, got 'lots'" in text
+
+
+def test_zero_timeouts_duplicate_agents_and_unbounded_numbers_are_config_errors(make_suite):
+    root = make_suite(
+        {},
+        config="""\
+        test:
+          k: 1000000000
+          comparison: {atol: .nan}
+        llm:
+          providers:
+            - {provider: openai, api_key: x, timeout_s: 0}
+        agents:
+          - {name: bot, url: "http://127.0.0.1:1/a", timeout_s: -5}
+          - {name: bot, url: "http://127.0.0.1:1/b"}
+        """,
+    )
+    with pytest.raises(SuiteError) as error:
+        load_config(root)
+    text = str(error.value)
+    for expected in (
+        "eval_config.yaml:2: test.k: expected an integer from 1 to 100, got 1000000000",
+        "eval_config.yaml:3: test.comparison.atol: expected a finite number ≥ 0, got nan",
+        "eval_config.yaml:6: llm.providers[0].timeout_s: expected a finite number > 0, got 0",
+        "eval_config.yaml:8: agents[0].timeout_s: expected a finite number > 0, got -5",
+        "eval_config.yaml:9: agents[1].name: agent name 'bot' is already used by agents[0]",
+    ):
+        assert expected in text, text

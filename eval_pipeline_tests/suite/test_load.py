@@ -150,6 +150,27 @@ BAD_FILES = {
         "expected true or false",
     ),
     "not_mapping.yml": ("- just\n- a list\n", "cases/not_mapping.yml:", "must be a mapping"),
+    "complex_key.yml": (
+        "prompt: hi\nnotes:\n  ? [a, b]\n  : c\n",
+        "cases/complex_key.yml:3:",
+        "a mapping key must be a plain value (text or a number), got a list",
+    ),
+    "k_huge.yml": ("prompt: hi\nk: 1000000000\n", "cases/k_huge.yml:2: k:", "from 1 to 100"),
+    "n_huge.yml": (
+        "prompt: hi\nconsistency: {n: 1000}\n",
+        "cases/n_huge.yml:2: consistency.n:",
+        "expected an integer from 2 to 20, got 1000",
+    ),
+    "atol_nan.yml": (
+        "prompt: hi\nsql: SELECT 1\ncomparison: {atol: .nan}\n",
+        "cases/atol_nan.yml:3: comparison.atol:",
+        "expected a finite number ≥ 0, got nan",
+    ),
+    "rtol_inf.yml": (
+        "prompt: hi\nsql: SELECT 1\ncomparison:\n  rtol: .inf\n",
+        "cases/rtol_inf.yml:4: comparison.rtol:",
+        "expected a finite number ≥ 0, got inf",
+    ),
 }
 
 
@@ -192,5 +213,5 @@ def test_custom_consistency_prompt_needs_both_submissions(make_suite):
 
 def test_consistency_needs_two_runs(make_suite):
     root = make_suite({"c.yml": "prompt: hi\nconsistency: {n: 1}\n"})
-    with pytest.raises(SuiteError, match=r"consistency.n: expected an integer ≥ 2"):
+    with pytest.raises(SuiteError, match=r"consistency.n: expected an integer from 2 to 20"):
         load_suite(root)

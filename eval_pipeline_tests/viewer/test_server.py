@@ -351,3 +351,36 @@ def test_a_damaged_file_is_set_aside_and_every_page_still_answers(fresh, caplog)
     assert len(warnings) == 1 and f"partition date={DAY1}/" in warnings[0]  # reported once
     assert not damaged.exists()
     assert list(layout.quarantine_dir.rglob(damaged.name))
+
+
+def raw_request(server, lines: list[str]) -> str:
+    """Send a request exactly as written (fetch cannot repeat a header) and read the answer."""
+    import socket
+
+    with socket.create_connection(server.server_address[:2], timeout=10) as connection:
+        connection.sendall(("\r\n".join([*lines, "", ""])).encode())
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    return received.decode("latin-1")
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["Host: evil.example"],
+        ["Host: localhost"],
+        ["Origin: http://{host}", "Origin: http://evil.example"],
+    ],
+)
+def test_a_repeated_host_or_origin_header_is_refused(server, extra):
+    host = f"127.0.0.1:{server.server_address[1]}"
+    extra = [line.format(host=host) for line in extra]
+    good = raw_request(server, ["GET / HTTP/1.1", f"Host: {host}", "Connection: close"])
+    assert good.startswith("HTTP/1.1 200")
+    answer = raw_request(server, ["GET / HTTP/1.1", f"Host: {host}", *extra, "Connection: close"])
+    assert answer.startswith("HTTP/1.1 400"), answer[:200]
+    assert "A header that must appear once repeats." in answer
+    # the DNS-rebinding order too: the foreign name first, the loopback name last
+    answer = raw_request(server, ["GET / HTTP/1.1", *extra, f"Host: {host}", "Connection: close"])
+    assert answer.startswith("HTTP/1.1 400"), answer[:200]

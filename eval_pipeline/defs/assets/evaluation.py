@@ -17,6 +17,7 @@ from eval_pipeline.pipeline import compute_references, grade_runs, run_agents, s
 from eval_pipeline.pipeline._gates import accuracy_gate, case_accuracies, since_previous_day
 from eval_pipeline.pipeline._report import leaderboard_markdown, write_report
 from eval_pipeline.store import query
+from eval_pipeline.suite._secrets import redact
 
 GROUP = "evaluation"
 EAGER = dg.AutomationCondition.eager()
@@ -55,7 +56,8 @@ def _digest(parts: Sequence[str]) -> str:
 
 
 def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")[:300]
+    # Redacted before the cut: the Dagster run database keeps this metadata.
+    return redact(text).replace("|", "\\|").replace("\n", " ")[:300]
 
 
 def _failures_table(grades: list[Grade]) -> str:

@@ -1,0 +1,67 @@
+"""Redaction of known secrets: any piece of 8+ characters, cut anywhere, in text and in logs."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from eval_pipeline.suite import load_config
+from eval_pipeline.suite._secrets import Redactor, redact, redact_value, register_secret
+
+KEY = "sk-REDTEAM-OPEN-9f3c71d2e8b4AAAA"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (f"…AAAA{KEY[:15]}", "…AAAA[redacted]"),  # the head of the key after a cut
+        (f"{KEY[:9]}…", "[redacted]…"),  # "sk-REDTEA…"
+        (f"say {KEY} twice {KEY}", "say [redacted] twice [redacted]"),
+        (f"x{KEY[5:20]}y", "x[redacted]y"),  # a piece from the middle, widened to all of it
+        (KEY[:7], KEY[:7]),  # 7 characters: too short to tell from ordinary text
+        ("nothing secret here", "nothing secret here"),
+    ],
+)
+def test_any_piece_of_eight_or_more_characters_is_redacted(text, expected):
+    assert Redactor([KEY]).redact(text) == expected
+
+
+def test_bearer_values_and_url_passwords_are_known_by_their_parts():
+    redactor = Redactor([f"Bearer {KEY}", "postgresql://eval:pw-0f9e8d7c6b@db:5432/x"])
+    assert redactor.redact(f"token {KEY[:12]}") == "token [redacted]"
+    assert redactor.redact("password pw-0f9e8d7c6b!") == "password [redacted]!"
+    assert redactor.redact_value({"a": [KEY[3:14], 3], "b": None}) == {
+        "a": ["[redacted]", 3],
+        "b": None,
+    }
+
+
+def test_a_piece_at_the_end_of_a_long_text_is_found():
+    text = "ordinary reply text " * 50_000 + KEY[4:16]
+    assert Redactor([KEY]).redact(text).endswith("ordinary reply text [redacted]")
+
+
+def test_config_secrets_are_redacted_from_log_records_of_any_logger(
+    make_suite, monkeypatch, caplog
+):
+    monkeypatch.setenv("EVAL_TEST_REDACT_KEY", KEY)
+    root = make_suite(
+        {},
+        config="""\
+        llm:
+          providers:
+            - {provider: openai, api_key: "{{ env('EVAL_TEST_REDACT_KEY') }}"}
+        agents:
+          - name: bot
+            url: http://127.0.0.1:1/a
+            headers: {X-Token: literal-token-0a1b2c3d, Content-Type: application/json}
+        """,
+    )
+    load_config(root)  # knows the key from the environment and the literal header token
+    with caplog.at_level(logging.INFO):
+        logging.getLogger("httpx").info("echo %s and %s", KEY[2:14], "token-0a1b2c")
+    assert caplog.records[-1].getMessage() == "echo [redacted] and [redacted]"
+    assert redact("sent application/json") == "sent application/json"  # a public header
+    register_secret("short")
+    assert redact_value(["short"]) == ["short"]
