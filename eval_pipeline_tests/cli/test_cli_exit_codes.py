@@ -120,17 +120,17 @@ USAGE_CASES = {
     "import into an absolute folder": (
         ["import-csv", "tests.csv", "--into", "/abs"],
         lambda s: _csv(s / "tests.csv", '[{"role": "user", "content": "Hi?"}]'),
-        "--into: '/abs' is not a folder inside cases/",
+        "--into: '/abs' leads outside the suite's cases/ folder",
     ),
     "import into a folder outside the suite": (
         ["import-csv", "tests.csv", "--into", "../.."],
         lambda s: _csv(s / "tests.csv", '[{"role": "user", "content": "Hi?"}]'),
-        "--into: '../..' is not a folder inside cases/",
+        "--into: '../..' leads outside the suite's cases/ folder",
     ),
     "import of a deeply nested JSON cell": (
         ["import-csv", "tests.csv"],
         lambda s: _csv(s / "tests.csv", "[" * 100_000),
-        "tests.csv:row 2: conversation_history: is nested too deeply",
+        "tests.csv:row 2: conversation_history: nests too deeply",
     ),
     "bad cron": (
         ["test"],

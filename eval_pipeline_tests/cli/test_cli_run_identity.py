@@ -21,6 +21,7 @@ from eval_pipeline_tests.cli.test_cli_test_command import (
     CASES,
     no_traceback,
     recording,
+    rekey,
     run_cli,
     write_suite,
     written_results,
@@ -43,6 +44,7 @@ def suite_with_a_repeated_prompt(root: Path) -> Path:
     )
     queries = {name: query_sql for name, (_, query_sql) in CASES.items()}
     (root / "recordings" / "good.jsonl").write_text(recording({**queries, COPY: sql}, {}))
+    rekey(root, "good")
     return root
 
 
