@@ -241,7 +241,7 @@ def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout
         layout = StoreLayout(Path({str(layout.root)!r}))
         viewer = StoreReader(layout)
         deadline = time.time() + 90
-        seen, queries = None, 0
+        seen, during = None, 0
         while seen != (2400, 1200) and time.time() < deadline:
             # `connect` waits out the milliseconds a compaction holds results.duckdb.
             with connect(layout) as c:
@@ -255,9 +255,9 @@ def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout
                 assert len(rows) in (0, 20), len(rows)
             with viewer.cursor() as con:
                 con.execute("SELECT count(*) FROM grades_snapshot").fetchone()
-            queries += 1
+            during += seen[0] < 2400  # a query made while the writers were still writing
             time.sleep(0.01)
-        print(seen, queries)
+        print(seen, during)
         """
     )
     writers = [subprocess.Popen([sys.executable, "-c", writer, f"model-{i}"]) for i in range(2)]
@@ -276,7 +276,9 @@ def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout
     out, err = watcher.communicate(timeout=150)
     assert watcher.returncode == 0, err
     assert out.split()[:2] == ["(2400,", "1200)"], out
-    assert int(out.split()[2]) > 10  # the reader queried all along
+    # The reader queried while writes and compactions went on (a count, not a rate: a loaded
+    # machine makes fewer queries, each of which must still be right).
+    assert int(out.split()[2]) >= 2
     assert compactions.count("compacted") >= 2, compactions
     report = compact_store(layout, before=datetime.now(UTC))
     counts = query(
