@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -153,7 +154,7 @@ def sign_flip_p(
     nonzero = [d for d in differences if d != 0]
     if not nonzero:
         return 1.0
-    if all(isinstance(d, int) for d in nonzero):
+    if all(isinstance(d, numbers.Integral) for d in nonzero):
         weights = [abs(int(d)) for d in nonzero]
         width = sum(weights)
         if len(weights) * (2 * width + 1) <= _EXACT_BUDGET:

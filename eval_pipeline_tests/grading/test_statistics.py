@@ -146,6 +146,7 @@ def test_sign_flip_by_hand():
     assert sign_flip_p([0, 0]) == 1.0
     # ±1 differences are McNemar: three wins for A and none for B
     assert sign_flip_p([1, 1, 1]) == 0.25
+    assert sign_flip_p(np.array([2, 1])) == 0.5  # numpy integers are exact too
 
 
 def brute_force_sign_flip(differences):
