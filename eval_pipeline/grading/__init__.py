@@ -18,12 +18,28 @@ from eval_pipeline.grading._metrics import (
 from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult, run_references
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
+from eval_pipeline.grading._statistics import (
+    AttemptsByTest,
+    PairedComparison,
+    attempts_by_model,
+    compare_models,
+    day_comparisons,
+    detectable_difference_sentence,
+    holm_adjust,
+    judge_self_agreement,
+    mcnemar_exact_p,
+    minimum_detectable_difference,
+    pass_rate_interval,
+    sign_flip_p,
+    wilson_interval,
+)
 from eval_pipeline.grading._tool_calls import JudgeDecision, check_tool_calls
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus
 
 __all__ = [
     "DEFAULT_CONSISTENCY_PROMPT",
     "Agreement",
+    "AttemptsByTest",
     "CaseMetrics",
     "CheckResult",
     "Comparison",
@@ -34,19 +50,31 @@ __all__ = [
     "Judge",
     "JudgeDecision",
     "ModelSummary",
+    "PairedComparison",
     "ReferenceResult",
     "RunOutcome",
     "agreement",
+    "attempts_by_model",
     "case_metrics",
     "check_assertions",
     "check_consistency",
     "check_evaluators",
     "check_tool_calls",
+    "compare_models",
     "compare_results",
+    "day_comparisons",
+    "detectable_difference_sentence",
     "extract_answer",
+    "holm_adjust",
+    "judge_self_agreement",
+    "mcnemar_exact_p",
+    "minimum_detectable_difference",
     "pass_at_k",
+    "pass_rate_interval",
     "rank_models",
     "run_references",
+    "sign_flip_p",
     "sql_is_ordered",
     "summarize_models",
+    "wilson_interval",
 ]
