@@ -50,7 +50,8 @@ class VariantOptions:
         shift_fraction: this share of rows is shifted: every number column of the row that
             is no key is scaled by one factor in [0.5, 1.5] (so `total = price + tax` within
             a row still holds), every integer column gains 1 to 3, and every date and
-            timestamp column moves by one number of days in [-45, 45].
+            timestamp column moves back by one number of days in [1, 45] (never forward, so
+            no row lands after the data's last day).
         null_fraction: this share of rows gets NULL in each nullable column that is no key.
         null_columns: `"observed"` injects NULLs only into declared-nullable columns that
             already hold a NULL on the warehouse; `"declared"` into every declared-nullable
@@ -247,7 +248,10 @@ def _build_table(
         "__copy": copy,
         "__scale": np.where(shifted, rng.uniform(0.5, 1.5, m), 1.0),
         "__delta": np.where(shifted, rng.integers(1, 4, m), 0),
-        "__days": np.where(shifted, rng.integers(-45, 46, m), 0),
+        # Only back in time: moved forward, rows would land after the data's last day (orders
+        # in the future), and "this year" written as a date window or as YEAR(...) = 2026
+        # would disagree on data no real warehouse holds.
+        "__days": np.where(shifted, rng.integers(-45, 0, m), 0),
     }
     select = []
     for position, column in enumerate(table.columns):

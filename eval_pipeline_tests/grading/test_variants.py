@@ -83,6 +83,11 @@ def test_a_variant_samples_duplicates_shifts_and_nulls(shop: Path, tmp_path: Pat
             "FROM orders AS v JOIN base.orders AS b USING (id)"
         ).fetchall()[0]
         assert shifted_amounts > 0 and shifted_dates > 0
+        # dates only move back: no order lands after the warehouse's last day
+        last, base_last = connection.execute(
+            "SELECT MAX(order_date), (SELECT MAX(order_date) FROM base.orders) FROM orders"
+        ).fetchall()[0]
+        assert last <= base_last
         # NULLs go into region (nullable, already holds NULLs), never into NOT NULL status
         # or into a column that has none on the warehouse (products.price)
         region_nulls, base_region_nulls = connection.execute(
