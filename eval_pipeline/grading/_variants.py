@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -119,8 +118,9 @@ def build_variants(
     read them. Views are re-created from their definitions; a view that no longer builds is
     left out and named in the manifest.
 
-    The folder's previous contents are replaced. Files are written under temporary names
-    and the manifest last, so an interrupted build never leaves a variant that looks whole.
+    Variants and a manifest already in the folder are replaced; other files are left alone.
+    The old manifest goes first and the new one is written last, and each file is written
+    under a temporary name, so an interrupted build never leaves variants that look whole.
 
     Args:
         warehouse: the DuckDB database file (opened read-only).
@@ -135,9 +135,10 @@ def build_variants(
     warehouse, folder = Path(warehouse), Path(folder)
     if not warehouse.is_file():
         raise FileNotFoundError(f"warehouse database not found: {warehouse}")
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    for old in folder.glob("variant_*.duckdb*"):
+        old.unlink()
     connection = duckdb.connect(":memory:")
     try:
         connection.execute(f"ATTACH {_literal(str(warehouse))} AS {_BASE} (READ_ONLY)")

@@ -171,7 +171,9 @@ def _declared_foreign_keys(connection: duckdb.DuckDBPyConnection, catalog: str) 
     ).fetchall()
     keys = []
     for schema, table, columns, parent, parent_columns in rows:
-        # A composite key is kept as its first column pair: enough to keep rows together.
+        # A composite key is followed on its first column only: a row may then outlive its
+        # parent when another parent shares that column's value (sampling is looser, no
+        # row is wrongly dropped).
         if columns and parent_columns:
             keys.append(ForeignKey(schema, table, columns[0], parent, parent_columns[0], True))
     return keys

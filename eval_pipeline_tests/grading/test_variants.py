@@ -117,3 +117,17 @@ def test_rows_per_table_are_capped(shop: Path, tmp_path: Path) -> None:
 def _columns(path: Path, table: str) -> list[str]:
     with duckdb.connect(str(path), read_only=True) as connection:
         return [row[0] for row in connection.execute(f"DESCRIBE {table}").fetchall()]
+
+
+def test_a_rebuild_replaces_its_own_files_only(shop: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "v"
+    build_variants(shop, folder, count=3)
+    (folder / "notes.txt").write_text("mine")
+    rebuilt = build_variants(shop, folder, count=2, seed=1)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "notes.txt",
+        "variant_1.duckdb",
+        "variant_2.duckdb",
+        MANIFEST,
+    ]
+    assert rebuilt.paths == (folder / "variant_1.duckdb", folder / "variant_2.duckdb")
