@@ -1,9 +1,10 @@
-"""Grading: results compared as data, assertions, tool-call tests, LLM judges and pass@k metrics."""
+"""Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
 from eval_pipeline.grading._agreement import Agreement, agreement
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
+from eval_pipeline.grading._failure_kind import FailureKind, FailureReason, classify_failure
 from eval_pipeline.grading._grader import Grade, Grader
 from eval_pipeline.grading._judges import DEFAULT_CONSISTENCY_PROMPT, Judge
 from eval_pipeline.grading._metrics import (
@@ -17,7 +18,9 @@ from eval_pipeline.grading._metrics import (
 )
 from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult, run_references
+from eval_pipeline.grading._reference_health import ReferenceWarning, reference_health
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
+from eval_pipeline.grading._semantic import SemanticCheck, semantic_check
 from eval_pipeline.grading._statistics import (
     AttemptsByTest,
     PairedComparison,
@@ -34,6 +37,7 @@ from eval_pipeline.grading._statistics import (
     wilson_interval,
 )
 from eval_pipeline.grading._tool_calls import JudgeDecision, check_tool_calls
+from eval_pipeline.grading._variants import VariantOptions, WarehouseVariants, build_variants
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus
 
 __all__ = [
@@ -44,6 +48,8 @@ __all__ = [
     "CheckResult",
     "Comparison",
     "Extraction",
+    "FailureKind",
+    "FailureReason",
     "Grade",
     "GradeStatus",
     "Grader",
@@ -52,14 +58,20 @@ __all__ = [
     "ModelSummary",
     "PairedComparison",
     "ReferenceResult",
+    "ReferenceWarning",
     "RunOutcome",
+    "SemanticCheck",
+    "VariantOptions",
+    "WarehouseVariants",
     "agreement",
     "attempts_by_model",
+    "build_variants",
     "case_metrics",
     "check_assertions",
     "check_consistency",
     "check_evaluators",
     "check_tool_calls",
+    "classify_failure",
     "compare_models",
     "compare_results",
     "day_comparisons",
@@ -72,7 +84,9 @@ __all__ = [
     "pass_at_k",
     "pass_rate_interval",
     "rank_models",
+    "reference_health",
     "run_references",
+    "semantic_check",
     "sign_flip_p",
     "sql_is_ordered",
     "summarize_models",

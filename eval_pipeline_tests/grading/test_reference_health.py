@@ -1,0 +1,118 @@
+"""Reference health: each warning on a reference made for it, none on a clean one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from eval_pipeline.agents._sandbox import SqlSandbox
+from eval_pipeline.grading._reference import ReferenceResult
+from eval_pipeline.grading._reference_health import check_drift, reference_health
+
+CLEAN = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region ORDER BY region"
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> Iterator[SqlSandbox]:
+    def setup(connection) -> None:
+        connection.execute(
+            "CREATE TABLE orders AS SELECT * FROM (VALUES "
+            "(1, 'EU', 10.0, DATE '2026-01-05'), (2, 'EU', 30.0, DATE '2026-01-06'), "
+            "(3, 'US', 30.0, DATE '2026-01-07'), (4, 'US', 10.0, DATE '2026-01-08'), "
+            "(5, 'APAC', 5.0, DATE '2026-01-09')) AS t(id, region, amount, order_date)"
+        )
+
+    with SqlSandbox.in_memory(setup) as box:
+        yield box
+
+
+def _reference(sandbox: SqlSandbox, sql: str) -> ReferenceResult:
+    result = sandbox.execute(sql)
+    return ReferenceResult("t", sql, list(result.columns), [list(r) for r in result.rows])
+
+
+def _kinds(sandbox: SqlSandbox, sql: str) -> dict[str, str]:
+    return {w.kind: w.message for w in reference_health(_reference(sandbox, sql), sandbox.execute)}
+
+
+def test_a_clean_reference_has_no_warning(sandbox: SqlSandbox) -> None:
+    assert _kinds(sandbox, CLEAN) == {}
+    # a LIMIT whose boundary is no tie is clean too
+    assert _kinds(sandbox, "SELECT id FROM orders ORDER BY amount DESC, id LIMIT 2") == {}
+    assert _kinds(sandbox, "SELECT id FROM orders ORDER BY amount DESC LIMIT 2") == {}
+
+
+def test_no_rows(sandbox: SqlSandbox) -> None:
+    warnings = _kinds(sandbox, "SELECT id FROM orders WHERE order_date > DATE '2027-01-01'")
+    assert list(warnings) == ["no_rows"]
+    assert "any empty answer passes" in warnings["no_rows"]
+
+
+def test_limit_through_a_tie(sandbox: SqlSandbox) -> None:
+    # the two largest amounts are both 30: LIMIT 1 picks one of them
+    warnings = _kinds(sandbox, "SELECT id, amount FROM orders ORDER BY amount DESC LIMIT 1")
+    assert list(warnings) == ["ties_at_limit"]
+    assert "rows 1 and 2 both have amount = 30.0" in warnings["ties_at_limit"]
+
+
+def test_limit_through_a_tie_on_an_aggregate_named_by_alias(sandbox: SqlSandbox) -> None:
+    # EU and US both total 40
+    sql = "SELECT region, SUM(amount) AS total FROM orders GROUP BY 1 ORDER BY total DESC LIMIT 1"
+    warnings = _kinds(sandbox, sql)
+    assert list(warnings) == ["ties_at_limit"]
+    assert "total = 40.0" in warnings["ties_at_limit"]
+
+
+def test_two_runs_that_disagree(sandbox: SqlSandbox) -> None:
+    warnings = _kinds(sandbox, "SELECT id FROM orders WHERE random() < 0.5")
+    assert list(warnings) == ["nondeterministic"]
+    assert "calls a random function" in warnings["nondeterministic"]
+
+
+def test_limit_without_order_is_noted_as_nondeterministic(sandbox: SqlSandbox) -> None:
+    warnings = _kinds(sandbox, "SELECT id FROM orders LIMIT 2")
+    assert list(warnings) == ["nondeterministic"]
+    assert "LIMIT rows without ORDER BY" in warnings["nondeterministic"]
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "CURRENT_DATE",
+        "current_date - INTERVAL 30 DAY",
+        "today()",
+        "now()",
+        "get_current_timestamp()",
+    ],
+)
+def test_reads_the_current_date(sandbox: SqlSandbox, expression: str) -> None:
+    sql = f"SELECT COUNT(*) AS n FROM orders WHERE order_date < {expression}"
+    warnings = _kinds(sandbox, sql)
+    assert list(warnings) == ["current_date"]
+    assert "moves from day to day" in warnings["current_date"]
+    assert "Not an error" in warnings["current_date"]
+
+
+def test_a_date_in_a_string_or_column_name_is_not_the_current_date(sandbox: SqlSandbox) -> None:
+    sql = "SELECT 'current_date' AS now, order_date AS today FROM orders ORDER BY id"
+    assert _kinds(sandbox, sql) == {}
+
+
+def test_drift_when_the_answer_moved_but_the_test_did_not(sandbox: SqlSandbox) -> None:
+    yesterday = ReferenceResult("t", CLEAN, ["region", "revenue"], [["EU", 40.0], ["US", 50.0]])
+    today = _reference(sandbox, CLEAN)
+    warnings = reference_health(
+        today, sandbox.execute, previous=yesterday, previous_test_hash="h1", test_hash="h1"
+    )
+    assert [w.kind for w in warnings] == ["drift"]
+    assert "changed since the previous day (2 rows then, 3 rows now)" in warnings[0].message
+    assert warnings[0].to_record()["kind"] == "drift"
+    # an edited test is expected to change its answer; an unchanged answer is no drift
+    assert check_drift(yesterday, today, previous_test_hash="h0", test_hash="h1") is None
+    assert check_drift(today, today, previous_test_hash="h1", test_hash="h1") is None
+
+
+def test_a_failing_reference_gets_no_warning(sandbox: SqlSandbox) -> None:
+    failed = ReferenceResult("t", "SELECT nope FROM orders", error="the reference SQL failed")
+    assert reference_health(failed, sandbox.execute) == []
