@@ -9,22 +9,32 @@ from eval_pipeline.pipeline._grades import (
     summarize_grades,
     summarize_partition,
 )
+from eval_pipeline.pipeline._import_results import (
+    ImportReport,
+    ResultsFileError,
+    import_results,
+    read_results_file,
+)
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
 from eval_pipeline.pipeline._runs import RunsOutcome, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 
 __all__ = [
+    "ImportReport",
     "PartitionSummary",
+    "ResultsFileError",
     "RunsOutcome",
     "attempts_for",
     "compute_references",
     "grade_partition",
     "grade_runs",
+    "import_results",
     "judge_model",
     "load_references",
     "plan_requests",
     "publish",
+    "read_results_file",
     "record_cases",
     "run_agents",
     "run_from_row",

@@ -27,6 +27,12 @@ from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_c
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._limits import Limits
+from eval_pipeline.suite._nao import (
+    NAO_CONFIG_FILE,
+    is_nao_project,
+    load_nao_config,
+    to_model_id,
+)
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_CONSISTENCY_RUNS
 from eval_pipeline.suite._suite import (
     CASES_DIR,
@@ -42,6 +48,7 @@ __all__ = [
     "CONFIG_FILE",
     "MAX_ATTEMPTS",
     "MAX_CONSISTENCY_RUNS",
+    "NAO_CONFIG_FILE",
     "AgentConfig",
     "AgentContext",
     "ArgumentMatcher",
@@ -69,8 +76,11 @@ __all__ = [
     "discover_case_files",
     "find_suite_root",
     "import_csv",
+    "is_nao_project",
     "load_agent_context",
     "load_cases",
     "load_config",
+    "load_nao_config",
     "load_suite",
+    "to_model_id",
 ]

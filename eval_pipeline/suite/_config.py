@@ -165,10 +165,24 @@ class SuiteConfig:
     agents: tuple[AgentConfig, ...] = ()
     state_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
+    # Where test files and results files live: `cases/` and `outputs/` in our layout,
+    # `tests/` and `tests/outputs/` in a nao project (suite/_nao.py).
+    cases_dirname: str = "cases"
+    results_folder: Path | None = None
+    # Our model id → the spelling the user wrote (nao's `openaiCompatible/vllm:qwen3`), for display.
+    model_labels: dict[str, str] = field(default_factory=dict)
 
     @property
     def state_path(self) -> Path:
         return self.state_dir or self.root / ".eval"
+
+    @property
+    def results_dir(self) -> Path:
+        """The folder results files (`results_*.json`) are written to and read from."""
+        return self.results_folder or self.root / "outputs"
+
+    def model_label(self, model_id: str) -> str:
+        return self.model_labels.get(model_id, model_id)
 
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)
@@ -191,13 +205,19 @@ _TEST_KEYS = (
 )
 
 
-def load_config(root: Path) -> SuiteConfig:
-    """Read `<root>/eval_config.yaml` (a missing file means all defaults).
+def load_config(root: Path, *, layout: Literal["auto", "eval"] = "auto") -> SuiteConfig:
+    """Read `<root>/eval_config.yaml` (a missing file means all defaults), or a nao project's
+    `nao_config.yaml` when `root` is one (and `layout` is "auto").
 
     Raises:
         SuiteError: listing every problem in the file.
     """
     root = root.resolve()
+    if layout == "auto":
+        from eval_pipeline.suite import _nao  # here, not on top: _nao builds on this module
+
+        if _nao.is_nao_project(root):
+            return _nao.load_nao_config(root)
     path = root / CONFIG_FILE
     if not path.exists():
         return SuiteConfig(root=root)

@@ -12,6 +12,7 @@ import yaml
 from eval_pipeline.suite._case import Case
 from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, load_config
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
+from eval_pipeline.suite._nao import NAO_TESTS_DIR, is_nao_project
 from eval_pipeline.suite._parse import parse_case
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -30,7 +31,7 @@ class Suite:
 
     @property
     def cases_dir(self) -> Path:
-        return self.root / CASES_DIR
+        return self.root / self.config.cases_dirname
 
     @property
     def hash(self) -> str:
@@ -98,10 +99,12 @@ def _matching(cases: Iterable[Case], token: str) -> list[Case]:
 
 
 def find_suite_root(start: Path | None = None) -> Path:
-    """The suite to use when none is given: the current folder if it holds the config file,
-    else its `tests_suite/` folder."""
+    """The suite to use when none is given: the current folder if it holds the config file
+    or is a nao project, else its `tests_suite/` folder."""
     here = (start or Path.cwd()).resolve()
-    return here if (here / CONFIG_FILE).exists() else here / DEFAULT_SUITE_DIR
+    if (here / CONFIG_FILE).exists() or is_nao_project(here):
+        return here
+    return here / DEFAULT_SUITE_DIR
 
 
 def discover_case_files(cases_dir: Path) -> list[Path]:
@@ -116,20 +119,27 @@ def discover_case_files(cases_dir: Path) -> list[Path]:
     return sorted(found, key=lambda p: p.relative_to(cases_dir).as_posix())
 
 
-def load_cases(root: Path) -> tuple[list[Case], list[Problem]]:
-    """Load every test file of a suite, returning the valid cases and all problems found."""
-    cases_dir = root / CASES_DIR
+def load_cases(root: Path, cases_dirname: str = CASES_DIR) -> tuple[list[Case], list[Problem]]:
+    """Load every test file of a suite, returning the valid cases and all problems found.
+
+    Args:
+        cases_dirname: the folder below `root` holding the test files: `cases` in our
+            layout, `tests` in a nao project.
+    """
+    cases_dir = root / cases_dirname
     cases: list[Case] = []
     problems: list[Problem] = []
     if not cases_dir.is_dir():
         return [], [
             Problem(
-                str(cases_dir), None, "the suite has no cases/ folder; create it and add test files"
+                str(cases_dir),
+                None,
+                f"the suite has no {cases_dirname}/ folder; create it and add test files",
             )
         ]
     for path in discover_case_files(cases_dir):
         relative = path.relative_to(cases_dir).as_posix()
-        source = f"{CASES_DIR}/{relative}"
+        source = f"{cases_dirname}/{relative}"
         try:
             data = load_yaml(path.read_text(encoding="utf-8"))
         except yaml.YAMLError as error:
@@ -144,20 +154,20 @@ def load_cases(root: Path) -> tuple[list[Case], list[Problem]]:
         problems.extend(found)
         if case is not None:
             cases.append(case)
-    problems.extend(_duplicate_names(cases))
+    problems.extend(_duplicate_names(cases, cases_dirname))
     return cases, problems
 
 
-def _duplicate_names(cases: Sequence[Case]) -> list[Problem]:
+def _duplicate_names(cases: Sequence[Case], cases_dirname: str) -> list[Problem]:
     first: dict[str, Case] = {}
     problems = []
     for case in cases:
         if case.name in first:
             problems.append(
                 Problem(
-                    f"{CASES_DIR}/{case.relative_path}",
+                    f"{cases_dirname}/{case.relative_path}",
                     "name",
-                    f"test name {case.name!r} is already used by {CASES_DIR}/{first[case.name].relative_path}; "
+                    f"test name {case.name!r} is already used by {cases_dirname}/{first[case.name].relative_path}; "
                     "names must be unique in the suite",
                 )
             )
@@ -167,7 +177,8 @@ def _duplicate_names(cases: Sequence[Case]) -> list[Problem]:
 
 
 def load_suite(root: Path | str | None = None) -> Suite:
-    """Load a suite folder: its `eval_config.yaml` and every test file under `cases/`.
+    """Load a suite folder: its `eval_config.yaml` and every test file under `cases/`, or a
+    nao project: its `nao_config.yaml` and every test file under `tests/` (but `tests/outputs/`).
 
     Raises:
         SuiteError: listing every problem in every file; a suite with any invalid
@@ -181,8 +192,10 @@ def load_suite(root: Path | str | None = None) -> Suite:
         config = load_config(root)
     except SuiteError as error:
         problems.extend(error.problems)
-        config = SuiteConfig(root=root)
-    cases, case_problems = load_cases(root)
+        config = SuiteConfig(
+            root=root, cases_dirname=NAO_TESTS_DIR if is_nao_project(root) else CASES_DIR
+        )
+    cases, case_problems = load_cases(root, config.cases_dirname)
     problems.extend(case_problems)
     if problems:
         raise SuiteError(problems)

@@ -1,0 +1,380 @@
+"""A nao project (`nao_config.yaml` + `tests/`) read as a suite: its config → `SuiteConfig`."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval_pipeline.suite._case import Tolerance
+from eval_pipeline.suite._config import (
+    CONFIG_FILE,
+    ModelConfig,
+    ModelCosts,
+    ProviderConfig,
+    SuiteConfig,
+    Templated,
+    TestDefaults,
+    WarehouseConfig,
+    load_config,
+)
+from eval_pipeline.suite._errors import Problem, SuiteError
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
+from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
+
+NAO_CONFIG_FILE = "nao_config.yaml"
+NAO_TESTS_DIR = "tests"
+NAO_RESULTS_DIR = "outputs"  # below tests/, where `nao test` writes results_*.json
+
+# nao declares an OpenAI-compatible endpoint as a provider named `openaiCompatible/<name>`.
+_COMPATIBLE_PREFIX = "openaiCompatible/"
+# nao substitutes `{{ env('X') }}` and `${{ env('X') }}` in the raw text before parsing YAML, so
+# an unquoted `api_key: {{ env('X') }}` is valid there. We swap each one for a plain token, parse,
+# then turn tokens back into templates: line numbers stay right and no secret is read here.
+_NAO_ENV_CALL = re.compile(r"\$?{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
+_ENV_TOKEN = re.compile(r"__nao_env_([A-Za-z_][A-Za-z0-9_]*)__")
+# The key nao reads from the environment when a built-in provider declares none.
+_DEFAULT_KEY_VARIABLE = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+_BUILT_IN = ("openai", "anthropic")
+
+
+def is_nao_project(root: Path) -> bool:
+    """True when `root` holds `nao_config.yaml` and is not laid out as our own suite.
+
+    A folder with `nao_config.yaml` and `tests/` is a nao project; one with only
+    `nao_config.yaml` is too (so the error names `tests/`), unless it has our `cases/`.
+    """
+    if not (root / NAO_CONFIG_FILE).is_file():
+        return False
+    return (root / NAO_TESTS_DIR).is_dir() or not (root / "cases").is_dir()
+
+
+def to_model_id(spelling: str) -> str:
+    """A model as nao writes it → our `provider:model_id` (the one place that maps them).
+
+    `openaiCompatible/vllm:qwen3` → `vllm:qwen3`; `openai:gpt-4.1` stays as it is.
+    """
+    provider, colon, model = spelling.partition(":")
+    if colon and provider.startswith(_COMPATIBLE_PREFIX):
+        return f"{provider[len(_COMPATIBLE_PREFIX) :]}:{model}"
+    return spelling
+
+
+def load_nao_config(root: Path) -> SuiteConfig:
+    """Read a nao project's `nao_config.yaml` (plus an `eval_config.yaml` beside it, if any).
+
+    Only the parts a test run needs are read: `databases`, `llm.providers` and `test`; nao's
+    other keys (repos, slack, mcp, ...) are left alone. Keys of our own `eval_config.yaml`
+    (agents, context, limits, judge_model, ...) may sit beside it; where both set the same
+    `test` key, ours wins.
+
+    Raises:
+        SuiteError: every problem found, each naming nao_config.yaml and its line.
+    """
+    root = root.resolve()
+    data = _read(root / NAO_CONFIG_FILE)
+    r = FieldReader(NAO_CONFIG_FILE)
+    if not isinstance(data, dict):
+        r.problem(None, "the configuration must be a mapping")
+        raise SuiteError(r.problems)
+    warehouse = _databases(r, data, root) if data.get("databases") is not None else None
+    providers, unsupported = _providers(r, data) if data.get("llm") is not None else ((), {})
+    spellings = _models(r, data)
+    test = _test_block(r, data, spellings)
+    providers = _with_implicit_providers(r, data, providers, unsupported, spellings)
+    if r.problems:
+        raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {NAO_CONFIG_FILE}")
+    ours = load_config(root, layout="eval") if (root / CONFIG_FILE).is_file() else None
+    config = SuiteConfig(
+        root=root,
+        test=test,
+        warehouse=warehouse,
+        providers=providers,
+        cases_dirname=NAO_TESTS_DIR,
+        results_folder=root / NAO_TESTS_DIR / NAO_RESULTS_DIR,
+        model_labels={to_model_id(s): s for s in spellings if to_model_id(s) != s},
+    )
+    return _merged(config, ours) if ours is not None else config
+
+
+def _read(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise SuiteError(
+            [Problem(NAO_CONFIG_FILE, None, f"is not UTF-8 text (byte {error.start})")]
+        ) from None
+    try:
+        data = load_yaml(_NAO_ENV_CALL.sub(lambda m: f"__nao_env_{m.group(1)}__", text))
+    except yaml.YAMLError as error:
+        raise SuiteError(
+            [Problem(NAO_CONFIG_FILE, None, yaml_error_summary(error), yaml_error_line(error))]
+        ) from None
+    except RecursionError:
+        raise SuiteError(
+            [Problem(NAO_CONFIG_FILE, None, "is nested too deeply to be a configuration")]
+        ) from None
+    return {} if data is None else data
+
+
+def _template(value: str) -> str:
+    """Our `{{ env('X') }}` form of a string read with nao's env calls swapped for tokens."""
+    return _ENV_TOKEN.sub(lambda m: "{{ env('" + m.group(1) + "') }}", value)
+
+
+def _databases(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None:
+    """nao's `databases` list: the first DuckDB file is the warehouse (path relative to root)."""
+    warehouse = None
+    for i, item in r.items(data, "databases", "databases"):
+        where = f"databases[{i}]"
+        line = r.line_of(data["databases"], i)
+        if not isinstance(item, dict):
+            r.problem(where, "expected a mapping with `name` and `type`", line)
+            continue
+        kind = item.get("type")
+        if kind != "duckdb":
+            r.problem(
+                f"{where}.type",
+                f"{kind!r} databases are not supported yet; only DuckDB (type: duckdb)",
+                r.line_of(item, "type") or line,
+            )
+            continue
+        path = r.text(item, "path", f"{where}.path", required=True)
+        if path is None:
+            continue
+        if path == ":memory:":
+            r.problem(f"{where}.path", "an in-memory database holds no data to test against")
+            continue
+        if warehouse is not None:
+            r.problem(
+                where,
+                "only one database per project is supported yet; remove the others",
+                line,
+            )
+            continue
+        resolved = Path(_template(path)).expanduser()
+        warehouse = WarehouseConfig(
+            type="duckdb", path=resolved if resolved.is_absolute() else (root / resolved).resolve()
+        )
+    return warehouse
+
+
+def _providers(r: FieldReader, data: dict) -> tuple[tuple[ProviderConfig, ...], dict[str, str]]:
+    """nao's `llm.providers` → ours, and the providers we cannot speak to (name → nao's type)."""
+    llm = data["llm"]
+    if not isinstance(llm, dict):
+        r.problem("llm", "expected a mapping", r.line_of(data, "llm"))
+        return (), {}
+    if llm.get("providers") is None:
+        return (), {}
+    providers: list[ProviderConfig] = []
+    unsupported: dict[str, str] = {}
+    for i, item in r.items(llm, "providers", "llm.providers"):
+        where = f"llm.providers[{i}]"
+        if not isinstance(item, dict):
+            r.problem(where, "expected a mapping with `provider`", r.line_of(llm["providers"], i))
+            continue
+        declared = r.text(item, "provider", f"{where}.provider", required=True)
+        if declared is None:
+            continue
+        compatible = declared.startswith(_COMPATIBLE_PREFIX)
+        name = declared[len(_COMPATIBLE_PREFIX) :] if compatible else declared
+        if not compatible and declared not in _BUILT_IN:
+            unsupported[declared] = declared  # reported only if a test model uses it
+            continue
+        base_url = r.text(item, "base_url", f"{where}.base_url") if "base_url" in item else None
+        if compatible and base_url is None:
+            r.problem(
+                f"{where}.base_url",
+                f"{declared} needs the base_url of its OpenAI-compatible server",
+                r.line_of(item, "provider"),
+            )
+        if not name or any(p.name == name for p in providers):
+            r.problem(
+                f"{where}.provider",
+                f"provider name {name!r} is empty or declared twice",
+                r.line_of(item, "provider"),
+            )
+            continue
+        providers.append(
+            ProviderConfig(
+                name=name,
+                protocol="anthropic" if declared == "anthropic" else "openai",
+                api_key=_api_key(r, item, where, declared),
+                base_url=_template(base_url) if base_url else None,
+                models=_provider_models(r, item, where),
+            )
+        )
+    return tuple(providers), unsupported
+
+
+def _api_key(r: FieldReader, item: dict, where: str, declared: str) -> Templated | None:
+    source = f"{NAO_CONFIG_FILE} {where}.api_key"
+    if item.get("api_key") is not None:
+        key = r.text(item, "api_key", f"{where}.api_key")
+        return Templated(_template(key), source) if key else None
+    variable = _DEFAULT_KEY_VARIABLE.get(declared)
+    return Templated("{{ env('" + variable + "') }}", source) if variable else None
+
+
+def _provider_models(r: FieldReader, item: dict, where: str) -> tuple[ModelConfig, ...]:
+    if item.get("models") is None:
+        return ()
+    models = []
+    for j, spec in r.items(item, "models", f"{where}.models"):
+        if isinstance(spec, str) and spec.strip():
+            models.append(ModelConfig(id=spec.strip()))
+        elif isinstance(spec, dict):
+            model_id = r.text(spec, "id", f"{where}.models[{j}].id", required=True)
+            if model_id:
+                models.append(ModelConfig(id=model_id, costs=_costs(r, spec, where, j)))
+        else:
+            r.problem(
+                f"{where}.models[{j}]",
+                "expected a mapping with `id` (or a model id)",
+                r.line_of(item["models"], j),
+            )
+    return tuple(models)
+
+
+def _costs(r: FieldReader, spec: dict, where: str, j: int) -> ModelCosts | None:
+    costs = spec.get("costs")
+    if not isinstance(costs, dict):
+        return None
+    field = f"{where}.models[{j}].costs"
+    known = {
+        k: r.number(costs, k, f"{field}.{k}") for k in ModelCosts.__annotations__ if k in costs
+    }
+    return ModelCosts(**known)
+
+
+def _models(r: FieldReader, data: dict) -> tuple[str, ...]:
+    """`test.models` exactly as the user wrote them (nao's spelling)."""
+    block = data.get("test")
+    if not isinstance(block, dict) or block.get("models") is None:
+        return ()
+    value = block["models"]
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list):
+        r.problem(
+            "test.models", "expected a list of `provider:model_id`", r.line_of(block, "models")
+        )
+        return ()
+    found = []
+    for item in items:
+        provider, colon, model = item.partition(":") if isinstance(item, str) else ("", "", "")
+        if not (colon and provider.strip() and model.strip()):
+            r.problem(
+                "test.models",
+                f"invalid model {item!r}, expected `provider:model_id` "
+                "(e.g. openai:gpt-4.1 or openaiCompatible/vllm:qwen3)",
+                r.line_of(block, "models"),
+            )
+            continue
+        found.append(item.strip())
+    return tuple(found)
+
+
+def _test_block(r: FieldReader, data: dict, spellings: tuple[str, ...]) -> TestDefaults:
+    block = data.get("test")
+    if block is None:
+        return TestDefaults()
+    if not isinstance(block, dict):
+        r.problem("test", "expected a mapping", r.line_of(data, "test"))
+        return TestDefaults()
+    values: dict[str, Any] = {}
+    if spellings:
+        values["models"] = tuple(dict.fromkeys(to_model_id(s) for s in spellings))
+    if "threads" in block:
+        values["threads"] = r.integer(block, "threads", "test.threads", minimum=1)
+    if "k" in block:
+        values["k"] = r.integer(block, "k", "test.k", minimum=1, maximum=MAX_ATTEMPTS)
+    if block.get("comparison") is not None:
+        comparison = block["comparison"]
+        if not isinstance(comparison, dict):
+            r.problem("test.comparison", "expected a mapping", r.line_of(block, "comparison"))
+        else:
+            default = Tolerance()
+            decimals = (
+                r.integer(comparison, "decimals", "test.comparison.decimals", minimum=0)
+                if "decimals" in comparison
+                else default.decimals
+            )
+            rtol = (
+                r.number(comparison, "rtol", "test.comparison.rtol")
+                if "rtol" in comparison
+                else default.rtol
+            )
+            atol = (
+                r.number(comparison, "atol", "test.comparison.atol")
+                if "atol" in comparison
+                else default.atol
+            )
+            if None not in (decimals, rtol, atol):
+                values["comparison"] = Tolerance(decimals=decimals, rtol=rtol, atol=atol)
+    return TestDefaults(**{k: v for k, v in values.items() if v is not None})
+
+
+def _with_implicit_providers(
+    r: FieldReader,
+    data: dict,
+    providers: tuple[ProviderConfig, ...],
+    unsupported: dict[str, str],
+    spellings: tuple[str, ...],
+) -> tuple[ProviderConfig, ...]:
+    """Providers for test models that name `openai` / `anthropic` without declaring them (nao
+    then reads the key from the environment), and a problem for any model we cannot reach."""
+    found = list(providers)
+    block = data.get("test") if isinstance(data.get("test"), dict) else {}
+    line = r.line_of(block, "models")
+    for spelling in spellings:
+        declared = spelling.partition(":")[0]
+        name = to_model_id(spelling).partition(":")[0]
+        if any(p.name == name for p in found):
+            continue
+        if declared in _BUILT_IN:
+            variable = _DEFAULT_KEY_VARIABLE[declared]
+            found.append(
+                ProviderConfig(
+                    name=declared,
+                    protocol="anthropic" if declared == "anthropic" else "openai",
+                    api_key=Templated("{{ env('" + variable + "') }}", NAO_CONFIG_FILE),
+                )
+            )
+        elif declared in unsupported:
+            r.problem(
+                "test.models",
+                f"{spelling!r}: {declared} providers are not supported yet; serve the model "
+                "through an OpenAI-compatible endpoint (openaiCompatible/<name> with base_url)",
+                line,
+            )
+        else:
+            r.problem(
+                "test.models",
+                f"{spelling!r}: no provider {declared!r} under llm.providers; declare it there",
+                line,
+            )
+    return tuple(found)
+
+
+def _merged(nao: SuiteConfig, ours: SuiteConfig) -> SuiteConfig:
+    """nao's config with our `eval_config.yaml` keys laid over it (ours win where both set)."""
+    default = TestDefaults()
+    test_overrides = {
+        f.name: getattr(ours.test, f.name)
+        for f in dataclasses.fields(TestDefaults)
+        if getattr(ours.test, f.name) != getattr(default, f.name)
+    }
+    taken = {p.name for p in ours.providers}
+    return dataclasses.replace(
+        ours,
+        test=dataclasses.replace(nao.test, **test_overrides),
+        warehouse=ours.warehouse or nao.warehouse,
+        providers=ours.providers + tuple(p for p in nao.providers if p.name not in taken),
+        cases_dirname=nao.cases_dirname,
+        results_folder=nao.results_folder,
+        model_labels=nao.model_labels,
+    )

@@ -1,0 +1,150 @@
+"""A team's results files brought into the store as past days: idempotent, bad files named and
+skipped whole, the rows queryable in SQL like our own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from eval_pipeline.pipeline import import_results, read_results_file
+from eval_pipeline.store import StoreLayout, ensure_schema_files, query, write_rows
+
+NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
+DAY = date(2026, 1, 5)
+
+
+@pytest.fixture
+def layout(tmp_path: Path) -> StoreLayout:
+    return StoreLayout(tmp_path / "shop" / ".eval")
+
+
+def _grades(layout: StoreLayout) -> list[tuple]:
+    frame = query(
+        layout,
+        "SELECT name, model, run_date, attempt, status, passed, message, "
+        "cost_usd IS NULL AS cost_unknown "
+        "FROM grades ORDER BY name, attempt",
+    )
+    return [tuple(row) for row in frame.itertuples(index=False)]
+
+
+def test_a_nao_results_file_becomes_its_day_in_sql_and_a_second_import_adds_nothing(
+    layout, tmp_path
+):
+    first = import_results([NAO_FILE], layout=layout)
+    assert (first.imported, first.runs, first.days, first.skipped) == ([NAO_FILE], 4, [DAY], [])
+
+    grades = _grades(layout)
+    assert [(g[0], g[3], g[4], g[6]) for g in grades] == [
+        ("order_count", 0, "failed", "values differ"),
+        ("order_count", 1, "error", "error"),
+        ("total_revenue", 0, "passed", "match"),
+        ("total_revenue", 1, "passed", "match (approximate)"),
+    ]
+    assert {(g[1], g[2].date() if hasattr(g[2], "date") else g[2]) for g in grades} == {
+        ("vllm:qwen3", DAY)  # nao's model spelling in our form, the file's day
+    }
+    assert all(g[7] for g in grades)  # nao's `cost: 0` behind a self-hosted model is unknown
+    summary = query(
+        layout,
+        "SELECT model, run_date, pass_rate, total, errors, cost_usd, cost_complete "
+        "FROM model_summaries",
+    ).to_dict("records")
+    assert len(summary) == 1 and summary[0]["pass_rate"] == 0.5
+    assert (summary[0]["total"], summary[0]["errors"], summary[0]["cost_complete"]) == (4, 1, False)
+    calls = query(layout, "SELECT tool, arguments->>'sql_query' AS sql FROM tool_calls")
+    assert list(calls["tool"]) == ["execute_sql"] * 3
+    runs = query(layout, "SELECT final_text, status FROM agent_runs WHERE name = 'order_count'")
+    assert sorted(runs["status"]) == ["completed", "error"]
+
+    again = import_results([NAO_FILE], layout=layout)
+    renamed = tmp_path / "copy_of_results.json"  # the same content under another name
+    shutil.copy(NAO_FILE, renamed)
+    copy = import_results([renamed], layout=layout)
+    assert (again.imported, again.already_imported, again.runs) == ([], [NAO_FILE], 0)
+    assert copy.already_imported == [renamed]
+    assert _grades(layout) == grades  # no duplicate
+
+
+def test_a_broken_file_is_named_and_skipped_whole_and_the_others_still_come_in(layout, tmp_path):
+    truncated = tmp_path / "results_20260103_000000.json"
+    truncated.write_text(NAO_FILE.read_text()[:500])
+    half_bad = tmp_path / "results_20260104_000000.json"
+    document = json.loads(NAO_FILE.read_text())
+    document["timestamp"] = "2026-01-04T09:00:00"
+    del document["results"][2]["passed"]  # the third of four results is malformed
+    half_bad.write_text(json.dumps(document))
+    not_results = tmp_path / "package.json"
+    not_results.write_text('{"name": "web"}')
+
+    report = import_results([truncated, half_bad, NAO_FILE, not_results], layout=layout)
+
+    assert report.imported == [NAO_FILE]
+    assert [(path.name, why) for path, why in report.skipped] == [
+        (truncated.name, "is not JSON (line 18, column 9: Unterminated string starting at)"),
+        (half_bad.name, "results[2].passed is missing or not true/false"),
+        (not_results.name, "has no `results` list; is it a results_*.json file?"),
+    ]
+    days = query(layout, "SELECT DISTINCT run_date FROM grades")["run_date"]
+    assert [d.date() if hasattr(d, "date") else d for d in days] == [DAY]  # nothing of 01-04
+
+
+def test_our_own_results_file_and_a_second_file_of_the_same_day_add_attempts(layout, tmp_path):
+    ours = {
+        "timestamp": "2026-01-06T08:00:00",
+        "run_date": "2026-01-05",
+        "results": [
+            {
+                "name": "order_count",
+                "model": "vllm:qwen3",
+                "passed": True,
+                "status": "passed",
+                "attempt": 0,
+                "message": "match",
+                "verified": True,
+                "tokens": 900,
+                "cost": None,
+                "duration_ms": 1500,
+                "tool_call_count": 0,
+                "run_date": "2026-01-05",
+                "details": {"tool_calls": [], "checks": []},
+            }
+        ],
+    }
+    path = tmp_path / "results_20260106_080000.json"
+    path.write_text(json.dumps(ours))
+    import_results([NAO_FILE], layout=layout)
+    report = import_results([path], layout=layout)
+    assert report.runs == 1
+    rows = query(
+        layout,
+        "SELECT attempt, status FROM grades WHERE name = 'order_count' ORDER BY attempt",
+    )
+    assert [tuple(r) for r in rows.itertuples(index=False)] == [
+        (0, "failed"),
+        (1, "error"),
+        (2, "passed"),  # after the attempts the day already held
+    ]
+    rate = query(layout, "SELECT pass_rate FROM model_summaries")["pass_rate"]
+    assert list(rate) == [pytest.approx(3 / 5)]
+
+
+def test_an_import_stopped_half_way_is_completed_not_doubled(layout):
+    digest, _ = read_results_file(NAO_FILE)
+    ensure_schema_files(layout)
+    # A crash after the runs were written, before their grades.
+    partial = {"key": f"import:{digest}:0", "name": "total_revenue", "model": "vllm:qwen3"}
+    row = {**partial, "run_date": DAY, "attempt": 0, "status": "completed"}
+    write_rows(layout, "agent_runs", [row], model="vllm:qwen3", run_date=DAY)
+
+    report = import_results([NAO_FILE], layout=layout)
+
+    assert report.runs == 4
+    counts = query(
+        layout, "SELECT (SELECT count(*) FROM agent_runs) AS runs, count(*) AS grades FROM grades"
+    )
+    assert counts.to_dict("records") == [{"runs": 4, "grades": 4}]

@@ -1,0 +1,155 @@
+"""A nao project (`nao_config.yaml` + `tests/`) loads as a suite, as it is, writing nothing."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from eval_pipeline.suite import (
+    MissingSecret,
+    SuiteError,
+    find_suite_root,
+    load_config,
+    load_suite,
+    to_model_id,
+)
+from eval_pipeline_tests.suite.nao_project import (
+    KEY_VARIABLE,
+    TESTS,
+    nao_config,
+    snapshot,
+    write_nao_project,
+)
+
+
+@pytest.fixture
+def project(tmp_path):
+    return write_nao_project(tmp_path / "shop", base_url="http://127.0.0.1:8000/v1")
+
+
+def test_a_nao_project_is_a_suite_read_as_it_is(project, monkeypatch):
+    before = snapshot(project)
+    monkeypatch.chdir(project)
+    assert find_suite_root() == project  # `eval-pipeline test` run in the project's folder
+
+    suite = load_suite()
+
+    assert sorted(c.name for c in suite.cases) == sorted(TESTS)
+    assert suite.cases_dir == project / "tests"
+    assert suite.case("total_revenue").folder == "sales"  # subfolders select as in nao
+    config = suite.config
+    assert config.warehouse.path == project / "data" / "shop.duckdb"
+    assert config.test.models == ("vllm:qwen3",)
+    assert config.model_label("vllm:qwen3") == "openaiCompatible/vllm:qwen3"
+    assert (config.test.threads, config.test.k, config.test.comparison.decimals) == (2, 1, 2)
+    vllm = config.provider("vllm")
+    assert vllm.protocol == "openai" and vllm.base_url == "http://127.0.0.1:8000/v1"
+    assert vllm.model("qwen3") is not None
+    assert config.state_path == project / ".eval"
+    assert config.results_dir == project / "tests" / "outputs"
+    # The key stays a template until a request needs it, read from the environment then.
+    assert "SECRET" not in repr(config)
+    monkeypatch.setenv(KEY_VARIABLE, "sk-vllm-SECRET")
+    assert vllm.api_key.resolve() == "sk-vllm-SECRET"
+    monkeypatch.delenv(KEY_VARIABLE)
+    with pytest.raises(MissingSecret, match=f"{KEY_VARIABLE} is not set"):
+        vllm.api_key.resolve()
+    assert snapshot(project) == before  # nothing written into the user's files
+
+
+def test_our_layout_is_unchanged_and_suite_root_finds_it_first(tmp_path):
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "t.yml").write_text("prompt: hi\n")
+    (tmp_path / "nao_config.yaml").write_text("project_name: x\n")  # a nao file beside ours
+    suite = load_suite(tmp_path)
+    assert suite.cases_dir == tmp_path / "cases" and [c.name for c in suite.cases] == ["t"]
+    assert suite.config.results_dir == tmp_path / "outputs"
+
+
+@pytest.mark.parametrize(
+    ("spelling", "model_id"),
+    [
+        ("openaiCompatible/vllm:qwen3", "vllm:qwen3"),
+        ("openaiCompatible/litellm:openai/gpt-4o:latest", "litellm:openai/gpt-4o:latest"),
+        ("openai:gpt-4.1", "openai:gpt-4.1"),
+        ("anthropic:claude-sonnet-4-5", "anthropic:claude-sonnet-4-5"),
+        ("replay:demo", "replay:demo"),
+    ],
+)
+def test_model_ids_map_from_nao_spelling_to_ours(spelling, model_id):
+    assert to_model_id(spelling) == model_id
+
+
+def test_built_in_providers_without_a_declaration_read_nao_s_key_variables(tmp_path):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "nao_config.yaml").write_text(
+        "project_name: x\ntest:\n  models: [openai:gpt-4.1, anthropic:claude-sonnet-4-5]\n"
+    )
+    config = load_config(tmp_path)
+    assert config.test.models == ("openai:gpt-4.1", "anthropic:claude-sonnet-4-5")
+    assert config.provider("openai").api_key.env_names == ("OPENAI_API_KEY",)
+    assert config.provider("anthropic").protocol == "anthropic"
+    assert config.provider("anthropic").api_key.env_names == ("ANTHROPIC_API_KEY",)
+
+
+def test_our_eval_config_keys_may_sit_beside_nao_s(project):
+    (project / "eval_config.yaml").write_text(
+        "test:\n  extraction: last_query\n  threads: 5\ncontext: [RULES.md]\n"
+    )
+    (project / "RULES.md").write_text("# rules\n")
+    config = load_config(project)
+    assert config.test.extraction == "last_query" and config.test.threads == 5  # ours win
+    assert config.test.models == ("vllm:qwen3",) and config.test.comparison.decimals == 2
+    assert config.context == (project / "RULES.md",)
+    assert config.provider("vllm") is not None and config.results_dir.name == "outputs"
+
+
+def _problems(project, text: str) -> list[str]:
+    (project / "nao_config.yaml").write_text(textwrap.dedent(text))
+    with pytest.raises(SuiteError) as error:
+        load_suite(project)
+    return [str(p) for p in error.value.problems]
+
+
+def test_problems_name_nao_config_and_the_line(project):
+    problems = _problems(
+        project,
+        """\
+        project_name: shop
+        databases:
+          - name: pg
+            type: postgres
+            host: db
+        llm:
+          providers:
+            - provider: openaiCompatible/vllm
+              models: [{id: qwen3}]
+        test:
+          models: [gpt-4.1, openaiCompatible/vllm:qwen3, mistral:large]
+          threads: 0
+        """,
+    )
+    assert problems == [
+        "nao_config.yaml:4: databases[0].type: 'postgres' databases are not supported yet; "
+        "only DuckDB (type: duckdb)",
+        "nao_config.yaml:8: llm.providers[0].base_url: openaiCompatible/vllm needs the "
+        "base_url of its OpenAI-compatible server",
+        "nao_config.yaml:11: test.models: invalid model 'gpt-4.1', expected "
+        "`provider:model_id` (e.g. openai:gpt-4.1 or openaiCompatible/vllm:qwen3)",
+        "nao_config.yaml:12: test.threads: expected an integer ≥ 1, got 0",
+        "nao_config.yaml:11: test.models: 'mistral:large': no provider 'mistral' under "
+        "llm.providers; declare it there",
+    ]
+
+
+def test_broken_yaml_in_nao_config_is_one_line_with_its_line_number(project):
+    problems = _problems(project, "project_name: shop\ntest:\n  models: [openai:gpt-4.1\n")
+    assert len(problems) == 1 and problems[0].startswith("nao_config.yaml:")
+    assert "line" not in problems[0].split(":", 2)[1]  # the number is in the location
+
+
+def test_a_nao_project_without_tests_folder_says_tests(tmp_path):
+    (tmp_path / "nao_config.yaml").write_text(nao_config("http://127.0.0.1:9/v1"))
+    with pytest.raises(SuiteError, match="no tests/ folder"):
+        load_suite(tmp_path)
