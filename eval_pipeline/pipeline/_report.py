@@ -80,7 +80,7 @@ def write_report(layout: StoreLayout, day: date) -> tuple[Path, str]:
             _table(failures),
         ]
     )
-    path = layout.root / "reports" / f"report_{day.isoformat()}.md"
+    path = layout.report_file(day)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = redact(text)  # the store is redacted; older rows may predate a secret's registration
     path.write_text(text + "\n", encoding="utf-8")

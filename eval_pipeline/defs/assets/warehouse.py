@@ -1,6 +1,5 @@
 """The warehouse the agent queries, built by the suite's dbt project into its DuckDB file."""
 
-import fcntl
 import json
 import shutil
 import sys
@@ -12,6 +11,7 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
 from dagster_dbt.dbt_project import using_dagster_dev
 
+from eval_pipeline.store import file_lock
 from eval_pipeline.suite import WarehouseConfig
 
 GROUP = "warehouse"
@@ -37,8 +37,7 @@ def prepare_dbt_project(project_dir: Path) -> DbtProject:
     target = project.manifest_path.parent  # `target_path` is relative to the project folder
     target.mkdir(parents=True, exist_ok=True)
     # Several processes may load the definitions at once (parallel steps, tests): one parses.
-    with open(target / ".parse.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(target / ".parse.lock"):
         if using_dagster_dev() or not project.manifest_path.exists():
             resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
             resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()
