@@ -1,6 +1,7 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
 from eval_pipeline.pipeline._cases import record_cases
+from eval_pipeline.pipeline._gates import PartitionChecks, check_partition
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
     compute_references,
@@ -15,9 +16,11 @@ from eval_pipeline.pipeline._runs import RunsOutcome, attempts_for, plan_request
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 
 __all__ = [
+    "PartitionChecks",
     "PartitionSummary",
     "RunsOutcome",
     "attempts_for",
+    "check_partition",
     "compute_references",
     "grade_partition",
     "grade_runs",
