@@ -12,9 +12,9 @@ The store coordinates writers with locks, never by making anyone wait on results
   crash left behind;
 * `file_lock` / `try_file_lock` for any other file (the Dagster instance, a dbt parse).
 
-These are POSIX `flock` locks on files below the state folder (`StoreLayout`): they hold
-between processes of one machine and vanish with their holder, so a crash never leaves a
-stale lock. This module is the seam an object-storage store replaces: a replacement keeps
+These are POSIX `flock` locks on lock files (the store's are named by `StoreLayout`, below
+the state folder): they hold between processes of one machine and vanish with their holder,
+so a crash never leaves a stale lock. This module is the seam an object-storage store replaces: a replacement keeps
 these names and their contracts (a blocking shape that returns once held; a non-blocking
 shape that yields False instead of waiting past `wait_s`; shared readers against one
 exclusive deleter; released on exit and when the holder dies, e.g. leases with an expiry),
