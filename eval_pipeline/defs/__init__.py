@@ -15,6 +15,7 @@ from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
 from eval_pipeline.defs.partitions import model_day_partitions
 from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import find_suite_root, load_config
 
 SUITE_ENV = "EVAL_SUITE_DIR"
@@ -48,15 +49,14 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
             )
         )
     evaluation = build_evaluation_assets(warehouse_keys)
-    agent_runs, grades, model_summaries = evaluation[1:4]
-    assets += evaluation
-    history_marts, history_dbt = build_history_assets()
+    assets += evaluation.all
+    history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
     assets.append(history_marts)
     resources["history_dbt"] = history_dbt
     jobs.append(
         dg.define_asset_job(
             EVALUATE_JOB,
-            selection=dg.AssetSelection.assets(agent_runs, grades, model_summaries),
+            selection=dg.AssetSelection.assets(*evaluation.per_model_day),
             partitions_def=model_day_partitions,
             description="Run, grade and summarize one model on one day.",
         )
@@ -65,7 +65,7 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
         str(config.root),
         config.test.schedule,
         suite_assets=[test_cases, agent_context, judge],
-        agent_runs=agent_runs,
+        agent_runs=evaluation.agent_runs,
     )
     jobs.append(compact_store_job)
     schedules.append(compact_store_schedule)

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from eval_pipeline.defs import groups
 from eval_pipeline.defs.partitions import model_day_key, models_partitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
@@ -82,7 +83,7 @@ def build_automation(
     daily_history_marts = dg.ScheduleDefinition(
         name="daily_history_marts",
         cron_schedule=HISTORY_CRON,
-        target=dg.AssetSelection.groups("history"),
+        target=dg.AssetSelection.groups(groups.HISTORY),
         default_status=RUNNING,
         description="Rebuild the history marts (trend, flaky cases, regressions) each evening.",
     )

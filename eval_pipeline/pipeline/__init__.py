@@ -1,6 +1,7 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
 from eval_pipeline.pipeline._cases import record_cases
+from eval_pipeline.pipeline._gates import PartitionChecks, check_partition
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
     compute_references,
@@ -22,10 +23,12 @@ from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 
 __all__ = [
     "ImportReport",
+    "PartitionChecks",
     "PartitionSummary",
     "ResultsFileError",
     "RunsOutcome",
     "attempts_for",
+    "check_partition",
     "compute_references",
     "grade_partition",
     "grade_runs",

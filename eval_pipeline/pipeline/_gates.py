@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cache
 from importlib import resources
 from typing import Literal
 
+from eval_pipeline.grading import CaseMetrics
 from eval_pipeline.store import StoreLayout, query, read_latest
 
 ThresholdMode = Literal["average", "all"]
@@ -34,14 +34,6 @@ class AccuracyGate:
             return f"{len(self.below)} test(s) below threshold {self.threshold:.1%}: {listed}"
         verdict = "meets" if self.passed else "is below"
         return f"average accuracy {self.accuracy:.1%} {verdict} the minimum {self.threshold:.1%}"
-
-
-def case_accuracies(outcomes: Iterable[tuple[str, bool]]) -> dict[str, float]:
-    """(case, passed) per run → the share of each case's runs that passed."""
-    runs: dict[str, list[bool]] = defaultdict(list)
-    for name, passed in outcomes:
-        runs[name].append(passed)
-    return {name: sum(values) / len(values) for name, values in runs.items()}
 
 
 def accuracy_gate(
@@ -70,6 +62,15 @@ class DayDiff:
     still_failing: list[str]
     base_found: bool
 
+    @property
+    def message(self) -> str:
+        """One line for the no_regression check: what regressed, since which day."""
+        if self.regressed:
+            return f"regressed since {self.base}: " + ", ".join(self.regressed)
+        if self.base_found:
+            return f"no regression since {self.base}"
+        return "no earlier evaluated day to compare with"
+
 
 def case_status(layout: StoreLayout, model: str, day: date) -> dict[str, bool]:
     rows = read_latest(layout, "grades", model=model, run_date=day)
@@ -80,9 +81,18 @@ def case_status(layout: StoreLayout, model: str, day: date) -> dict[str, bool]:
 
 
 def diff_days(
-    layout: StoreLayout, model: str, base: date, head: date, *, names: Sequence[str] | None = None
+    layout: StoreLayout,
+    model: str,
+    base: date,
+    head: date,
+    *,
+    names: Sequence[str] | None = None,
+    head_status: Mapping[str, bool] | None = None,
 ) -> DayDiff:
-    before, after = case_status(layout, model, base), case_status(layout, model, head)
+    """`head_status`: the head day's verdicts per test when the caller holds them already
+    (read from the store otherwise)."""
+    before = case_status(layout, model, base)
+    after = case_status(layout, model, head) if head_status is None else head_status
     shared = [n for n in after if n in before and (names is None or n in names)]
     return DayDiff(
         model=model,
@@ -112,14 +122,45 @@ def previous_evaluated_day(layout: StoreLayout, model: str, day: date) -> date |
     return date.fromisoformat(value) if isinstance(value, str) else None
 
 
-def since_previous_day(layout: StoreLayout, model: str, day: date) -> DayDiff:
+def since_previous_day(
+    layout: StoreLayout, model: str, day: date, *, head_status: Mapping[str, bool] | None = None
+) -> DayDiff:
     """The model's tests on `day` against its previous evaluated day: a test regressed when
     every attempt passed then and some attempt did not pass now. A day skipped (a weekend, a
-    model not run) is no gap: the comparison is with the last day that has results."""
+    model not run) is no gap: the comparison is with the last day that has results.
+    `head_status` as in `diff_days`."""
     base = previous_evaluated_day(layout, model, day)
     if base is None:
         return DayDiff(model, None, day, [], [], [], base_found=False)
-    return diff_days(layout, model, base, day)
+    return diff_days(layout, model, base, day, head_status=head_status)
+
+
+@dataclass(frozen=True)
+class PartitionChecks:
+    """The checks of one model's day: minimum accuracy and no regression since its previous
+    evaluated day (the asset checks of `model_summaries`)."""
+
+    accuracy: AccuracyGate
+    regression: DayDiff
+
+
+def check_partition(
+    layout: StoreLayout,
+    model: str,
+    day: date,
+    cases: Sequence[CaseMetrics],
+    *,
+    min_accuracy: float | None,
+    mode: ThresholdMode,
+) -> PartitionChecks:
+    """Both checks of a partition from its per-test metrics (`summarize_partition`'s, so the
+    partition's grades are read once); only the previous day's grades are read here."""
+    accuracies = {case.name: case.pass_at_1 for case in cases}  # as `eval-pipeline test`'s gate
+    passed_all = {case.name: case.pass_hat_k for case in cases}
+    return PartitionChecks(
+        accuracy=accuracy_gate(accuracies, min_accuracy, mode),
+        regression=since_previous_day(layout, model, day, head_status=passed_all),
+    )
 
 
 @cache

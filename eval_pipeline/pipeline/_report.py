@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from eval_pipeline.grading import GradeStatus
 from eval_pipeline.store import StoreLayout, query
 from eval_pipeline.suite._secrets import redact
 
@@ -54,9 +55,9 @@ def pass_fail_grid(layout: StoreLayout, day: date) -> pd.DataFrame:
         return grades
 
     def mark(statuses: pd.Series) -> str:
-        if (statuses == "passed").all():
+        if (statuses == GradeStatus.PASSED).all():
             return "✓"
-        return "E" if (statuses == "error").all() else "✗"
+        return "E" if (statuses == GradeStatus.ERROR).all() else "✗"
 
     grid = grades.groupby(["name", "model"])["status"].agg(mark).unstack("model").fillna("")
     return grid.reset_index().rename(columns={"name": "test"})
@@ -80,7 +81,7 @@ def write_report(layout: StoreLayout, day: date) -> tuple[Path, str]:
             _table(failures),
         ]
     )
-    path = layout.root / "reports" / f"report_{day.isoformat()}.md"
+    path = layout.report_file(day)
     path.parent.mkdir(parents=True, exist_ok=True)
     text = redact(text)  # the store is redacted; older rows may predate a secret's registration
     path.write_text(text + "\n", encoding="utf-8")

@@ -32,12 +32,16 @@ from eval_pipeline.store._files import (
     latest_sources,
     new_materialization_id,
     read_journals,
-    reading_files,
     remove_files,
-    updating_partition,
     write_rows,
 )
 from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
+from eval_pipeline.store._locks import (
+    file_lock,
+    reading_files,
+    try_file_lock,
+    updating_partition,
+)
 
 __all__ = [
     "TABLES",
@@ -58,6 +62,7 @@ __all__ = [
     "ensure_schema_files",
     "fetch",
     "fetch_read_only",
+    "file_lock",
     "journal_files",
     "journal_lines",
     "latest_file",
@@ -72,6 +77,7 @@ __all__ = [
     "reading_files",
     "remove_files",
     "try_ensure_database",
+    "try_file_lock",
     "updating_partition",
     "view_statements",
     "with_recovery",

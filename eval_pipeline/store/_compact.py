@@ -23,8 +23,6 @@ writers) and goes in steps, each safe to interrupt:
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -39,11 +37,11 @@ from eval_pipeline.store._database import StoreBusy, writing_views
 from eval_pipeline.store._files import (
     _stamp,
     current_generation,
-    deleting_files,
     ensure_schema_files,
     write_generation,
 )
 from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._locks import compaction_lock, deleting_files
 
 # Files written in the last few minutes are left alone: a write in flight is never folded.
 SAFETY_MARGIN = timedelta(minutes=10)
@@ -160,18 +158,6 @@ def _segment_files(layout: StoreLayout, name: str) -> list[Path]:
     return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
 
 
-@contextlib.contextmanager
-def _compaction_lock(layout: StoreLayout):
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.root / ".compact.lock", "w") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        yield True
-
-
 def compact_store(
     layout: StoreLayout,
     *,
@@ -199,7 +185,7 @@ def _compact(
     ensure_schema_files(layout)
     moment = before or datetime.now(UTC) - SAFETY_MARGIN
     cutoff = _stamp(moment.astimezone(UTC))
-    with _compaction_lock(layout) as locked:
+    with compaction_lock(layout) as locked:
         if not locked:
             return CompactionReport("busy", None, "another compaction is running; try later")
         previous = current_generation(layout)

@@ -125,7 +125,7 @@ def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | No
         found_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
     line = json.dumps(asdict(damaged), ensure_ascii=False) + "\n"
-    with open(layout.quarantine_dir / "records.jsonl", "a", encoding="utf-8") as records:
+    with open(layout.quarantine_records, "a", encoding="utf-8") as records:
         records.write(line)
     log.warning(
         "warning: damaged store file set aside: %s; moved to %s. Rerun that partition "
@@ -138,7 +138,7 @@ def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | No
 
 def quarantined(layout: StoreLayout) -> list[DamagedFile]:
     """Every file set aside so far, oldest first."""
-    path = layout.quarantine_dir / "records.jsonl"
+    path = layout.quarantine_records
     if not path.exists():
         return []
     records = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import time
@@ -16,6 +15,7 @@ import pandas as pd
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._locks import views_lock
 
 # Bump when a view's definition changes; the views are then recreated on next use.
 VIEWS_VERSION = 4
@@ -134,10 +134,6 @@ def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]
     return statements
 
 
-def _marker(layout: StoreLayout) -> Path:
-    return layout.root / "results.views.json"
-
-
 def _marker_text(layout: StoreLayout) -> str:
     return json.dumps(
         {
@@ -158,9 +154,7 @@ def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
     ensure_schema_files(layout)
     if views_current(layout):
         return
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.root / ".results.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one process of this machine writes the views
+    with views_lock(layout):  # one process of this machine writes the views
         if views_current(layout):
             return
         connection = _open_for_writing(layout, wait_s)
@@ -187,7 +181,7 @@ def _open_for_writing(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConn
 def _write_views(layout: StoreLayout, connection: duckdb.DuckDBPyConnection) -> None:
     for statement in view_statements(layout):
         connection.execute(statement)
-    _marker(layout).write_text(_marker_text(layout))
+    layout.views_marker.write_text(_marker_text(layout))
 
 
 @contextlib.contextmanager
@@ -195,9 +189,7 @@ def writing_views(layout: StoreLayout, *, wait_s: float) -> Iterator[Callable[[]
     """Hold the views' file lock and a read-write connection to results.duckdb (so no one
     reads it meanwhile), and give a function (re)writing the views of the current generation
     and their marker. Raises `StoreBusy` when results.duckdb stays held for `wait_s`."""
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.root / ".results.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with views_lock(layout):
         connection = _open_for_writing(layout, wait_s)
         try:
             yield lambda: _write_views(layout, connection)
@@ -207,7 +199,7 @@ def writing_views(layout: StoreLayout, *, wait_s: float) -> Iterator[Callable[[]
 
 def views_current(layout: StoreLayout) -> bool:
     """Whether results.duckdb's views match the store as it is (folder, generation, version)."""
-    marker = _marker(layout)
+    marker = layout.views_marker
     return (
         layout.database.exists() and marker.exists() and marker.read_text() == _marker_text(layout)
     )

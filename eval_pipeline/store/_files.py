@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
-import time
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime
@@ -19,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
 from eval_pipeline.suite._secrets import redact_value
 
 log = logging.getLogger("eval_pipeline.store")
@@ -111,59 +110,6 @@ def write_generation(layout: StoreLayout, cutoff: str) -> None:
     os.replace(temporary, path)
 
 
-@contextlib.contextmanager
-def reading_files(layout: StoreLayout) -> Iterator[None]:
-    """Hold while resolving and reading data files outside results.duckdb (the viewer, the
-    pipeline's reuse): compaction deletes compacted files only when no one holds this."""
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.readers_lock, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def deleting_files(layout: StoreLayout, *, wait_s: float) -> Iterator[bool]:
-    """The readers lock held exclusively (True), or False when readers kept it for `wait_s`."""
-    layout.root.mkdir(parents=True, exist_ok=True)
-    with open(layout.readers_lock, "a") as handle:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    yield False
-                    return
-                time.sleep(0.05)
-        try:
-            yield True
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Iterator[None]:
-    """Hold while reading a (model, day) partition's current rows and writing its next ones.
-
-    Two evaluations of one partition (say two selections of the day, started together) then
-    write one after the other, the second on top of the first's rows instead of over them:
-    a partition's latest state is the union of what both wrote. Readers never wait: they see
-    the state before or after a write, never a half one (files are replaced atomically).
-    """
-    path = layout.partition_lock(model, run_date)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def data_files(folder: Path) -> list[Path]:
     """A folder's data files (not the schema file, nor temp files), oldest first."""
     if not folder.is_dir():
@@ -242,7 +188,8 @@ class Journal:
         self._handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         # Held while the journal is written: `abandoned_journals` tells a live journal (another
         # evaluation of the partition, running now) from one a crash left behind.
-        fcntl.flock(self._handle, fcntl.LOCK_EX)
+        self._held = contextlib.ExitStack()
+        self._held.enter_context(journal_lock(path))
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(redact_value(record), default=str, ensure_ascii=False)
@@ -252,6 +199,7 @@ class Journal:
 
     def close(self) -> None:
         self._handle.close()
+        self._held.close()
 
     def __enter__(self) -> Journal:
         return self
@@ -267,20 +215,8 @@ def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -
 
 def abandoned_journals(paths: Iterable[Path]) -> list[Path]:
     """The journals no live `Journal` holds: left by a crash, or finished meanwhile."""
-    abandoned = []
-    for path in paths:
-        try:
-            handle = open(path, "a")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            continue
-        with handle:
-            try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            fcntl.flock(handle, fcntl.LOCK_UN)
-        abandoned.append(path)
-    return abandoned
+    # A journal removed meanwhile (read and cleared by another evaluation) is not abandoned.
+    return [path for path in paths if path.exists() and not journal_in_use(path)]
 
 
 def journal_lines(paths: Iterable[Path]) -> Iterator[tuple[Path, int, dict[str, Any]]]:

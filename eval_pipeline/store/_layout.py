@@ -229,13 +229,24 @@ def quote_part(value: str) -> str:
 
 @dataclass(frozen=True)
 class StoreLayout:
-    """Paths below a suite's state folder (default `<suite>/.eval/`)."""
+    """Every path below a suite's state folder (default `<suite>/.eval/`): the one place that
+    knows where results, journals, caches, reports, logs, the Dagster home and lock files live.
+
+    A store elsewhere (object storage) replaces this with the same names: the table, journal
+    and segment locations as keys of its bucket, the local folders (caches, logs, reports, the
+    Dagster home, locks) still on the machine that runs.
+    """
 
     root: Path
 
     @property
     def database(self) -> Path:
         return self.root / "results.duckdb"
+
+    @property
+    def views_marker(self) -> Path:
+        """What results.duckdb's views were written for (folder, generation, version)."""
+        return self.root / "results.views.json"
 
     @property
     def history_database(self) -> Path:
@@ -247,6 +258,12 @@ class StoreLayout:
     def history_dbt_dir(self) -> Path:
         """The history dbt project's run artefacts and logs."""
         return self.root / "history_dbt"
+
+    @property
+    def history_dbt_target(self) -> Path:
+        """Where the packaged history dbt project is parsed (its manifest.json), so nothing is
+        ever written into the installed package."""
+        return self.history_dbt_dir / "target"
 
     @property
     def tables_dir(self) -> Path:
@@ -263,6 +280,25 @@ class StoreLayout:
     @property
     def recordings_dir(self) -> Path:
         return self.root / "recordings"
+
+    @property
+    def reports_dir(self) -> Path:
+        """The daily Markdown reports (`report_<day>.md`)."""
+        return self.root / "reports"
+
+    def report_file(self, day: date) -> Path:
+        return self.reports_dir / f"report_{day.isoformat()}.md"
+
+    @property
+    def logs_dir(self) -> Path:
+        """Logs of commands and builds (the warehouse build, the error log)."""
+        return self.root / "logs"
+
+    @property
+    def dagster_home(self) -> Path:
+        """The suite's own Dagster instance, used unless `$DAGSTER_HOME` names another; kept
+        beside the results, so a suite copied elsewhere keeps its run history."""
+        return self.root / "dagster_home"
 
     def table_dir(self, table: str) -> Path:
         return self.tables_dir / table
@@ -320,21 +356,40 @@ class StoreLayout:
     @property
     def quarantine_dir(self) -> Path:
         """Damaged files moved out of the store (same relative paths), with `records.jsonl`
-        saying which table and partition each held and why it was set aside."""
+        (`quarantine_records`) saying which table and partition each held and why."""
         return self.root / "quarantine"
 
     @property
-    def readers_lock(self) -> Path:
+    def quarantine_records(self) -> Path:
+        return self.quarantine_dir / "records.jsonl"
+
+    # Lock files (taken through `store._locks`, never opened directly).
+
+    @property
+    def locks_dir(self) -> Path:
+        """The partition locks' folder."""
+        return self.root / "locks"
+
+    def partition_lock_file(self, model: str, run_date: date) -> Path:
+        """Held by a writer of a (model, day) partition's runs, grades or summary from reading
+        its current state until its next state is written (`partition_lock`)."""
+        return self.locks_dir / f"date={run_date.isoformat()}" / f"model={quote_part(model)}.lock"
+
+    @property
+    def readers_lock_file(self) -> Path:
         """Readers that resolve data files themselves (not through results.duckdb) hold this
         shared while they read; compaction deletes files only while holding it exclusively."""
         return self.root / ".store-readers.lock"
 
-    def partition_lock(self, model: str, run_date: date) -> Path:
-        """Held by a writer of a (model, day) partition's runs, grades or summary from reading
-        its current state until its next state is written (`updating_partition`)."""
-        return (
-            self.root / "locks" / f"date={run_date.isoformat()}" / f"model={quote_part(model)}.lock"
-        )
+    @property
+    def views_lock_file(self) -> Path:
+        """Held by the one process of a machine that writes results.duckdb's views."""
+        return self.root / ".results.lock"
+
+    @property
+    def compaction_lock_file(self) -> Path:
+        """Held by the one compaction running; the others skip."""
+        return self.root / ".compact.lock"
 
     def journal_path(self, table: str, model: str, run_date: date, materialization_id: str) -> Path:
         return (

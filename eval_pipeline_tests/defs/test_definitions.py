@@ -11,6 +11,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+import eval_pipeline
 from eval_pipeline.defs import build_definitions
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,3 +94,41 @@ def test_schedules_and_sensors_run_by_default(defs):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
     for name in ("daily_suite_refresh", "daily_history_marts", "compact_store"):
         assert defs.resolve_schedule_def(name).default_status == dg.DefaultScheduleStatus.RUNNING
+
+
+def test_the_evaluate_job_and_the_groups_name_what_the_ui_shows(defs):
+    job = defs.resolve_job_def("evaluate_model_day")
+    selected = {key.to_user_string() for key in job.asset_layer.selected_asset_keys}
+    assert selected == {"agent_runs", "grades", "model_summaries"}
+    graph = defs.resolve_asset_graph()
+    group_of = {
+        key.to_user_string(): graph.get(key).group_name for key in graph.materializable_asset_keys
+    }
+    assert group_of["test_cases"] == "suite"
+    assert group_of["report"] == "evaluation"
+    assert group_of["warehouse/orders"] == "warehouse"
+    assert group_of["history/pass_rate_trend"] == "history"
+
+
+def _package_files() -> dict[str, int]:
+    package = Path(eval_pipeline.__file__).parent
+    return {
+        str(p.relative_to(package)): p.stat().st_mtime_ns
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.mark.slow
+def test_loading_the_definitions_never_writes_into_the_installed_package(tmp_path):
+    suite = tmp_path / "suite"
+    shutil.copytree(
+        REPO / "tests_suite",
+        suite,
+        ignore=shutil.ignore_patterns("target", "logs", ".eval", "*.duckdb"),
+    )
+    before = _package_files()
+    build_definitions(suite)
+    assert _package_files() == before
+    # The packaged history project is parsed into the suite's state folder instead.
+    assert (suite / ".eval" / "history_dbt" / "target" / "manifest.json").is_file()

@@ -4,22 +4,27 @@ import asyncio
 import hashlib
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from datetime import date
 
 import dagster as dg
 from pydantic import Field
 
+from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
 from eval_pipeline.defs.partitions import daily_partitions, model_day_partitions
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.grading._grader import Grade
-from eval_pipeline.pipeline import compute_references, grade_runs, run_agents, summarize_partition
-from eval_pipeline.pipeline._gates import accuracy_gate, case_accuracies, since_previous_day
+from eval_pipeline.grading import Grade, GradeStatus
+from eval_pipeline.pipeline import (
+    check_partition,
+    compute_references,
+    grade_runs,
+    run_agents,
+    summarize_partition,
+)
 from eval_pipeline.pipeline._report import leaderboard_markdown, write_report
-from eval_pipeline.store import query
 from eval_pipeline.suite._secrets import redact
 
-GROUP = "evaluation"
 EAGER = dg.AutomationCondition.eager()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", dg.BetaWarning)  # stable in practice; only the name is beta
@@ -74,11 +79,32 @@ def _failures_table(grades: list[Grade]) -> str:
     return "\n".join(lines)
 
 
-def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
+@dataclass(frozen=True)
+class EvaluationAssets:
+    """The evaluation assets by name, so wiring never depends on their order."""
+
+    reference_results: dg.AssetsDefinition
+    agent_runs: dg.AssetsDefinition
+    grades: dg.AssetsDefinition
+    model_summaries: dg.AssetsDefinition
+    leaderboard: dg.AssetsDefinition
+    report: dg.AssetsDefinition
+
+    @property
+    def all(self) -> list[dg.AssetsDefinition]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+    @property
+    def per_model_day(self) -> list[dg.AssetsDefinition]:
+        """What one evaluation of a (model, day) partition materializes: runs, grades, summary."""
+        return [self.agent_runs, self.grades, self.model_summaries]
+
+
+def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> EvaluationAssets:
     """The partitioned assets and their checks; `warehouse_keys` are the dbt models they query."""
 
     @dg.asset(
-        group_name=GROUP,
+        group_name=groups.EVALUATION,
         partitions_def=daily_partitions,
         deps=[test_cases, *warehouse_keys],
         kinds={"duckdb", "sql"},
@@ -104,7 +130,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         )
 
     @dg.asset(
-        group_name=GROUP,
+        group_name=groups.EVALUATION,
         partitions_def=model_day_partitions,
         deps=[test_cases, agent_context, *warehouse_keys],
         kinds={"duckdb", "python"},
@@ -153,7 +179,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         )
 
     @dg.asset(
-        group_name=GROUP,
+        group_name=groups.EVALUATION,
         partitions_def=model_day_partitions,
         deps=[
             agent_runs,
@@ -189,15 +215,15 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
             metadata={
                 "pass_rate": dg.MetadataValue.float(passed / len(graded) if graded else 0.0),
                 "passed": passed,
-                "failed": sum(g.status.value == "failed" for g in graded),
-                "errors": sum(g.status.value == "error" for g in graded),
+                "failed": sum(g.status is GradeStatus.FAILED for g in graded),
+                "errors": sum(g.status is GradeStatus.ERROR for g in graded),
                 "unverified": sum(not g.verified for g in graded),
                 "failures": dg.MetadataValue.md(_failures_table(graded)),
             },
         )
 
     @dg.asset(
-        group_name=GROUP,
+        group_name=groups.EVALUATION,
         partitions_def=model_day_partitions,
         deps=[grades],
         kinds={"duckdb", "python"},
@@ -221,22 +247,15 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         loaded, layout = suite.load(), suite.store()
         result = summarize_partition(loaded, model, day, layout=layout)
         settings = loaded.config.test
-        rows = query(
-            layout, "SELECT name, passed FROM grades WHERE model = ? AND run_date = ?", [model, day]
+        checks = check_partition(
+            layout,
+            model,
+            day,
+            result.cases if result else [],
+            min_accuracy=settings.min_accuracy,
+            mode=settings.threshold_mode,
         )
-        gate = accuracy_gate(
-            case_accuracies(zip(rows["name"], rows["passed"], strict=True)),
-            settings.min_accuracy,
-            settings.threshold_mode,
-        )
-        diff = since_previous_day(layout, model, day)
-        regression_text = (
-            f"regressed since {diff.base}: " + ", ".join(diff.regressed)
-            if diff.regressed
-            else f"no regression since {diff.base}"
-            if diff.base_found
-            else "no earlier evaluated day to compare with"
-        )
+        gate, diff = checks.accuracy, checks.regression
         summary = result.summary if result else None
         yield dg.MaterializeResult(
             metadata={
@@ -263,7 +282,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
                 dg.AssetCheckResult(
                     check_name="no_regression",
                     passed=not diff.regressed,
-                    description=regression_text,
+                    description=diff.message,
                     metadata={
                         "regressed": dg.MetadataValue.json(diff.regressed),
                         "improved": dg.MetadataValue.json(diff.improved),
@@ -273,7 +292,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         )
 
     @dg.asset(
-        group_name=GROUP,
+        group_name=groups.EVALUATION,
         partitions_def=daily_partitions,
         deps=[dg.AssetDep(model_summaries, partition_mapping=BY_DATE)],
         kinds={"duckdb"},
@@ -289,7 +308,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
         )
 
     @dg.asset(
-        group_name=GROUP,
+        group_name=groups.EVALUATION,
         partitions_def=daily_partitions,
         deps=[leaderboard],
         kinds={"markdown"},
@@ -303,4 +322,11 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> list:
             metadata={"path": dg.MetadataValue.path(str(path)), "report": dg.MetadataValue.md(text)}
         )
 
-    return [reference_results, agent_runs, grades, model_summaries, leaderboard, report]
+    return EvaluationAssets(
+        reference_results=reference_results,
+        agent_runs=agent_runs,
+        grades=grades,
+        model_summaries=model_summaries,
+        leaderboard=leaderboard,
+        report=report,
+    )

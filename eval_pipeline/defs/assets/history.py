@@ -8,11 +8,11 @@ from typing import Any
 import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
 
+from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.warehouse import dbt_executable, prepare_dbt_project
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.store import StoreLayout
 
-GROUP = "history"
 POOL = "duckdb_history"  # one build at a time writes history.duckdb
 PROJECT_DIR = Path(__file__).resolve().parents[2] / "history_dbt"
 RESOURCE_KEY = "history_dbt"
@@ -25,10 +25,14 @@ class HistoryTranslator(DagsterDbtTranslator):
 
     def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
         key = super().get_asset_key(dbt_resource_props)
-        return key if dbt_resource_props["resource_type"] == "source" else key.with_prefix(GROUP)
+        return (
+            key
+            if dbt_resource_props["resource_type"] == "source"
+            else key.with_prefix(groups.HISTORY)
+        )
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
-        return GROUP
+        return groups.HISTORY
 
 
 def history_vars(layout: StoreLayout) -> str:
@@ -38,14 +42,14 @@ def history_vars(layout: StoreLayout) -> str:
     )
 
 
-def build_history_assets() -> tuple[dg.AssetsDefinition, DbtCliResource]:
+def build_history_assets(layout: StoreLayout) -> tuple[dg.AssetsDefinition, DbtCliResource]:
     """The history marts as Dagster assets, and the dbt resource that builds them.
 
-    The project ships in the package, parsed once (its manifest lives beside it); each run
-    writes its artefacts and logs to the suite's state folder, and its tables to
-    `history.duckdb` there.
+    The project ships in the package and is parsed once per suite, into its state folder
+    (`history_dbt_target`): the installed package is never written to. Each run writes its
+    artefacts and logs to the suite's state folder too, and its tables to `history.duckdb`.
     """
-    project = prepare_dbt_project(PROJECT_DIR)
+    project = prepare_dbt_project(PROJECT_DIR, target_path=layout.history_dbt_target)
 
     @dbt_assets(
         manifest=project.manifest_path,

@@ -5,12 +5,11 @@ from collections import Counter
 
 import dagster as dg
 
+from eval_pipeline.defs import groups
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading._judges import PROMPTS_VERSION, judge_label
 from eval_pipeline.pipeline import record_cases
 from eval_pipeline.suite import Case
-
-GROUP = "suite"
 
 
 def _cases_table(cases: list[Case]) -> str:
@@ -25,7 +24,7 @@ def _cases_table(cases: list[Case]) -> str:
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.SUITE,
     kinds={"yaml", "duckdb"},
     description="The suite's test files, validated. Its data version is the suite hash, so "
     "editing a test marks the runs and grades that depend on it as unsynced.",
@@ -51,7 +50,7 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.SUITE,
     kinds={"markdown", "dbt"},
     description="What the built-in agent is told besides the question: the configured context "
     "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced.",
@@ -74,7 +73,7 @@ def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg
 
 
 @dg.asset(
-    group_name=GROUP,
+    group_name=groups.SUITE,
     kinds={"python"},
     description="Who decides the judged checks (evaluators, consistency, llm_judge arguments) "
     "and extracts answers: test.judge_model, its prompt version and test.extraction. A new "

@@ -1,6 +1,5 @@
 """The warehouse the agent queries, built by the suite's dbt project into its DuckDB file."""
 
-import fcntl
 import json
 import shutil
 import sys
@@ -12,9 +11,10 @@ import dagster as dg
 from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_assets
 from dagster_dbt.dbt_project import using_dagster_dev
 
+from eval_pipeline.defs import groups
+from eval_pipeline.store import file_lock
 from eval_pipeline.suite import WarehouseConfig
 
-GROUP = "warehouse"
 POOL = "duckdb_warehouse"  # one dbt build at a time may hold the warehouse file
 
 
@@ -22,23 +22,29 @@ class WarehouseTranslator(DagsterDbtTranslator):
     """Keys dbt models under `warehouse/` so they never clash with the pipeline's own assets."""
 
     def get_asset_key(self, dbt_resource_props: Mapping[str, Any]) -> dg.AssetKey:
-        return super().get_asset_key(dbt_resource_props).with_prefix(GROUP)
+        return super().get_asset_key(dbt_resource_props).with_prefix(groups.WAREHOUSE)
 
     def get_group_name(self, dbt_resource_props: Mapping[str, Any]) -> str | None:
-        return GROUP
+        return groups.WAREHOUSE
 
 
-def prepare_dbt_project(project_dir: Path) -> DbtProject:
+def prepare_dbt_project(project_dir: Path, *, target_path: Path | None = None) -> DbtProject:
     """The dbt project with its manifest, parsing it first when no manifest exists yet
-    (a fresh clone, a test's copy), so definitions load without a separate step."""
-    project = DbtProject(project_dir=project_dir, profiles_dir=project_dir)
+    (a fresh clone, a test's copy), so definitions load without a separate step.
+
+    `target_path` (absolute) puts the manifest elsewhere than the project's `target/`: a
+    project shipped in the package is parsed into the suite's state folder, never into the
+    installed package.
+    """
+    project = DbtProject(
+        project_dir=project_dir, profiles_dir=project_dir, target_path=target_path or "target"
+    )
     if not using_dagster_dev() and project.manifest_path.exists():
         return project
-    target = project.manifest_path.parent  # `target_path` is relative to the project folder
+    target = project.manifest_path.parent  # a relative `target_path` is below the project
     target.mkdir(parents=True, exist_ok=True)
     # Several processes may load the definitions at once (parallel steps, tests): one parses.
-    with open(target / ".parse.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(target / ".parse.lock"):
         if using_dagster_dev() or not project.manifest_path.exists():
             resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
             resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()

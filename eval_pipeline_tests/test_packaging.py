@@ -1,0 +1,66 @@
+"""What pip installs: every import declared, typed, one version, nothing built into the package."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import eval_pipeline
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "eval_pipeline"
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _imported_top_level_modules() -> set[str]:
+    modules = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules.add(node.module.split(".")[0])
+    return modules - set(sys.stdlib_module_names) - {"eval_pipeline"}
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_third_party_import_is_a_declared_dependency():
+    declared = {
+        _normalise(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0])
+        for spec in PYPROJECT["project"]["dependencies"]
+    }
+    providers = metadata.packages_distributions()
+    undeclared = {
+        module: providers.get(module, ["?"])
+        for module in _imported_top_level_modules()
+        if not declared & {_normalise(d) for d in providers.get(module, [module])}
+    }
+    assert undeclared == {}, f"imported but not in [project].dependencies: {undeclared}"
+
+
+def test_dependencies_whose_internals_the_code_relies_on_have_an_upper_bound():
+    specs = {
+        _normalise(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0]): spec
+        for spec in PYPROJECT["project"]["dependencies"]
+    }
+    for name in ("duckdb", "sqlglot", "dagster", "dagster-dbt", "dbt-core", "pydantic"):
+        assert "<" in specs[name], specs[name]
+
+
+def test_the_package_is_typed_and_ships_no_build_output():
+    package_data = PYPROJECT["tool"]["setuptools"]["package-data"]["eval_pipeline"]
+    assert (PACKAGE / "py.typed").is_file() and "py.typed" in package_data
+    assert not any("target" in pattern for pattern in package_data)
+
+
+def test_one_version_and_one_instance_configuration():
+    assert eval_pipeline.__version__ == PYPROJECT["project"]["version"]
+    assert not (REPO / "dagster.yaml").exists()  # the package's copy is the one source
+    assert (PACKAGE / "dagster.yaml").is_file()
