@@ -11,6 +11,7 @@ import yaml
 
 from eval_pipeline.suite._case import Case
 from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, load_config
+from eval_pipeline.suite._databases import unknown_database_problems
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._parse import parse_case
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
@@ -184,6 +185,7 @@ def load_suite(root: Path | str | None = None) -> Suite:
         config = SuiteConfig(root=root)
     cases, case_problems = load_cases(root)
     problems.extend(case_problems)
+    problems.extend(unknown_database_problems(cases, config.databases, CASES_DIR))
     if problems:
         raise SuiteError(problems)
     return Suite(root=root, config=config, cases=tuple(cases))
