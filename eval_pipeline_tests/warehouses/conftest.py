@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from eval_pipeline.suite import DatabaseConfig, Templated
 from eval_pipeline_tests.warehouses.servers import (
     Server,
     mariadb_missing,
@@ -68,3 +69,20 @@ def duckdb_warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
         for statement in load_statements("duckdb"):
             connection.execute(statement)
     return path
+
+
+def database_of(server_or_path: Server | Path, name: str = "shop", **options) -> DatabaseConfig:
+    """The `databases:` entry a suite would write for a test server or a DuckDB file."""
+    if isinstance(server_or_path, Path):
+        return DatabaseConfig(name, "duckdb", path=server_or_path, **options)
+    url = Templated(server_or_path.url, secret="url_password")
+    return DatabaseConfig(name, server_or_path.kind, url=url, **options)
+
+
+@pytest.fixture(params=["duckdb", "postgres", "mariadb"])
+def small_database(request: pytest.FixtureRequest) -> DatabaseConfig:
+    """The small warehouse on each engine in turn."""
+    source = request.getfixturevalue(
+        {"duckdb": "duckdb_warehouse", "postgres": "postgres", "mariadb": "mariadb"}[request.param]
+    )
+    return database_of(source, name=f"small_{request.param}")

@@ -1,0 +1,27 @@
+"""Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, reference SQL and schema text."""
+
+from eval_pipeline.suite import DatabaseConfig as Database
+from eval_pipeline.warehouses._connect import Stream, WarehouseConnection, connect
+from eval_pipeline.warehouses._errors import (
+    ConnectionFailed,
+    StatementFailed,
+    StatementTimeout,
+    WarehouseError,
+)
+from eval_pipeline.warehouses._preflight import check_databases
+from eval_pipeline.warehouses._reference import run_reference
+from eval_pipeline.warehouses._schema import schema_description
+
+__all__ = [
+    "ConnectionFailed",
+    "Database",
+    "StatementFailed",
+    "StatementTimeout",
+    "Stream",
+    "WarehouseConnection",
+    "WarehouseError",
+    "check_databases",
+    "connect",
+    "run_reference",
+    "schema_description",
+]
