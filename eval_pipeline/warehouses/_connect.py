@@ -56,6 +56,8 @@ class WarehouseConnection:
 
     def __init__(self, database: DatabaseConfig) -> None:
         self.database = database
+        #: The session could not be reset (the server went away): close it, open another.
+        self.broken = False
 
     @property
     def label(self) -> str:
@@ -183,7 +185,8 @@ class _PostgresConnection(WarehouseConnection):
             try:
                 for batch in reader:
                     yield normalise_postgres(batch)
-            except self._errors as error:
+            # An error while the COPY streams surfaces through Arrow's reader as an OSError.
+            except (self._errors, OSError, pa.ArrowException) as error:
                 raise _translate(error, self.label) from None
 
         return Stream(list(schema.names), types, batches())
@@ -198,8 +201,10 @@ class _PostgresConnection(WarehouseConnection):
         except self._errors:
             # An unread COPY stream blocks the rollback: stop it on the server first.
             self.cancel()
-            with contextlib.suppress(self._errors):
+            try:
                 self._connection.rollback()
+            except self._errors:
+                self.broken = True
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
