@@ -1,18 +1,23 @@
 """Benchmark fetching a large reference result from PostgreSQL: ADBC vs SQLAlchemy+psycopg vs pandas.
 
-Run: python benchmarks/warehouse_fetch.py [--rows 1000000] [--repeats 3]
+Run: python benchmarks/warehouse_fetch.py [--rows 1000000] [--repeats 3] [--queries 200]
 
 Starts a throwaway PostgreSQL 15 (as the warehouse tests do), fills a table of `rows` × 6
 columns (INTEGER, TEXT, DATE, TIMESTAMP, TIMESTAMPTZ, NUMERIC(12,2)) and fetches
 `SELECT * FROM big` into a pandas DataFrame with each candidate:
 
-* adbc        — `adbc_driver_postgresql.dbapi`: COPY in binary, Arrow columns, `.to_pandas()`
+* adbc        — `adbc_driver_postgresql.dbapi`: COPY in binary, Arrow batches with NUMERIC
+                decoded as `eval_pipeline.warehouses` does, `.to_pandas()`
 * sqlalchemy  — `pandas.read_sql(text(sql), engine)` on `postgresql+psycopg` (psycopg 3)
 * baseline    — `pandas.read_sql(sql, psycopg_connection)` (a plain DBAPI connection)
 
 Each fetch runs in a fresh process; time is the fetch's wall time, memory is the process's
 peak resident set (VmHWM) minus its resident set after the imports and the connection, so
 C allocations (libpq, Arrow) count too, which tracemalloc would miss. Medians of `repeats`.
+
+Then the agent-side cost: `queries` small queries (a filtered aggregate of 10,000 rows)
+through the built-in agent's sandbox, `ServerSandbox` on PostgreSQL against `SqlSandbox`
+on a DuckDB copy of the same table; median and p95 milliseconds per query.
 """
 
 from __future__ import annotations
@@ -45,13 +50,18 @@ def fetch_once(candidate: str, url: str) -> dict:
 
     if candidate == "adbc":
         import adbc_driver_postgresql.dbapi as adbc
+        import pyarrow as pa
 
         connection = adbc.connect(url)
         cursor = connection.cursor()
 
+        from eval_pipeline.warehouses._arrow import normalise_postgres
+
         def fetch() -> pd.DataFrame:
+            # As the warehouses layer reads it: NUMERIC decoded from the driver's text.
             cursor.execute(QUERY)
-            return cursor.fetch_arrow_table().to_pandas()
+            batches = [normalise_postgres(b) for b in cursor.fetch_record_batch()]
+            return pa.Table.from_batches(batches).to_pandas(date_as_object=True)
 
     elif candidate == "sqlalchemy":
         import sqlalchemy as sa
@@ -87,10 +97,51 @@ def fetch_once(candidate: str, url: str) -> dict:
     }
 
 
+def sandbox_costs(url: str, queries: int) -> None:
+    """Median and p95 per small query through each sandbox, on the same 10,000 rows."""
+    import tempfile
+
+    import duckdb
+    import psycopg
+
+    from eval_pipeline.agents._sandbox import SqlSandbox
+    from eval_pipeline.agents._server_sandbox import ServerSandbox
+    from eval_pipeline.suite import DatabaseConfig, Templated
+
+    with psycopg.connect(url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE small AS SELECT * FROM big WHERE id <= 10000")
+    sql = "SELECT day, count(*) AS n, sum(amount) AS total FROM small WHERE id % {k} = 0 GROUP BY day ORDER BY day LIMIT 20"
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "small.duckdb"
+        with duckdb.connect(str(path)) as connection:
+            connection.execute(
+                "CREATE TABLE small AS SELECT i AS id, DATE '2024-01-01' + (i % 366)::INTEGER AS day, "
+                "((i % 100000) / 100.0)::DECIMAL(12, 2) AS amount FROM range(1, 10001) AS t(i)"
+            )
+        database = DatabaseConfig("bench", "postgres", url=Templated(url, secret="url_password"))
+        sandboxes = {
+            "duckdb": SqlSandbox.for_file(path),
+            "postgres": ServerSandbox(database),
+        }
+        print(f"\n{queries} small queries through the agent's sandbox (ms per query)")
+        print(f"{'sandbox':<12}{'median':>10}{'p95':>10}")
+        for name, sandbox in sandboxes.items():
+            times = []
+            for k in range(queries):
+                started = time.perf_counter()
+                sandbox.execute(sql.format(k=2 + k % 7))
+                times.append((time.perf_counter() - started) * 1000)
+            sandbox.close()
+            times.sort()
+            p95 = times[int(len(times) * 0.95) - 1]
+            print(f"{name:<12}{statistics.median(times):>10.2f}{p95:>10.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--child", nargs=2, metavar=("CANDIDATE", "URL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -107,7 +158,7 @@ def main() -> None:
         with psycopg.connect(server.url, autocommit=True) as connection:
             connection.execute(
                 "CREATE TABLE big AS SELECT i AS id, 'customer ' || (i % 5000) AS name, "
-                "DATE '2024-01-01' + (i % 366) AS day, "
+                "DATE '2024-01-01' + (i % 366)::INTEGER AS day, "
                 "TIMESTAMP '2024-01-01' + i * INTERVAL '1 second' AS created_at, "
                 "TIMESTAMPTZ '2024-01-01 00:00+00' + i * INTERVAL '1 second' AS paid_at, "
                 "(i % 100000) / 100.0::NUMERIC(12, 2) AS amount "
@@ -130,6 +181,7 @@ def main() -> None:
             peak = statistics.median(run["peak_mb"] for run in runs)
             dtypes = ", ".join(runs[0]["dtypes"].values())
             print(f"{candidate:<12}{seconds:>10.2f}{peak:>16.0f}  {dtypes}")
+        sandbox_costs(server.url, args.queries)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from eval_pipeline.agents._replay import (
     recording_name,
 )
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
+from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.suite import AgentContext, SuiteConfig
 from eval_pipeline.suite._config import recording_name_problem
 
@@ -78,7 +79,7 @@ class AgentFactory:
         self.recordings: dict[str, Recording] = {}
         self._agents: dict[str, Agent] = {}
         self._models: dict[str, ChatModel] = {}
-        self._sandbox: SqlSandbox | None = None
+        self._sandbox: SqlSandbox | ServerSandbox | None = None
         self._catalog: WarehouseCatalog | None = None
 
     def chat_model(self, model_id: str) -> ChatModel:
@@ -117,7 +118,13 @@ class AgentFactory:
         folder = self.config.root / RECORDINGS_DIR
         return [f"replay:{p.stem}" for p in folder.glob("*.jsonl")] if folder.is_dir() else []
 
-    def _warehouse(self) -> tuple[SqlSandbox, WarehouseCatalog]:
+    def _warehouse(self) -> tuple[SqlSandbox | ServerSandbox, WarehouseCatalog]:
+        database = self.config.database()
+        if self._sandbox is None and database is not None and database.is_server:
+            # The first database is a server: the agent queries it (per-test databases: not yet).
+            limits = self.sandbox_limits or SandboxLimits.from_config(self.config.limits)
+            self._sandbox = ServerSandbox(database, limits)
+            self._catalog = WarehouseCatalog.from_server(self._sandbox, database.dbt_project)
         if self._sandbox is None:
             warehouse = self.config.warehouse
             if warehouse is None:

@@ -30,10 +30,13 @@ from eval_pipeline.agents._sandbox import (
 from eval_pipeline.agents._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
+    ENGINE_NAMES,
     StatementFailed,
     StatementTimeout,
+    TableSchema,
     WarehouseConnection,
     connect,
+    describe_tables,
 )
 
 __all__ = ["ServerSandbox", "check_server_statement"]
@@ -220,6 +223,19 @@ class ServerSandbox:
             duration_ms=round((time.perf_counter() - started) * 1000, 3),
             note=fetched.note(caps),
         )
+
+    @property
+    def engine_name(self) -> str:
+        """The engine as the model is told it, e.g. "PostgreSQL"."""
+        return ENGINE_NAMES[self.dialect]
+
+    def tables(self) -> list[TableSchema]:
+        """The tables of the database's schema, with comments, from the server's catalogue."""
+        connection = self._borrow()
+        try:
+            return describe_tables(connection)
+        finally:
+            self._give_back(connection)
 
     def render(self, result: QueryResult) -> str:
         """What goes back to the model: `result.to_text` capped at this sandbox's limits."""

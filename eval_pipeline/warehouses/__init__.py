@@ -10,18 +10,26 @@ from eval_pipeline.warehouses._errors import (
 )
 from eval_pipeline.warehouses._preflight import check_databases
 from eval_pipeline.warehouses._reference import run_reference
-from eval_pipeline.warehouses._schema import schema_description
+from eval_pipeline.warehouses._schema import (
+    ENGINE_NAMES,
+    TableSchema,
+    describe_tables,
+    schema_description,
+)
 
 __all__ = [
+    "ENGINE_NAMES",
     "ConnectionFailed",
     "Database",
     "StatementFailed",
     "StatementTimeout",
     "Stream",
+    "TableSchema",
     "WarehouseConnection",
     "WarehouseError",
     "check_databases",
     "connect",
+    "describe_tables",
     "run_reference",
     "schema_description",
 ]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 import pyarrow as pa
 
 from eval_pipeline.warehouses._connect import WarehouseConnection
 
-__all__ = ["schema_description"]
+__all__ = ["ENGINE_NAMES", "TableSchema", "describe_tables", "schema_description"]
 
 #: Seconds the catalogue queries may take.
 _TIMEOUT_S = 30.0
@@ -43,12 +44,47 @@ _QUERIES = {
 }
 
 
-def schema_description(connection: WarehouseConnection) -> str:
-    """The tables of the connection's schema as text: one line per table and per column.
+@dataclass(frozen=True)
+class TableSchema:
+    """One table of the connection's schema: its comment and (column, type, comment)s."""
 
-    Read from the engine's catalogue (information_schema; pg_catalog and duckdb_* for
-    comments), in a read-only transaction, so it needs no dbt project.
+    name: str
+    comment: str
+    columns: tuple[tuple[str, str, str], ...]
+
+
+def describe_tables(connection: WarehouseConnection) -> list[TableSchema]:
+    """The tables of the connection's current schema, from the engine's catalogue.
+
+    information_schema, with pg_catalog and duckdb_* for comments; read in a read-only
+    transaction, so it needs no dbt project.
     """
+    tables: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
+    comments: dict[str, str] = {}
+    for table, column, kind, table_comment, column_comment in _catalogue_rows(connection):
+        comments[table] = table_comment or ""
+        tables[table].append((column, str(kind).lower(), column_comment or ""))
+    return [TableSchema(name, comments[name], tuple(columns)) for name, columns in tables.items()]
+
+
+def schema_description(connection: WarehouseConnection) -> str:
+    """The tables of the connection's schema as text: one line per table and per column."""
+    database = connection.database
+    where = f", schema {database.schema}" if database.schema else ""
+    lines = [f"Database {database.name!r} ({ENGINE_NAMES[connection.dialect]} SQL{where}):"]
+    tables = describe_tables(connection)
+    for table in tables:
+        lines.append(f"table {table.name}" + (f" — {table.comment}" if table.comment else ""))
+        lines.extend(
+            f"  - {name} {kind}" + (f" — {comment}" if comment else "")
+            for name, kind, comment in table.columns
+        )
+    if not tables:
+        lines.append("(no tables visible to this user)")
+    return "\n".join(lines)
+
+
+def _catalogue_rows(connection: WarehouseConnection) -> list[tuple]:
     connection.begin_read_only(_TIMEOUT_S)
     try:
         stream = connection.stream(_QUERIES[connection.dialect])
@@ -57,24 +93,7 @@ def schema_description(connection: WarehouseConnection) -> str:
         connection.end()
     # By position: both comment columns are called `comment` on DuckDB.
     columns = [pa.Table.from_batches([b]).columns for b in batches]
-    rows = [row for parts in columns for row in zip(*(c.to_pylist() for c in parts), strict=True)]
-    tables: dict[str, list[str]] = defaultdict(list)
-    comments: dict[str, str] = {}
-    for table, column, kind, table_comment, column_comment in rows:
-        if table_comment:
-            comments[table] = table_comment
-        line = f"  - {column} {str(kind).lower()}"
-        tables[table].append(line + (f" — {column_comment}" if column_comment else ""))
-    database = connection.database
-    where = f", schema {database.schema}" if database.schema else ""
-    lines = [f"Database {database.name!r} ({_ENGINE[connection.dialect]} SQL{where}):"]
-    for table, columns in tables.items():
-        comment = comments.get(table)
-        lines.append(f"table {table}" + (f" — {comment}" if comment else ""))
-        lines.extend(columns)
-    if not tables:
-        lines.append("(no tables visible to this user)")
-    return "\n".join(lines)
+    return [row for parts in columns for row in zip(*(c.to_pylist() for c in parts), strict=True)]
 
 
-_ENGINE = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "duckdb": "DuckDB"}
+ENGINE_NAMES = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "duckdb": "DuckDB"}
