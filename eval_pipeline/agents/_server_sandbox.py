@@ -20,6 +20,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._result_fetch import FetchCaps, FetchTimeout, fetch_capped_batches
 from eval_pipeline.agents._sandbox import (
     ForbiddenStatement,
@@ -31,6 +32,7 @@ from eval_pipeline.agents._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
     ENGINE_NAMES,
+    ConnectionFailed,
     StatementFailed,
     StatementTimeout,
     TableSchema,
@@ -39,7 +41,7 @@ from eval_pipeline.warehouses import (
     describe_tables,
 )
 
-__all__ = ["ServerSandbox", "check_server_statement"]
+__all__ = ["ServerSandbox", "WarehouseUnavailable", "check_server_statement"]
 
 #: Seconds past the time limit before the sandbox cancels a statement the server did not stop.
 CANCEL_GRACE_S = 1.0
@@ -148,6 +150,10 @@ def _require_read_only(statement: exp.Expression, sql: str, dialect: str) -> Non
                 raise ForbiddenStatement(f"The function {name} is not allowed. {_FILES}", sql=sql)
 
 
+class WarehouseUnavailable(AgentError):
+    """The server went away or refused a new session: the run is an `error` run, not a wrong answer."""
+
+
 class ServerSandbox:
     """Runs one read-only statement per call on a PostgreSQL or MySQL/MariaDB database.
 
@@ -197,10 +203,12 @@ class ServerSandbox:
             deadline=time.monotonic() + self.limits.timeout_s,
         )
         try:
-            connection.begin_read_only(self.limits.timeout_s)
+            connection = self._ready(connection)
             backstop.start()
             stream = connection.stream(sql)
             fetched = fetch_capped_batches(stream.batches, caps, self._converter.cursor())
+        except ConnectionFailed as error:
+            raise WarehouseUnavailable(error.message) from None
         except (StatementTimeout, FetchTimeout):
             raise self._timeout(sql) from None
         except StatementFailed as error:
@@ -265,7 +273,23 @@ class ServerSandbox:
                 raise RuntimeError("the SQL sandbox is closed")
             if self._idle:
                 return self._idle.pop()
-        return connect(self.database)
+        try:
+            return connect(self.database)
+        except ConnectionFailed as error:
+            raise WarehouseUnavailable(error.message) from None
+
+    def _ready(self, connection: WarehouseConnection) -> WarehouseConnection:
+        """`connection` in a fresh read-only transaction; a pooled session the server has
+        dropped since (a restart, an idle timeout) is replaced by a new one, once."""
+        try:
+            connection.begin_read_only(self.limits.timeout_s)
+            return connection
+        except ConnectionFailed:
+            connection.broken = True  # never back into the pool
+            connection.close()
+        fresh = connect(self.database)
+        fresh.begin_read_only(self.limits.timeout_s)
+        return fresh
 
     def _give_back(self, connection: WarehouseConnection) -> None:
         with self._lock:

@@ -167,14 +167,14 @@ class _PostgresConnection(WarehouseConnection):
             self._cursor.execute("SET TRANSACTION READ ONLY")
             self._cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
         except self._errors as error:
-            raise _translate(error, self.label) from None
+            raise self._translate(error) from None
 
     def stream(self, sql: str) -> Stream:
         try:
             self._cursor.execute(sql)
             reader = self._cursor.fetch_record_batch()
         except self._errors as error:
-            raise _translate(error, self.label) from None
+            raise self._translate(error) from None
         schema = reader.schema
         types = [
             (f.metadata or {}).get(b"POSTGRESQL:type", str(f.type).encode()).decode()
@@ -187,13 +187,24 @@ class _PostgresConnection(WarehouseConnection):
                     yield normalise_postgres(batch)
             # An error while the COPY streams surfaces through Arrow's reader as an OSError.
             except (self._errors, OSError, pa.ArrowException) as error:
-                raise _translate(error, self.label) from None
+                raise self._translate(error) from None
 
         return Stream(list(schema.names), types, batches())
 
     def cancel(self) -> None:
         with contextlib.suppress(Exception):
             self._cursor.adbc_cancel()
+
+    def _translate(self, error: Exception) -> WarehouseError:
+        text = str(error)
+        if any(marker in text for marker in _PG_LOST):
+            self.broken = True
+            return ConnectionFailed(f"{self.label}: lost the connection: {short_cause(error)}")
+        if "57014" in text or "statement timeout" in text:  # query_canceled
+            return StatementTimeout(
+                f"{self.label}: the statement was stopped: {short_cause(error)}"
+            )
+        return StatementFailed(short_cause(error))
 
     def end(self) -> None:
         try:
@@ -213,11 +224,15 @@ class _PostgresConnection(WarehouseConnection):
             self._connection.close()
 
 
-def _translate(error: Exception, label: str) -> WarehouseError:
-    text = str(error)
-    if "57014" in text or "statement timeout" in text:  # query_canceled
-        return StatementTimeout(f"{label}: the statement was stopped: {short_cause(error)}")
-    return StatementFailed(short_cause(error))
+#: What libpq says when the session is gone (SQLSTATE class 08, or the server shut down).
+_PG_LOST = (
+    "server closed the connection",
+    "no connection to the server",
+    "terminating connection",
+    "connection to server",
+    "SQLSTATE: 08",
+    "SQLSTATE: 57P0",
+)
 
 
 # --- MySQL / MariaDB through PyMySQL ------------------------------------------------------
@@ -332,6 +347,7 @@ class _MySqlConnection(WarehouseConnection):
             self._drop()
 
     def _drop(self) -> None:
+        self.broken = True
         with contextlib.suppress(Exception):
             self._connection.close()
 
@@ -340,6 +356,10 @@ class _MySqlConnection(WarehouseConnection):
 
     def _translate(self, error: Exception) -> WarehouseError:
         code = error.args[0] if error.args else None
+        # 2003/2006/2013/2055: cannot connect, gone away, lost during query, lost at handshake.
+        if code in (2003, 2006, 2013, 2055) or isinstance(error, self._pymysql.err.InterfaceError):
+            self.broken = True
+            return ConnectionFailed(f"{self.label}: lost the connection: {_mysql_text(error)}")
         # 1969: MariaDB max_statement_time; 3024: MySQL max_execution_time; 1317: KILL QUERY.
         if code in (1969, 3024, 1317):
             return StatementTimeout(

@@ -147,3 +147,50 @@ def test_a_server_error_reaches_the_model_and_the_next_query_works(server):
         with pytest.raises(SandboxError, match="no_such_table"):
             sandbox.execute("SELECT * FROM no_such_table")
         assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
+
+
+def _end_sessions(server: Server, *, only_sleeping: bool) -> int:
+    """End the test user's other sessions from outside, as a server restart would."""
+    if server.kind == "postgres":
+        with psycopg.connect(server.url) as connection:
+            sleeping = "AND query ILIKE '%pg_sleep%' " if only_sleeping else ""
+            return len(
+                connection.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    f"WHERE usename = 'evaluser' AND pid <> pg_backend_pid() {sleeping}"
+                ).fetchall()
+            )
+    connection = _mysql(server)
+    ended = 0
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW FULL PROCESSLIST")
+        for row in cursor.fetchall():
+            mine = row[0] == connection.thread_id() or row[1] != "evaluser"
+            if mine or (only_sleeping and "SLEEP" not in str(row[7]).upper()):
+                continue
+            cursor.execute(f"KILL CONNECTION {int(row[0])}")
+            ended += 1
+    connection.close()
+    return ended
+
+
+def test_a_session_the_server_dropped_between_queries_is_replaced(server):
+    with ServerSandbox(database_of(server)) as sandbox:
+        assert sandbox.execute("SELECT 1 AS one").rows == [(1,)]
+        assert _end_sessions(server, only_sleeping=False) >= 1
+        assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
+
+
+def test_a_server_lost_during_a_query_is_an_infrastructure_error_then_work_goes_on(server):
+    import threading
+
+    from eval_pipeline.agents._errors import AgentError
+
+    sleep = "SELECT pg_sleep(30)" if server.kind == "postgres" else "SELECT SLEEP(30) AS s"
+    with ServerSandbox(database_of(server)) as sandbox:
+        killer = threading.Timer(1.0, _end_sessions, (server,), {"only_sleeping": True})
+        killer.start()
+        with pytest.raises(AgentError, match=r"database 'shop' \(\w+\): lost the connection"):
+            sandbox.execute(sleep)
+        killer.join()
+        assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
