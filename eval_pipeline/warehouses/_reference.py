@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
-from eval_pipeline.warehouses._connect import WarehouseConnection
+from eval_pipeline.warehouses._connection import WarehouseConnection
 
 __all__ = ["run_reference"]
 

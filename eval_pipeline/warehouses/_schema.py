@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from eval_pipeline.warehouses._connect import WarehouseConnection
+from eval_pipeline.warehouses._connection import WarehouseConnection
 
 __all__ = ["ENGINE_NAMES", "TableSchema", "describe_tables", "schema_description"]
 
