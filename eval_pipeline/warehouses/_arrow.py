@@ -65,3 +65,52 @@ def rows_to_batch(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> pa.Rec
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
             arrays.append(pa.array([None if v is None else str(v) for v in values], pa.string()))
     return pa.RecordBatch.from_arrays(arrays, names=list(names))
+
+
+def duckdb_type_name(kind: pa.DataType) -> str:
+    """The DuckDB type of an Arrow type, so a server's result loads into DuckDB (answer
+    extraction creates typed tables of empty results) exactly as a DuckDB result would."""
+    if pa.types.is_decimal(kind):
+        return f"DECIMAL({min(kind.precision, 38)},{kind.scale})"
+    if pa.types.is_timestamp(kind):
+        return "TIMESTAMP WITH TIME ZONE" if kind.tz else "TIMESTAMP"
+    for test, name in _DUCKDB_NAMES:
+        if test(kind):
+            return name
+    return "VARCHAR"
+
+
+_DUCKDB_NAMES = (
+    (pa.types.is_boolean, "BOOLEAN"),
+    (pa.types.is_int8, "TINYINT"),
+    (pa.types.is_int16, "SMALLINT"),
+    (pa.types.is_int32, "INTEGER"),
+    (pa.types.is_int64, "BIGINT"),
+    (pa.types.is_unsigned_integer, "UBIGINT"),
+    (pa.types.is_float32, "FLOAT"),
+    (pa.types.is_floating, "DOUBLE"),
+    (pa.types.is_date, "DATE"),
+    (pa.types.is_time, "TIME"),
+    (pa.types.is_duration, "INTERVAL"),
+    (pa.types.is_binary, "BLOB"),
+    (pa.types.is_large_binary, "BLOB"),
+)
+
+
+def mysql_arrow_type(type_code: int, precision: int | None, scale: int | None) -> pa.DataType:
+    """The Arrow type PyMySQL's values of a MySQL column type become (TIME → text: PyMySQL
+    gives a timedelta, which the sandbox shows as text)."""
+    from pymysql.constants import FIELD_TYPE as F
+
+    if type_code in (F.DECIMAL, F.NEWDECIMAL):
+        digits = max(1, min(int(precision or 38), 38))
+        return pa.decimal128(digits, max(0, min(int(scale or 0), digits)))
+    if type_code in (F.TINY, F.SHORT, F.LONG, F.INT24, F.LONGLONG, F.YEAR):
+        return pa.int64()
+    if type_code in (F.FLOAT, F.DOUBLE):
+        return pa.float64()
+    if type_code in (F.DATE, F.NEWDATE):
+        return pa.date32()
+    if type_code in (F.DATETIME, F.TIMESTAMP):
+        return pa.timestamp("us")
+    return pa.string()

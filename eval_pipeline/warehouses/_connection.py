@@ -17,7 +17,11 @@ CONNECT_TIMEOUT_S = 10
 
 @dataclass
 class Stream:
-    """A running statement's result: column names, engine type names and Arrow batches."""
+    """A running statement's result: column names, their DuckDB types and Arrow batches.
+
+    DuckDB type names for every engine: results of every engine load into DuckDB alike
+    (answer extraction), and compare alike.
+    """
 
     columns: list[str]
     column_types: list[str]

@@ -11,7 +11,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
-from eval_pipeline.warehouses._arrow import rows_to_batch
+from eval_pipeline.warehouses._arrow import duckdb_type_name, mysql_arrow_type, rows_to_batch
 from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
@@ -94,7 +94,7 @@ class MySqlConnection(WarehouseConnection):
             raise self._translate(error) from None
         description = cursor.description or ()
         names = [d[0] for d in description]
-        types = [_MYSQL_TYPES.get(d[1], str(d[1])) for d in description]
+        types = [duckdb_type_name(mysql_arrow_type(d[1], d[4], d[5])) for d in description]
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:
@@ -160,14 +160,3 @@ class MySqlConnection(WarehouseConnection):
 def _mysql_text(error: Exception) -> str:
     args = getattr(error, "args", ())
     return f"({args[0]}) {args[1]}" if len(args) >= 2 else str(error)
-
-
-def _mysql_type_names() -> dict[int, str]:
-    try:
-        from pymysql.constants import FIELD_TYPE
-    except ImportError:
-        return {}
-    return {v: k for k, v in vars(FIELD_TYPE).items() if isinstance(v, int) and k.isupper()}
-
-
-_MYSQL_TYPES = _mysql_type_names()

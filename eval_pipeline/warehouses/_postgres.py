@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
-from eval_pipeline.warehouses._arrow import normalise_postgres
+from eval_pipeline.warehouses._arrow import duckdb_type_name, normalise_postgres
 from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
@@ -89,10 +89,8 @@ class PostgresConnection(WarehouseConnection):
         except self._errors as error:
             raise self._translate(error) from None
         schema = reader.schema
-        types = [
-            (f.metadata or {}).get(b"POSTGRESQL:type", str(f.type).encode()).decode()
-            for f in schema
-        ]
+        empty = normalise_postgres(pa.RecordBatch.from_pylist([], schema=schema))
+        types = [duckdb_type_name(field.type) for field in empty.schema]
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:

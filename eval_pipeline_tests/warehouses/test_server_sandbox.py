@@ -194,3 +194,30 @@ def test_a_server_lost_during_a_query_is_an_infrastructure_error_then_work_goes_
             sandbox.execute(sleep)
         killer.join()
         assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
+
+
+def test_an_empty_server_result_still_loads_for_answer_extraction(server):
+    import asyncio
+    from datetime import date
+
+    from eval_pipeline.agents._types import AgentRun, QueryRecord
+    from eval_pipeline.grading import extract_answer
+    from eval_pipeline_tests.agents.servers import ScriptedServer, answer, open_chat_model
+
+    sql = "SELECT id, ordered_at, paid_at, amount, status FROM orders WHERE id < 0"
+    with ServerSandbox(database_of(server)) as sandbox:
+        result = sandbox.execute(sql)
+    record = QueryRecord(
+        "q1", sql, result.columns, result.column_types, [], 0, duration_ms=result.duration_ms
+    )
+    run = AgentRun("t", "m", 0, date(2026, 1, 1), "in", "ctx", queries=[record])
+    with ScriptedServer("openai") as model_server:
+        model_server.script(answer("```sql\nSELECT sum(amount) AS total FROM q1\n```"))
+
+        async def go():
+            async with open_chat_model(model_server) as model:
+                return await extract_answer(run, ["total"], model=model)
+
+        extraction = asyncio.run(go())
+    assert extraction.status == "ok", extraction.message
+    assert list(extraction.frame.columns) == ["total"]
