@@ -12,6 +12,7 @@ the sandbox cannot know every function a server offers.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 
@@ -87,6 +88,8 @@ _FORBIDDEN_FUNCTIONS = {
 }
 #: MySQL words that read or write server files (sqlglot cannot parse INTO OUTFILE at all).
 _FILE_WORDS = frozenset({"OUTFILE", "DUMPFILE", "INFILE", "LOAD_FILE"})
+#: `/*! ... */` and MariaDB's `/*M! ... */`: executed by the server, a comment to any parser.
+_EXECUTABLE_COMMENT = re.compile(r"/\*M?!")
 _READS = (exp.Query, exp.Values, exp.Describe, exp.Show)
 _WRITES = (exp.DML, exp.Create, exp.Drop, exp.Alter, exp.Copy, exp.Command, exp.Set)
 _READ_ONLY_ERRORS = ("read-only transaction", "READ ONLY transaction", "(1792)")
@@ -98,6 +101,12 @@ def check_server_statement(sql: str, dialect: str) -> exp.Expression:
         tokens = sqlglot.tokenize(sql, read=dialect)
     except TokenError as error:
         raise QueryFailed(f"The query could not be read: {error}", sql=sql) from None
+    if dialect == "mysql" and _EXECUTABLE_COMMENT.search(sql):
+        raise ForbiddenStatement(
+            "Comments of the form /*! ... */ are not allowed: MySQL and MariaDB run their "
+            f"content as SQL. Write the query without them. {_ALLOWED}",
+            sql=sql,
+        )
     words = {t.text.upper() for t in tokens if t.token_type.name not in ("STRING", "IDENTIFIER")}
     if words & _FILE_WORDS:
         raise ForbiddenStatement(f"{_FILES} {_ALLOWED}", sql=sql)

@@ -51,6 +51,10 @@ HOSTILE = {
         "SELECT 1; DROP TABLE orders",
         "SELECT * FROM orders FOR UPDATE",
         "SELECT GET_LOCK('x', 10)",
+        # Executable comments: the server runs what every parser skips.
+        "SELECT 1 /*! INTO OUTFILE '{path}' */",
+        "SELECT 1 /*!50000 , LOAD_FILE('/etc/hostname') */",
+        "SELECT 1 /*M! INTO DUMPFILE '{path}' */",
     ],
 }
 
