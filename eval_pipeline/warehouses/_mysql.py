@@ -61,6 +61,12 @@ class MySqlConnection(WarehouseConnection):
         with connection.cursor() as cursor:
             # UTC so a TIMESTAMP reads the same whatever the server's time zone.
             cursor.execute("SET time_zone = '+00:00'")
+            # Quotes and backslashes read as sqlglot's MySQL dialect reads them, so the
+            # sandbox's parse of a statement is the server's.
+            cursor.execute(
+                "SET SESSION sql_mode = REPLACE(REPLACE(@@SESSION.sql_mode, "
+                "'NO_BACKSLASH_ESCAPES', ''), 'ANSI_QUOTES', '')"
+            )
         return connection
 
     def _query_one(self, sql: str) -> Any:

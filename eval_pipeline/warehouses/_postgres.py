@@ -60,6 +60,8 @@ class PostgresConnection(WarehouseConnection):
                 )
         # UTC so a TIMESTAMPTZ reads the same whatever the server's or role's time zone.
         self._cursor.execute("SET TIME ZONE 'UTC'")
+        # Strings read as sqlglot's PostgreSQL dialect reads them (backslash is no escape).
+        self._cursor.execute("SET standard_conforming_strings = on")
         if schema is not None:
             self._cursor.execute(f"SET search_path TO {_identifier(schema)}")
         self._connection.commit()

@@ -225,3 +225,24 @@ def test_an_empty_server_result_still_loads_for_answer_extraction(server):
         extraction = asyncio.run(go())
     assert extraction.status == "ok", extraction.message
     assert list(extraction.frame.columns) == ["total"]
+
+
+def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(mariadb):
+    # With NO_BACKSLASH_ESCAPES the server would end the string at 'a\' and write the file;
+    # the parser reads \' as an escaped quote and sees one harmless string.
+    path = Path(f"/tmp/eval-hostile-{uuid.uuid4().hex}")
+    admin = _mysql(mariadb)
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT @@GLOBAL.sql_mode")
+        (before,) = cursor.fetchone()
+        cursor.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')")
+    try:
+        with ServerSandbox(database_of(mariadb)) as sandbox:
+            with pytest.raises(SandboxError):
+                sandbox.execute(f"SELECT 'a\\' INTO OUTFILE '{path}' -- '")
+            assert sandbox.execute("SELECT 'it\\'s' AS s").rows == [("it's",)]
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL sql_mode = %s", (before,))
+        admin.close()
+    assert not path.exists()
