@@ -12,6 +12,7 @@ from eval_pipeline.agents._chat import ChatModel
 from eval_pipeline.agents._errors import AgentError, ReplyTruncated
 from eval_pipeline.agents._pricing import cost_usd
 from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
+from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.agents._types import (
     AgentRun,
     ChatMessage,
@@ -37,18 +38,25 @@ DESCRIBE_TABLE = ToolSpec(
         "required": ["table_name"],
     },
 )
-EXECUTE_SQL = ToolSpec(
-    "execute_sql",
-    "Run one read-only DuckDB SQL query on the warehouse and get its result (the first rows "
-    "and the row count).",
-    {
-        "type": "object",
-        "properties": {
-            "sql_query": {"type": "string", "description": "One DuckDB SELECT statement"}
+
+
+def execute_sql_tool(engine: str = "DuckDB") -> ToolSpec:
+    """The `execute_sql` tool, naming the SQL dialect the warehouse speaks."""
+    return ToolSpec(
+        "execute_sql",
+        f"Run one read-only {engine} SQL query on the warehouse and get its result (the first "
+        "rows and the row count).",
+        {
+            "type": "object",
+            "properties": {
+                "sql_query": {"type": "string", "description": f"One {engine} SELECT statement"}
+            },
+            "required": ["sql_query"],
         },
-        "required": ["sql_query"],
-    },
-)
+    )
+
+
+EXECUTE_SQL = execute_sql_tool()
 CLARIFICATION = ToolSpec(
     "clarification",
     "Ask the user a question when the request is ambiguous and you cannot make a reasonable "
@@ -61,7 +69,7 @@ CLARIFICATION = ToolSpec(
 )
 
 SYSTEM_PROMPT = """\
-You are a data analyst answering business questions about a DuckDB warehouse.
+You are a data analyst answering business questions about a {engine} warehouse.
 Use the tools to find the right tables and columns, then run SQL to get the answer. Follow \
 the business definitions below exactly. Answer in a few sentences with the figures, and \
 state any assumption you made. {test_mode}
@@ -97,9 +105,12 @@ class LimitExceeded(AgentError):
     """The agent did not finish within its turn or token limits."""
 
 
-def system_prompt(context: AgentContext, catalog: WarehouseCatalog, *, test_mode: bool) -> str:
+def system_prompt(
+    context: AgentContext, catalog: WarehouseCatalog, *, test_mode: bool, engine: str = "DuckDB"
+) -> str:
     files = "\n\n".join(f"## {f.label}\n{f.text.strip()}" for f in context.files) or "(none)"
     return SYSTEM_PROMPT.format(
+        engine=engine,
         test_mode=TEST_MODE_NOTE if test_mode else "",
         context=files,
         tables=catalog.list_text(),
@@ -136,7 +147,7 @@ class BuiltinAgent:
     def __init__(
         self,
         model: ChatModel,
-        sandbox: SqlSandbox,
+        sandbox: SqlSandbox | ServerSandbox,
         catalog: WarehouseCatalog,
         context: AgentContext,
         *,
@@ -149,10 +160,13 @@ class BuiltinAgent:
         self.catalog = catalog
         self.limits = limits or AgentLimits()
         self.test_mode = test_mode
-        self.system = system_prompt(context, catalog, test_mode=test_mode)
+        # A server sandbox names its engine; the DuckDB sandbox keeps the DuckDB wording.
+        engine = getattr(sandbox, "engine_name", "DuckDB")
+        self.system = system_prompt(context, catalog, test_mode=test_mode, engine=engine)
+        self._sql_tool = EXECUTE_SQL if engine == "DuckDB" else execute_sql_tool(engine)
 
     def tools_for(self, case: Case) -> list[ToolSpec]:
-        tools = [LIST_TABLES, DESCRIBE_TABLE, EXECUTE_SQL]
+        tools = [LIST_TABLES, DESCRIBE_TABLE, self._sql_tool]
         if not self.test_mode or _expects_clarification(case):
             tools.append(CLARIFICATION)
         return tools

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from eval_pipeline.agents._sandbox import SqlSandbox
+from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.suite._context import dbt_doc_files
 from eval_pipeline.suite._yaml import load_yaml
 
@@ -28,11 +29,13 @@ class TableInfo:
     name: str
     description: str = ""
     columns: tuple[ColumnInfo, ...] = field(default_factory=tuple)
+    #: The schema queries see without a qualifier ("main" in DuckDB, a server's search path).
+    default_schema: str = "main"
 
     @property
     def qualified_name(self) -> str:
         """How a query names the table: bare in the default schema, `schema.table` elsewhere."""
-        return self.name if self.schema == "main" else f"{self.schema}.{self.name}"
+        return self.name if self.schema == self.default_schema else f"{self.schema}.{self.name}"
 
 
 def dbt_descriptions(dbt_project: Path | None) -> dict[str, tuple[str, dict[str, str]]]:
@@ -88,6 +91,25 @@ class WarehouseCatalog:
                     description=description,
                     columns=tuple(ColumnInfo(c, t, column_docs.get(c, "")) for c, t in columns),
                 )
+            )
+        return cls(tables)
+
+    @classmethod
+    def from_server(
+        cls, sandbox: ServerSandbox, dbt_project: Path | None = None
+    ) -> WarehouseCatalog:
+        """A server's tables of its schema, described by the dbt docs or else its comments."""
+        docs = dbt_descriptions(dbt_project)
+        schema = sandbox.database.schema or ""
+        tables = []
+        for table in sandbox.tables():
+            description, column_docs = docs.get(table.name, ("", {}))
+            columns = tuple(
+                ColumnInfo(name, kind, column_docs.get(name) or comment)
+                for name, kind, comment in table.columns
+            )
+            tables.append(
+                TableInfo(schema, table.name, description or table.comment, columns, schema)
             )
         return cls(tables)
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent
 from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._per_database import PerDatabaseAgent
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
     Recorder,
@@ -18,6 +20,7 @@ from eval_pipeline.agents._replay import (
     recording_name,
 )
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
+from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.suite import AgentContext, SuiteConfig
 from eval_pipeline.suite._config import recording_name_problem
 
@@ -78,8 +81,9 @@ class AgentFactory:
         self.recordings: dict[str, Recording] = {}
         self._agents: dict[str, Agent] = {}
         self._models: dict[str, ChatModel] = {}
-        self._sandbox: SqlSandbox | None = None
-        self._catalog: WarehouseCatalog | None = None
+        # database name ("" for a suite without databases) → its sandbox and catalogue
+        self._warehouses: dict[str, tuple[SqlSandbox | ServerSandbox, WarehouseCatalog]] = {}
+        self._warehouse_lock = threading.Lock()
 
     def chat_model(self, model_id: str) -> ChatModel:
         """The chat model for a provider model id or a `replay:` recording (also for judges)."""
@@ -107,35 +111,63 @@ class AgentFactory:
             if model_id.startswith("http:"):
                 self._agents[model_id] = self.pool.http_agent(model_id)
             else:
-                sandbox, catalog = self._warehouse()
-                self._agents[model_id] = BuiltinAgent(
-                    self.chat_model(model_id), sandbox, catalog, self.context, limits=self.limits
+                # The first database now, so a missing warehouse shows before any run.
+                default = self._builtin_agent(model_id, None)
+                self._agents[model_id] = (
+                    PerDatabaseAgent(
+                        model_id, default, lambda name: self._builtin_agent(model_id, name)
+                    )
+                    if len(self.config.databases) > 1
+                    else default
                 )
         return self._agents[model_id]
+
+    def _builtin_agent(self, model_id: str, database: str | None) -> BuiltinAgent:
+        sandbox, catalog = self._warehouse(database)
+        return BuiltinAgent(
+            self.chat_model(model_id), sandbox, catalog, self.context, limits=self.limits
+        )
 
     def _recordings(self) -> list[str]:
         folder = self.config.root / RECORDINGS_DIR
         return [f"replay:{p.stem}" for p in folder.glob("*.jsonl")] if folder.is_dir() else []
 
-    def _warehouse(self) -> tuple[SqlSandbox, WarehouseCatalog]:
-        if self._sandbox is None:
-            warehouse = self.config.warehouse
-            if warehouse is None:
-                raise UnknownModel(
-                    "built-in agent", "the suite configures no warehouse for it to query", []
-                )
-            if not warehouse.path.exists():
-                raise FileNotFoundError(
-                    f"the warehouse {warehouse.path} does not exist yet: build it first "
-                    "(`eval-pipeline warehouse`, or materialize the warehouse assets)"
-                )
-            limits = self.sandbox_limits or SandboxLimits.from_config(self.config.limits)
-            self._sandbox = SqlSandbox.for_file(warehouse.path, limits=limits)
-            self._catalog = WarehouseCatalog.load(self._sandbox, warehouse.dbt_project)
-        assert self._catalog is not None
-        return self._sandbox, self._catalog
+    def _warehouse(
+        self, name: str | None = None
+    ) -> tuple[SqlSandbox | ServerSandbox, WarehouseCatalog]:
+        """The sandbox and catalogue of a database (None: the first), opened once and shared."""
+        with self._warehouse_lock:  # agents of several models open a database once
+            return self._open_warehouse(name)
+
+    def _open_warehouse(
+        self, name: str | None
+    ) -> tuple[SqlSandbox | ServerSandbox, WarehouseCatalog]:
+        database = self.config.database(name)
+        key = database.name if database is not None else ""
+        if key in self._warehouses:
+            return self._warehouses[key]
+        limits = self.sandbox_limits or SandboxLimits.from_config(self.config.limits)
+        if database is not None and database.is_server:
+            server = ServerSandbox(database, limits)
+            self._warehouses[key] = (
+                server,
+                WarehouseCatalog.from_server(server, database.dbt_project),
+            )
+            return self._warehouses[key]
+        if database is None or database.path is None:
+            raise UnknownModel(
+                "built-in agent", "the suite configures no warehouse for it to query", []
+            )
+        if not database.path.exists():
+            raise FileNotFoundError(
+                f"the warehouse {database.path} does not exist yet: build it first "
+                "(`eval-pipeline warehouse`, or materialize the warehouse assets)"
+            )
+        sandbox = SqlSandbox.for_file(database.path, limits=limits)
+        self._warehouses[key] = (sandbox, WarehouseCatalog.load(sandbox, database.dbt_project))
+        return self._warehouses[key]
 
     def close(self) -> None:
-        if self._sandbox is not None:
-            self._sandbox.close()
-            self._sandbox = None
+        warehouses, self._warehouses = self._warehouses, {}
+        for sandbox, _ in warehouses.values():
+            sandbox.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,7 +13,7 @@ import pyarrow.compute as pc
 
 from eval_pipeline.agents._sql_result import to_json_safe
 
-__all__ = ["FetchCaps", "FetchedRows", "fetch_capped"]
+__all__ = ["FetchCaps", "FetchedRows", "fetch_capped", "fetch_capped_batches"]
 
 #: Rows per Arrow batch: small enough that one batch of wide rows stays a few MB.
 BATCH_ROWS = 256
@@ -62,6 +63,16 @@ def fetch_capped(
 ) -> FetchedRows:
     """Stream `relation` in Arrow batches and keep rows until a cap is reached.
 
+    See `fetch_capped_batches`, which does the keeping.
+    """
+    return fetch_capped_batches(relation.to_arrow_reader(BATCH_ROWS), caps, converter)
+
+
+def fetch_capped_batches(
+    batches: Iterable[pa.RecordBatch], caps: FetchCaps, converter: duckdb.DuckDBPyConnection
+) -> FetchedRows:
+    """Keep rows of Arrow `batches` (from DuckDB or a server warehouse) until a cap is reached.
+
     Cells are measured in Arrow (bytes of a text, all buffers of a list or struct), and an
     oversized one is replaced before conversion, so a single 800 MB list never becomes
     Python objects. Kept rows are converted by DuckDB itself (`converter`, a plain in-memory
@@ -72,8 +83,7 @@ def fetch_capped(
     """
     fetched = FetchedRows()
     used = 0
-    reader = relation.to_arrow_reader(BATCH_ROWS)
-    for batch in reader:
+    for batch in _chunks(batches):
         if time.monotonic() > caps.deadline:
             raise FetchTimeout
         room = caps.max_rows + 1 - len(fetched.rows)
@@ -105,6 +115,13 @@ def fetch_capped(
         fetched.rows = fetched.rows[: caps.max_rows]
         fetched.truncated = True
     return fetched
+
+
+def _chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The batches in slices of at most BATCH_ROWS: a server's batches may hold megabytes."""
+    for batch in batches:
+        for start in range(0, batch.num_rows, BATCH_ROWS):
+            yield batch.slice(start, BATCH_ROWS)
 
 
 def _cut_cells(

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from datetime import date
 from typing import Any
 
-from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
+from eval_pipeline.agents._sandbox import SandboxLimits
 from eval_pipeline.grading._grader import Grade, Grader
 from eval_pipeline.grading._metrics import (
     CaseMetrics,
@@ -18,8 +18,9 @@ from eval_pipeline.grading._metrics import (
     case_metrics,
     summarize_models,
 )
-from eval_pipeline.grading._reference import ReferenceResult, run_references
+from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.pipeline._records import run_from_row
+from eval_pipeline.pipeline._references import references_by_database
 from eval_pipeline.store import StoreLayout, read_latest, updating_partition, write_rows
 from eval_pipeline.suite import Suite
 
@@ -30,18 +31,8 @@ GRADING_CONCURRENCY = 8
 def compute_references(
     suite: Suite, run_date: date, *, layout: StoreLayout
 ) -> list[ReferenceResult]:
-    """Run every reference SQL on the warehouse and store the results for the day."""
-    warehouse = suite.config.warehouse
-    cases = [case for case in suite.cases if case.sql is not None]
-    if cases and (warehouse is None or not warehouse.path.exists()):
-        where = warehouse.path if warehouse else "(no warehouse configured)"
-        raise FileNotFoundError(
-            f"cannot run reference SQL: the warehouse {where} does not exist; build it first"
-        )
-    results: list[ReferenceResult] = []
-    if cases:
-        with SqlSandbox.for_file(warehouse.path, limits=REFERENCE_LIMITS) as sandbox:
-            results = run_references(cases, sandbox)
+    """Run every reference SQL on its test's database and store the results for the day."""
+    results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS)
     rows = [{**r.to_record(), "run_date": run_date} for r in results]
     write_rows(layout, "reference_results", rows, run_date=run_date)
     return results

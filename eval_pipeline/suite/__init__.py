@@ -25,6 +25,7 @@ from eval_pipeline.suite._config import (
 )
 from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_context
 from eval_pipeline.suite._csv_import import import_csv
+from eval_pipeline.suite._databases import DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._nao import (
@@ -55,6 +56,7 @@ __all__ = [
     "Case",
     "Consistency",
     "ContextFile",
+    "DatabaseConfig",
     "Evaluator",
     "ExpectedToolCall",
     "Limits",

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 
 from eval_pipeline.suite._case import Tolerance
+from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig, read_databases
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
@@ -54,6 +57,9 @@ class Templated:
 
     template: str
     where: str = CONFIG_FILE
+    #: "url_password" for a database URL: only its password is secret, since its host and
+    #: database name also appear in ordinary text (queries, messages) that must stay readable.
+    secret: Literal["whole", "url_password"] = "whole"
 
     def __repr__(self) -> str:
         return f"Templated({self.template!r})"
@@ -78,8 +84,17 @@ class Templated:
                 headline="a secret the configuration needs is missing",
             )
         for name in self.env_names:
-            register_secret(env[name])  # from now on no piece of it is stored, printed or logged
+            # From now on no piece of it is stored, printed or logged.
+            register_secret(env[name] if self.secret == "whole" else _url_password(env[name]))
         return _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
+
+
+def _url_password(value: str) -> str:
+    """The password of a URL, or the whole value when it is no URL with one (a bare password)."""
+    try:
+        return urlsplit(value).password or value
+    except ValueError:
+        return value
 
 
 @dataclass(frozen=True)
@@ -160,6 +175,8 @@ class SuiteConfig:
     root: Path
     test: TestDefaults = field(default_factory=TestDefaults)
     warehouse: WarehouseConfig | None = None
+    #: Every warehouse, the default (a test without `database:`) first; `warehouse:` is one.
+    databases: tuple[DatabaseConfig, ...] = ()
     context: tuple[Path, ...] = ()
     providers: tuple[ProviderConfig, ...] = ()
     agents: tuple[AgentConfig, ...] = ()
@@ -184,6 +201,12 @@ class SuiteConfig:
     def model_label(self, model_id: str) -> str:
         return self.model_labels.get(model_id, model_id)
 
+    def database(self, name: str | None = None) -> DatabaseConfig | None:
+        """The database a test's `database:` names; the first configured one for None."""
+        if name is None:
+            return self.databases[0] if self.databases else None
+        return next((d for d in self.databases if d.name == name), None)
+
     def provider(self, name: str) -> ProviderConfig | None:
         return next((p for p in self.providers if p.name == name), None)
 
@@ -191,7 +214,7 @@ class SuiteConfig:
         return next((a for a in self.agents if a.name == name), None)
 
 
-_TOP_KEYS = ("test", "warehouse", "context", "llm", "agents", "state_dir", "limits")
+_TOP_KEYS = ("test", "warehouse", "databases", "context", "llm", "agents", "state_dir", "limits")
 _TEST_KEYS = (
     "models",
     "threads",
@@ -262,10 +285,44 @@ def load_config(root: Path, *, layout: Literal["auto", "eval"] = "auto") -> Suit
         state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
         limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
     )
+    config = _with_databases(r, data, config)
     if r.problems:
         raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {CONFIG_FILE}")
     _register_secrets(config)
     return config
+
+
+def warehouse_as_database(config: SuiteConfig, name: str = DEFAULT_DATABASE_NAME) -> SuiteConfig:
+    """The config with its one `warehouse` as its only database (unchanged without one)."""
+    if config.warehouse is None or config.databases:
+        return config
+    w = config.warehouse
+    only = DatabaseConfig(name, "duckdb", path=w.path, dbt_project=w.dbt_project)
+    return dataclasses.replace(config, databases=(only,))
+
+
+def _with_databases(r: FieldReader, data: dict, config: SuiteConfig) -> SuiteConfig:
+    """`databases:` read, or the one `warehouse:` as a database named "warehouse".
+
+    `warehouse` keeps naming the first database when it is a DuckDB file, for the code that
+    knows only one warehouse.
+    """
+    if data.get("databases") is None:
+        return warehouse_as_database(config)
+    if data.get("warehouse") is not None:
+        r.problem(
+            "warehouse",
+            "give either `warehouse:` (one database) or `databases:` (several), not both",
+            r.line_of(data, "warehouse"),
+        )
+    databases = read_databases(r, data, config.root, Templated)
+    first = databases[0] if databases else None
+    warehouse = (
+        WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
+        if first is not None and first.type == "duckdb" and first.path is not None
+        else None
+    )
+    return dataclasses.replace(config, databases=databases, warehouse=warehouse)
 
 
 def _register_secrets(config: SuiteConfig) -> None:
@@ -281,6 +338,10 @@ def _register_secrets(config: SuiteConfig) -> None:
     for template in templates:
         with contextlib.suppress(MissingSecret):  # reported when a request needs it
             register_secret(template.resolve())  # a key written into the file is one too
+    for database in config.databases:
+        if database.url is not None:
+            with contextlib.suppress(MissingSecret):
+                database.resolve_url()
 
 
 def _path(root: Path, value: str) -> Path:

@@ -20,7 +20,9 @@ from eval_pipeline.suite._config import (
     TestDefaults,
     WarehouseConfig,
     load_config,
+    warehouse_as_database,
 )
+from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
@@ -97,7 +99,9 @@ def load_nao_config(root: Path) -> SuiteConfig:
         results_folder=root / NAO_TESTS_DIR / NAO_RESULTS_DIR,
         model_labels={to_model_id(s): s for s in spellings if to_model_id(s) != s},
     )
-    return _merged(config, ours) if ours is not None else config
+    # nao names its database; a test's `database:` may use that name.
+    name = _database_name(data) or DEFAULT_DATABASE_NAME
+    return warehouse_as_database(_merged(config, ours) if ours is not None else config, name)
 
 
 def _read(path: Path) -> Any:
@@ -123,6 +127,15 @@ def _read(path: Path) -> Any:
 def _template(value: str) -> str:
     """Our `{{ env('X') }}` form of a string read with nao's env calls swapped for tokens."""
     return _ENV_TOKEN.sub(lambda m: "{{ env('" + m.group(1) + "') }}", value)
+
+
+def _database_name(data: dict) -> str | None:
+    """The `name` of nao's first DuckDB database."""
+    for item in data.get("databases") or ():
+        if isinstance(item, dict) and item.get("type") == "duckdb":
+            name = item.get("name")
+            return name if isinstance(name, str) and name else None
+    return None
 
 
 def _databases(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None:

@@ -11,6 +11,7 @@ import yaml
 
 from eval_pipeline.suite._case import Case
 from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, load_config
+from eval_pipeline.suite._databases import unknown_database_problems
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._nao import NAO_TESTS_DIR, is_nao_project
 from eval_pipeline.suite._parse import parse_case
@@ -197,6 +198,7 @@ def load_suite(root: Path | str | None = None) -> Suite:
         )
     cases, case_problems = load_cases(root, config.cases_dirname)
     problems.extend(case_problems)
+    problems.extend(unknown_database_problems(cases, config.databases, CASES_DIR))
     if problems:
         raise SuiteError(problems)
     return Suite(root=root, config=config, cases=tuple(cases))

@@ -1,0 +1,35 @@
+"""Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, reference SQL and schema text."""
+
+from eval_pipeline.suite import DatabaseConfig as Database
+from eval_pipeline.warehouses._connect import Stream, WarehouseConnection, connect
+from eval_pipeline.warehouses._errors import (
+    ConnectionFailed,
+    StatementFailed,
+    StatementTimeout,
+    WarehouseError,
+)
+from eval_pipeline.warehouses._preflight import check_databases
+from eval_pipeline.warehouses._reference import run_reference
+from eval_pipeline.warehouses._schema import (
+    ENGINE_NAMES,
+    TableSchema,
+    describe_tables,
+    schema_description,
+)
+
+__all__ = [
+    "ENGINE_NAMES",
+    "ConnectionFailed",
+    "Database",
+    "StatementFailed",
+    "StatementTimeout",
+    "Stream",
+    "TableSchema",
+    "WarehouseConnection",
+    "WarehouseError",
+    "check_databases",
+    "connect",
+    "describe_tables",
+    "run_reference",
+    "schema_description",
+]

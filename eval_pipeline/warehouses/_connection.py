@@ -1,0 +1,70 @@
+"""The one interface every warehouse session offers: a read-only transaction and Arrow batches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from eval_pipeline.suite import DatabaseConfig
+
+__all__ = ["CONNECT_TIMEOUT_S", "Stream", "WarehouseConnection"]
+
+#: Seconds to wait for a server to accept a connection.
+CONNECT_TIMEOUT_S = 10
+
+
+@dataclass
+class Stream:
+    """A running statement's result: column names, their DuckDB types and Arrow batches.
+
+    DuckDB type names for every engine: results of every engine load into DuckDB alike
+    (answer extraction), and compare alike.
+    """
+
+    columns: list[str]
+    column_types: list[str]
+    batches: Iterator[pa.RecordBatch]
+
+
+class WarehouseConnection:
+    """One session on one database. Not thread-safe, except `cancel` (from a watchdog).
+
+    Use: `begin_read_only(timeout)`, `stream(sql)`, read the batches, `end()`; repeat.
+    """
+
+    dialect: str  # sqlglot's name for the SQL dialect
+
+    def __init__(self, database: DatabaseConfig) -> None:
+        self.database = database
+        #: The session could not be reset (the server went away): close it, open another.
+        self.broken = False
+
+    @property
+    def label(self) -> str:
+        return f"database {self.database.name!r} ({self.database.type})"
+
+    def begin_read_only(self, timeout_s: float) -> None:
+        """Start a read-only transaction whose statements the server stops after `timeout_s`."""
+        raise NotImplementedError
+
+    def stream(self, sql: str) -> Stream:
+        raise NotImplementedError
+
+    def cancel(self) -> None:
+        """Stop the running statement on the server (safe from another thread)."""
+        raise NotImplementedError
+
+    def end(self) -> None:
+        """Roll back, dropping whatever the statement left (an unread result, an aborted state)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> WarehouseConnection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,168 @@
+"""MySQL and MariaDB sessions through PyMySQL, rows turned into Arrow batches (no ADBC driver on PyPI)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import pyarrow as pa
+
+from eval_pipeline.suite import DatabaseConfig
+from eval_pipeline.warehouses._arrow import duckdb_type_name, mysql_arrow_type, rows_to_batch
+from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
+from eval_pipeline.warehouses._errors import (
+    ConnectionFailed,
+    StatementFailed,
+    StatementTimeout,
+    WarehouseError,
+    short_cause,
+)
+
+__all__ = ["MySqlConnection"]
+
+#: Rows per batch read from a PyMySQL cursor.
+MYSQL_BATCH_ROWS = 1_000
+
+
+class MySqlConnection(WarehouseConnection):
+    dialect = "mysql"
+
+    def __init__(self, database: DatabaseConfig, url: str) -> None:
+        super().__init__(database)
+        import pymysql
+
+        self._pymysql = pymysql
+        parts = urlsplit(url)
+        self._kwargs = {
+            "host": parts.hostname or "127.0.0.1",
+            "port": parts.port or 3306,
+            "user": unquote(parts.username or ""),
+            "password": unquote(parts.password or ""),
+            "database": database.schema or unquote(parts.path.lstrip("/")) or None,
+            "charset": "utf8mb4",
+            "autocommit": True,
+            "connect_timeout": CONNECT_TIMEOUT_S,
+        }
+        self._lock = threading.Lock()
+        self._connection = self._open()
+        self.is_mariadb = "mariadb" in str(self._query_one("SELECT VERSION()")).lower()
+        self._cursor: Any = None
+
+    def _open(self) -> Any:
+        try:
+            connection = self._pymysql.connect(**self._kwargs)
+        except self._pymysql.err.MySQLError as error:
+            raise ConnectionFailed(
+                f"{self.label}: cannot connect: {short_cause(_mysql_text(error))}"
+            ) from None
+        with connection.cursor() as cursor:
+            # UTC so a TIMESTAMP reads the same whatever the server's time zone.
+            cursor.execute("SET time_zone = '+00:00'")
+            # Quotes and backslashes read as sqlglot's MySQL dialect reads them, so the
+            # sandbox's parse of a statement is the server's.
+            cursor.execute(
+                "SET SESSION sql_mode = REPLACE(REPLACE(@@SESSION.sql_mode, "
+                "'NO_BACKSLASH_ESCAPES', ''), 'ANSI_QUOTES', '')"
+            )
+        return connection
+
+    def _query_one(self, sql: str) -> Any:
+        with self._connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchone()[0]
+
+    def begin_read_only(self, timeout_s: float) -> None:
+        self.end()
+        if not self._connection.open:
+            self._connection = self._open()
+        timeout = (
+            f"SET SESSION max_statement_time = {max(0.001, timeout_s):.3f}"
+            if self.is_mariadb
+            else f"SET SESSION max_execution_time = {max(1, int(timeout_s * 1000))}"
+        )
+        try:
+            with self._connection.cursor() as cursor:
+                cursor.execute(timeout)
+                cursor.execute("START TRANSACTION READ ONLY")
+        except self._pymysql.err.MySQLError as error:
+            raise self._translate(error) from None
+
+    def stream(self, sql: str) -> Stream:
+        cursor = self._connection.cursor(self._pymysql.cursors.SSCursor)
+        with self._lock:
+            self._cursor = cursor
+        try:
+            cursor.execute(sql)
+        except self._pymysql.err.MySQLError as error:
+            raise self._translate(error) from None
+        description = cursor.description or ()
+        names = [d[0] for d in description]
+        types = [duckdb_type_name(mysql_arrow_type(d[1], d[4], d[5])) for d in description]
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                while rows := cursor.fetchmany(MYSQL_BATCH_ROWS):
+                    yield rows_to_batch(names, rows)
+            except self._pymysql.err.MySQLError as error:
+                raise self._translate(error) from None
+
+        return Stream(names, types, batches() if description else iter(()))
+
+    def cancel(self) -> None:
+        # KILL QUERY from a second session: the server stops the statement itself.
+        thread_id = self._connection.thread_id()
+        with contextlib.suppress(Exception):
+            killer = self._pymysql.connect(**{**self._kwargs, "database": None})
+            try:
+                with killer.cursor() as cursor:
+                    cursor.execute(f"KILL QUERY {int(thread_id)}")
+            finally:
+                killer.close()
+
+    def end(self) -> None:
+        with self._lock:
+            cursor, self._cursor = self._cursor, None
+        result = getattr(cursor, "_result", None)
+        if result is not None and result.unbuffered_active:
+            # An unread streamed result must be read to its end before the session is
+            # usable; stop it on the server instead, then drop the session if it is broken.
+            self.cancel()
+            try:
+                cursor.close()
+            except Exception:
+                self._drop()
+                return
+        try:
+            with self._connection.cursor() as plain:
+                plain.execute("ROLLBACK")
+        except Exception:
+            self._drop()
+
+    def _drop(self) -> None:
+        self.broken = True
+        with contextlib.suppress(Exception):
+            self._connection.close()
+
+    def close(self) -> None:
+        self._drop()
+
+    def _translate(self, error: Exception) -> WarehouseError:
+        code = error.args[0] if error.args else None
+        # 2003/2006/2013/2055: cannot connect, gone away, lost during query, lost at handshake.
+        if code in (2003, 2006, 2013, 2055) or isinstance(error, self._pymysql.err.InterfaceError):
+            self.broken = True
+            return ConnectionFailed(f"{self.label}: lost the connection: {_mysql_text(error)}")
+        # 1969: MariaDB max_statement_time; 3024: MySQL max_execution_time; 1317: KILL QUERY.
+        if code in (1969, 3024, 1317):
+            return StatementTimeout(
+                f"{self.label}: the statement was stopped: {_mysql_text(error)}"
+            )
+        return StatementFailed(short_cause(_mysql_text(error)))
+
+
+def _mysql_text(error: Exception) -> str:
+    args = getattr(error, "args", ())
+    return f"({args[0]}) {args[1]}" if len(args) >= 2 else str(error)

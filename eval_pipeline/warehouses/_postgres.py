@@ -1,0 +1,156 @@
+"""PostgreSQL sessions through ADBC (`adbc-driver-postgresql`): binary COPY straight into Arrow."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from eval_pipeline.suite import DatabaseConfig
+from eval_pipeline.warehouses._arrow import duckdb_type_name, normalise_postgres
+from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
+from eval_pipeline.warehouses._errors import (
+    ConnectionFailed,
+    StatementFailed,
+    StatementTimeout,
+    WarehouseError,
+    short_cause,
+)
+
+__all__ = ["PostgresConnection"]
+
+
+class PostgresConnection(WarehouseConnection):
+    dialect = "postgres"
+
+    def __init__(self, database: DatabaseConfig, url: str) -> None:
+        super().__init__(database)
+        import adbc_driver_manager
+        import adbc_driver_postgresql.dbapi as adbc
+
+        self._errors = adbc_driver_manager.Error
+        rest = url.split("://", 1)[1]
+        url = "postgresql://" + rest  # postgres:// and postgresql+driver:// name the same thing
+        if "connect_timeout=" not in url:  # libpq waits forever for a silent host otherwise
+            url += ("&" if "?" in url else "?") + f"connect_timeout={CONNECT_TIMEOUT_S}"
+        try:
+            self._connection = adbc.connect(url)
+        except self._errors as error:
+            raise ConnectionFailed(f"{self.label}: cannot connect: {short_cause(error)}") from None
+        self._cursor = self._connection.cursor()
+        try:
+            self._setup()
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self) -> None:
+        schema = self.database.schema
+        if schema is not None:
+            found = self._scalar(
+                "SELECT count(*) FROM information_schema.schemata WHERE schema_name = "
+                + _literal(schema)
+            )
+            if not found:
+                raise ConnectionFailed(
+                    f"{self.label}: schema {schema!r} does not exist (or this user cannot see "
+                    "it); fix `schema:` in eval_config.yaml"
+                )
+        # UTC so a TIMESTAMPTZ reads the same whatever the server's or role's time zone.
+        self._cursor.execute("SET TIME ZONE 'UTC'")
+        # Strings read as sqlglot's PostgreSQL dialect reads them (backslash is no escape).
+        self._cursor.execute("SET standard_conforming_strings = on")
+        if schema is not None:
+            self._cursor.execute(f"SET search_path TO {_identifier(schema)}")
+        self._connection.commit()
+
+    def _scalar(self, sql: str) -> Any:
+        try:
+            self._cursor.execute(sql)
+            value = self._cursor.fetchone()[0]
+            self._connection.rollback()
+            return value
+        except self._errors as error:
+            raise ConnectionFailed(f"{self.label}: {short_cause(error)}") from None
+
+    def begin_read_only(self, timeout_s: float) -> None:
+        self.end()
+        try:
+            # The driver opens the transaction itself (autocommit is off); these come first.
+            self._cursor.execute("SET TRANSACTION READ ONLY")
+            self._cursor.execute(f"SET LOCAL statement_timeout = {max(1, int(timeout_s * 1000))}")
+        except self._errors as error:
+            raise self._translate(error) from None
+
+    def stream(self, sql: str) -> Stream:
+        try:
+            self._cursor.execute(sql)
+            reader = self._cursor.fetch_record_batch()
+        except self._errors as error:
+            raise self._translate(error) from None
+        schema = reader.schema
+        empty = normalise_postgres(pa.RecordBatch.from_pylist([], schema=schema))
+        types = [duckdb_type_name(field.type) for field in empty.schema]
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                for batch in reader:
+                    yield normalise_postgres(batch)
+            # An error while the COPY streams surfaces through Arrow's reader as an OSError.
+            except (self._errors, OSError, pa.ArrowException) as error:
+                raise self._translate(error) from None
+
+        return Stream(list(schema.names), types, batches())
+
+    def cancel(self) -> None:
+        with contextlib.suppress(Exception):
+            self._cursor.adbc_cancel()
+
+    def _translate(self, error: Exception) -> WarehouseError:
+        text = str(error)
+        if any(marker in text for marker in _PG_LOST):
+            self.broken = True
+            return ConnectionFailed(f"{self.label}: lost the connection: {short_cause(error)}")
+        if "57014" in text or "statement timeout" in text:  # query_canceled
+            return StatementTimeout(
+                f"{self.label}: the statement was stopped: {short_cause(error)}"
+            )
+        return StatementFailed(short_cause(error))
+
+    def end(self) -> None:
+        try:
+            self._connection.rollback()
+        except self._errors:
+            # An unread COPY stream blocks the rollback: stop it on the server first.
+            self.cancel()
+            try:
+                self._connection.rollback()
+            except self._errors:
+                self.broken = True
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._cursor.close()
+        with contextlib.suppress(Exception):
+            self._connection.close()
+
+
+#: What libpq says when the session is gone (SQLSTATE class 08, or the server shut down).
+_PG_LOST = (
+    "server closed the connection",
+    "no connection to the server",
+    "terminating connection",
+    "connection to server",
+    "SQLSTATE: 08",
+    "SQLSTATE: 57P0",
+)
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _identifier(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'

@@ -1,0 +1,72 @@
+"""A suite mixing a DuckDB file and a PostgreSQL server: each test's reference runs on its database."""
+
+from __future__ import annotations
+
+import shutil
+import textwrap
+
+import pytest
+
+from eval_pipeline.agents._sandbox import SandboxLimits
+from eval_pipeline.pipeline._references import references_by_database
+from eval_pipeline.suite import load_suite
+from eval_pipeline.warehouses import ConnectionFailed
+
+
+def _suite(tmp_path, duckdb_warehouse, url_variable="SHOP_PG_URL"):
+    root = tmp_path / "suite"
+    (root / "cases").mkdir(parents=True)
+    shutil.copy(duckdb_warehouse, root / "local.duckdb")
+    (root / "eval_config.yaml").write_text(
+        textwrap.dedent(f"""\
+            databases:
+              - {{name: local, type: duckdb, path: local.duckdb}}
+              - {{name: finance, type: postgres, url: "{{{{ env('{url_variable}') }}}}"}}
+            """)
+    )
+    # The same question on both: only the server copy has the extra order inserted below.
+    (root / "cases" / "local_count.yml").write_text(
+        "prompt: How many orders?\nsql: SELECT count(*) AS n FROM orders\n"
+    )
+    (root / "cases" / "server_count.yml").write_text(
+        "prompt: How many orders?\nsql: SELECT count(*) AS n FROM orders\ndatabase: finance\n"
+    )
+    (root / "cases" / "server_version.yml").write_text(
+        "prompt: Which server?\nsql: SELECT left(version(), 10) AS v\ndatabase: finance\n"
+    )
+    return root
+
+
+def test_each_reference_runs_on_the_database_its_test_names(
+    tmp_path, duckdb_warehouse, postgres, monkeypatch
+):
+    monkeypatch.setenv("SHOP_PG_URL", postgres.url)
+    import psycopg
+
+    with psycopg.connect(postgres.url, autocommit=True) as connection:
+        connection.execute("CREATE TABLE orders_backup AS SELECT * FROM orders")
+        connection.execute("INSERT INTO orders (id, customer_id, amount) VALUES (99, 1, 1.00)")
+    try:
+        suite = load_suite(_suite(tmp_path, duckdb_warehouse))
+        results = references_by_database(suite.config, suite.cases, SandboxLimits())
+    finally:
+        with psycopg.connect(postgres.url, autocommit=True) as connection:
+            connection.execute("DELETE FROM orders WHERE id = 99")
+            connection.execute("DROP TABLE orders_backup")
+    by_name = {r.name: r for r in results}
+    assert [r.name for r in results] == ["local_count", "server_count", "server_version"]
+    assert by_name["local_count"].rows == [[5]] and by_name["local_count"].error is None
+    assert by_name["server_count"].rows == [[6]]
+    assert by_name["server_version"].rows == [["PostgreSQL"]]
+
+
+def test_a_wrong_server_password_stops_references_naming_the_database(
+    tmp_path, duckdb_warehouse, postgres, monkeypatch
+):
+    monkeypatch.setenv("SHOP_PG_URL", postgres.url.replace(postgres.password, "Not-The-Password"))
+    suite = load_suite(_suite(tmp_path, duckdb_warehouse))
+    with pytest.raises(ConnectionFailed) as error:
+        references_by_database(suite.config, suite.cases, SandboxLimits())
+    assert "database 'finance' (postgres): cannot connect" in str(error.value)
+    assert "password authentication failed" in str(error.value)
+    assert "Not-The-Password" not in str(error.value)

@@ -1,0 +1,248 @@
+"""The agent's SQL on PostgreSQL and MariaDB: read-only, one statement, no files, stopped on time."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pymysql
+import pytest
+
+from eval_pipeline.agents._sandbox import (
+    ForbiddenStatement,
+    QueryTimeout,
+    SandboxError,
+    SandboxLimits,
+)
+from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline_tests.warehouses.conftest import database_of
+from eval_pipeline_tests.warehouses.servers import Server
+
+# {path} is a file the server could write (its user owns /tmp entries it creates).
+HOSTILE = {
+    "postgres": [
+        "COPY orders TO '{path}'",
+        "COPY orders TO PROGRAM 'touch {path}'",
+        "COPY orders FROM PROGRAM 'touch {path}'",
+        "SELECT pg_read_file('/etc/hostname')",
+        "SELECT pg_catalog.pg_read_binary_file('/etc/hostname')",
+        "SELECT * FROM pg_ls_dir('/')",
+        "SELECT lo_import('/etc/hostname')",
+        "SELECT lo_export(1, '{path}')",
+        "SELECT * INTO stolen FROM orders",
+        "WITH gone AS (DELETE FROM orders RETURNING *) SELECT count(*) FROM gone",
+        "DELETE FROM orders",
+        "SELECT 1; DROP TABLE orders",
+        "SELECT set_config('statement_timeout', '0', false)",
+        "SELECT * FROM orders FOR UPDATE",
+        "CREATE TABLE stolen AS SELECT * FROM orders",
+    ],
+    "mysql": [
+        "SELECT * FROM orders INTO OUTFILE '{path}'",
+        "SELECT * INTO OUTFILE '{path}' FROM orders",
+        "SELECT amount FROM orders LIMIT 1 INTO DUMPFILE '{path}'",
+        "SELECT LOAD_FILE('/etc/hostname')",
+        "LOAD DATA INFILE '/etc/hostname' INTO TABLE orders",
+        "CREATE TABLE stolen AS SELECT * FROM orders",  # DDL would commit the transaction
+        "DROP TABLE orders",
+        "DELETE FROM orders",
+        "SELECT 1; DROP TABLE orders",
+        "SELECT * FROM orders FOR UPDATE",
+        "SELECT GET_LOCK('x', 10)",
+        # Executable comments: the server runs what every parser skips.
+        "SELECT 1 /*! INTO OUTFILE '{path}' */",
+        "SELECT 1 /*!50000 , LOAD_FILE('/etc/hostname') */",
+        "SELECT 1 /*M! INTO DUMPFILE '{path}' */",
+    ],
+}
+
+
+def _snapshot(server: Server) -> list:
+    """Every table's rows, in a fixed order, read over a separate session."""
+    sql = ["SELECT * FROM customers ORDER BY id", "SELECT * FROM orders ORDER BY id"]
+    if server.kind == "postgres":
+        with psycopg.connect(server.url) as connection:
+            tables = connection.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema='public'"
+            ).fetchall()
+            return [sorted(tables), *(connection.execute(q).fetchall() for q in sql)]
+    connection = _mysql(server)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW TABLES")
+        found = [sorted(cursor.fetchall())]
+        for q in sql:
+            cursor.execute(q)
+            found.append(cursor.fetchall())
+    connection.close()
+    return found
+
+
+def _mysql(server: Server) -> pymysql.Connection:
+    return pymysql.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        database=server.dbname,
+        autocommit=True,
+    )
+
+
+@pytest.fixture(params=["postgres", "mariadb"])
+def server(request: pytest.FixtureRequest) -> Server:
+    return request.getfixturevalue(request.param)
+
+
+def test_every_hostile_statement_is_refused_and_changes_nothing(server):
+    before = _snapshot(server)
+    with ServerSandbox(database_of(server)) as sandbox:
+        for template in HOSTILE[server.kind]:
+            path = Path(f"/tmp/eval-hostile-{uuid.uuid4().hex}")
+            sql = template.format(path=path)
+            with pytest.raises(SandboxError) as refused:
+                sandbox.execute(sql)
+            assert isinstance(refused.value, ForbiddenStatement), (sql, refused.value.message)
+            assert not path.exists(), sql
+            # The next query works: no transaction left aborted, no session lost.
+            assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)], sql
+    assert _snapshot(server) == before
+
+
+def _running_sleeps(server: Server) -> list:
+    if server.kind == "postgres":
+        with psycopg.connect(server.url) as connection:
+            return connection.execute(
+                "SELECT pid, query FROM pg_stat_activity "
+                "WHERE state = 'active' AND query ILIKE '%sleep(120)%' AND pid <> pg_backend_pid()"
+            ).fetchall()
+    connection = _mysql(server)
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW FULL PROCESSLIST")
+        found = [row for row in cursor.fetchall() if "SLEEP(120)" in str(row[7]).upper()]
+    connection.close()
+    return found
+
+
+def test_a_sleep_is_stopped_on_the_server_within_the_limit(server):
+    sleep = "SELECT pg_sleep(120)" if server.kind == "postgres" else "SELECT SLEEP(120) AS s"
+    with ServerSandbox(database_of(server), SandboxLimits(timeout_s=2.0)) as sandbox:
+        started = time.monotonic()
+        with pytest.raises(QueryTimeout, match="stopped after 2 s"):
+            sandbox.execute(sleep)
+        elapsed = time.monotonic() - started
+        assert elapsed < 2.0 + 2.5, elapsed  # the limit, plus the backstop's grace and slack
+        assert _running_sleeps(server) == []
+        assert sandbox.execute("SELECT 42 AS answer").rows == [(42,)]
+
+
+def test_a_result_over_the_row_cap_reaches_the_model_marked_as_cut(server):
+    limits = SandboxLimits(store_max_rows=3, model_max_rows=2)
+    with ServerSandbox(database_of(server), limits) as sandbox:
+        result = sandbox.execute("SELECT id FROM orders ORDER BY id")
+        assert result.truncated and result.rows == [(10,), (11,), (12,)]
+        assert "showing 2 of more than 3 rows" in sandbox.render(result)
+        assert sandbox.execute("SELECT count(*) AS n FROM customers").rows == [(4,)]
+
+
+def test_a_server_error_reaches_the_model_and_the_next_query_works(server):
+    with ServerSandbox(database_of(server)) as sandbox:
+        with pytest.raises(SandboxError, match="no_such_table"):
+            sandbox.execute("SELECT * FROM no_such_table")
+        assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
+
+
+def _end_sessions(server: Server, *, only_sleeping: bool) -> int:
+    """End the test user's other sessions from outside, as a server restart would."""
+    if server.kind == "postgres":
+        with psycopg.connect(server.url) as connection:
+            sleeping = "AND query ILIKE '%pg_sleep%' " if only_sleeping else ""
+            return len(
+                connection.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    f"WHERE usename = 'evaluser' AND pid <> pg_backend_pid() {sleeping}"
+                ).fetchall()
+            )
+    connection = _mysql(server)
+    ended = 0
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW FULL PROCESSLIST")
+        for row in cursor.fetchall():
+            mine = row[0] == connection.thread_id() or row[1] != "evaluser"
+            if mine or (only_sleeping and "SLEEP" not in str(row[7]).upper()):
+                continue
+            cursor.execute(f"KILL CONNECTION {int(row[0])}")
+            ended += 1
+    connection.close()
+    return ended
+
+
+def test_a_session_the_server_dropped_between_queries_is_replaced(server):
+    with ServerSandbox(database_of(server)) as sandbox:
+        assert sandbox.execute("SELECT 1 AS one").rows == [(1,)]
+        assert _end_sessions(server, only_sleeping=False) >= 1
+        assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
+
+
+def test_a_server_lost_during_a_query_is_an_infrastructure_error_then_work_goes_on(server):
+    import threading
+
+    from eval_pipeline.agents._errors import AgentError
+
+    sleep = "SELECT pg_sleep(30)" if server.kind == "postgres" else "SELECT SLEEP(30) AS s"
+    with ServerSandbox(database_of(server)) as sandbox:
+        killer = threading.Timer(1.0, _end_sessions, (server,), {"only_sleeping": True})
+        killer.start()
+        with pytest.raises(AgentError, match=r"database 'shop' \(\w+\): lost the connection"):
+            sandbox.execute(sleep)
+        killer.join()
+        assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
+
+
+def test_an_empty_server_result_still_loads_for_answer_extraction(server):
+    import asyncio
+    from datetime import date
+
+    from eval_pipeline.agents._types import AgentRun, QueryRecord
+    from eval_pipeline.grading import extract_answer
+    from eval_pipeline_tests.agents.servers import ScriptedServer, answer, open_chat_model
+
+    sql = "SELECT id, ordered_at, paid_at, amount, status FROM orders WHERE id < 0"
+    with ServerSandbox(database_of(server)) as sandbox:
+        result = sandbox.execute(sql)
+    record = QueryRecord(
+        "q1", sql, result.columns, result.column_types, [], 0, duration_ms=result.duration_ms
+    )
+    run = AgentRun("t", "m", 0, date(2026, 1, 1), "in", "ctx", queries=[record])
+    with ScriptedServer("openai") as model_server:
+        model_server.script(answer("```sql\nSELECT sum(amount) AS total FROM q1\n```"))
+
+        async def go():
+            async with open_chat_model(model_server) as model:
+                return await extract_answer(run, ["total"], model=model)
+
+        extraction = asyncio.run(go())
+    assert extraction.status == "ok", extraction.message
+    assert list(extraction.frame.columns) == ["total"]
+
+
+def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(mariadb):
+    # With NO_BACKSLASH_ESCAPES the server would end the string at 'a\' and write the file;
+    # the parser reads \' as an escaped quote and sees one harmless string.
+    path = Path(f"/tmp/eval-hostile-{uuid.uuid4().hex}")
+    admin = _mysql(mariadb)
+    with admin.cursor() as cursor:
+        cursor.execute("SELECT @@GLOBAL.sql_mode")
+        (before,) = cursor.fetchone()
+        cursor.execute("SET GLOBAL sql_mode = CONCAT(@@GLOBAL.sql_mode, ',NO_BACKSLASH_ESCAPES')")
+    try:
+        with ServerSandbox(database_of(mariadb)) as sandbox:
+            with pytest.raises(SandboxError):
+                sandbox.execute(f"SELECT 'a\\' INTO OUTFILE '{path}' -- '")
+            assert sandbox.execute("SELECT 'it\\'s' AS s").rows == [("it's",)]
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute("SET GLOBAL sql_mode = %s", (before,))
+        admin.close()
+    assert not path.exists()
