@@ -10,6 +10,7 @@ import logging
 import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import get_args
 
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._evaluate import (
@@ -21,13 +22,13 @@ from eval_pipeline.cli._evaluate import (
 )
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
-from eval_pipeline.cli._options import output_file, parse_day
+from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
 from eval_pipeline.cli._results import build_results, read_run_rows, write_results_file
 from eval_pipeline.pipeline import plan_requests, subscribe
 from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
 from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, load_suite
+from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, ThresholdMode, load_suite
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threshold-mode",
-        choices=("average", "all"),
+        choices=get_args(ThresholdMode),
         help="average of the tests' accuracies, or every test (default: test.threshold_mode)",
     )
     parser.add_argument(
@@ -179,9 +180,10 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
+def cmd_test(args: argparse.Namespace) -> int:
+    """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate."""
     output = output_file(args.output)
-    suite = load_suite(suite_root)
+    suite = load_suite(suite_root(args))
     request = _request(suite, args)
     settings = suite.config.test
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).

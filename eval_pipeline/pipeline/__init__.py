@@ -11,12 +11,12 @@ from eval_pipeline.pipeline._grades import (
 )
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
-from eval_pipeline.pipeline._runs import RunsOutcome, attempts_for, plan_requests, run_partition
+from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 
 __all__ = [
+    "PartitionRuns",
     "PartitionSummary",
-    "RunsOutcome",
     "attempts_for",
     "compute_references",
     "grade_partition",

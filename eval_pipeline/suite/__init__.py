@@ -3,6 +3,7 @@
 from eval_pipeline.suite._case import (
     ArgumentMatcher,
     Case,
+    CheckKind,
     Consistency,
     Evaluator,
     ExpectedToolCall,
@@ -20,6 +21,7 @@ from eval_pipeline.suite._config import (
     SuiteConfig,
     Templated,
     TestDefaults,
+    ThresholdMode,
     WarehouseConfig,
     load_config,
 )
@@ -46,6 +48,7 @@ __all__ = [
     "AgentContext",
     "ArgumentMatcher",
     "Case",
+    "CheckKind",
     "Consistency",
     "ContextFile",
     "Evaluator",
@@ -63,6 +66,7 @@ __all__ = [
     "SuiteError",
     "Templated",
     "TestDefaults",
+    "ThresholdMode",
     "Tolerance",
     "ToolCallAssertion",
     "WarehouseConfig",
