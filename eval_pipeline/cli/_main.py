@@ -151,7 +151,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a day's results as CSV (spreadsheet-safe)."""
     from eval_pipeline.cli._formats import results_csv
-    from eval_pipeline.cli._results import build_results, read_run_rows
+    from eval_pipeline.pipeline import build_results, read_run_rows
     from eval_pipeline.store import StoreLayout, query
 
     output = output_file(args.output)

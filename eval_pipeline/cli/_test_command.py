@@ -24,8 +24,13 @@ from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
-from eval_pipeline.cli._results import build_results, read_run_rows, write_results_file
-from eval_pipeline.pipeline import plan_requests, subscribe
+from eval_pipeline.pipeline import (
+    build_results,
+    plan_requests,
+    read_run_rows,
+    subscribe,
+    write_results_file,
+)
 from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, ThresholdMode, load_suite

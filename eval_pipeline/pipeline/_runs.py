@@ -20,6 +20,7 @@ from eval_pipeline.store import (
     Journal,
     StoreLayout,
     abandoned_journals,
+    decode_json_rows,
     journal_files,
     journal_lines,
     new_materialization_id,
@@ -170,4 +171,4 @@ async def run_partition(
 
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
     rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
-    return [run_from_row(row) for row in rows]
+    return [run_from_row(row) for row in decode_json_rows("agent_runs", rows)]

@@ -37,6 +37,7 @@ from eval_pipeline.store._files import (
     updating_partition,
     write_rows,
 )
+from eval_pipeline.store._json import decode_json, decode_json_rows
 from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
 
 __all__ = [
@@ -54,6 +55,8 @@ __all__ = [
     "compact_store",
     "connect",
     "current_generation",
+    "decode_json",
+    "decode_json_rows",
     "ensure_database",
     "ensure_schema_files",
     "fetch",
