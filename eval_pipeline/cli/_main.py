@@ -14,7 +14,6 @@ from pathlib import Path
 import duckdb
 
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
-from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
 from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
@@ -44,20 +43,14 @@ def cmd_import_csv(args: argparse.Namespace) -> int:
 
 
 def cmd_warehouse(args: argparse.Namespace) -> int:
-    """Build the suite's warehouse by materializing its dbt assets in the project's instance."""
-    import dagster as dg
-
-    from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions
-
+    """Build the suite's warehouse by materializing its dbt assets in the suite's instance."""
     config = load_config(suite_root(args))
     if config.warehouse is None or config.warehouse.dbt_project is None:
         print("the suite configures no dbt project; nothing to build", file=sys.stderr)
         return ExitCode.USAGE
-    os.environ[DAGSTER_HOME_ENV] = str(instance_home(config))
-    job = build_definitions(config.root).get_job_def(WAREHOUSE_JOB)
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(instance=instance, raise_on_error=False)
-    if not result.success:
+    from eval_pipeline.defs.evaluate import build_warehouse
+
+    if not build_warehouse(config):
         print("the warehouse build failed; see the dbt output above", file=sys.stderr)
         return ExitCode.NOT_RUN
     print(f"warehouse built: {config.warehouse.path}")
@@ -211,6 +204,8 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """Start the Dagster UI on the instance the command line writes to."""
+    from eval_pipeline.defs.instance import instance_home
+
     config = load_config(suite_root(args))
     env = dict(os.environ, DAGSTER_HOME=str(instance_home(config)), EVAL_SUITE_DIR=str(config.root))
     beside = Path(sys.executable).with_name("dagster")  # a venv that is not on PATH

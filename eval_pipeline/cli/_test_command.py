@@ -13,18 +13,13 @@ from pathlib import Path
 from typing import get_args
 
 from eval_pipeline.agents._replay import recording_name
-from eval_pipeline.cli._evaluate import (
-    EvaluationRequest,
-    check_day,
-    check_models,
-    check_warehouse,
-    run_evaluation,
-)
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
+from eval_pipeline.cli._preflight import check_models, check_warehouse
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
+    EvaluationRequest,
     build_results,
     plan_requests,
     read_run_rows,
@@ -199,7 +194,11 @@ def cmd_test(args: argparse.Namespace) -> int:
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     selected = suite.select(list(request.select) or None)
     check_warehouse(suite, selected)
-    check_day(request.run_date)  # imports Dagster: after the cheaper checks
+    # Dagster and the definitions (dagster-dbt, dbt) take seconds to import: only after the
+    # cheaper checks, so `list`, `sql`, `diff`, `export` and every usage error answer without.
+    from eval_pipeline.defs.evaluate import EvaluationFailed, check_day, run_evaluation
+
+    check_day(request.run_date)
     names = [c.name for c in selected]
     k = request.k or settings.k
     total = sum(len(plan_requests(selected, m, request.run_date, "", k=k)) for m in request.models)
@@ -209,7 +208,9 @@ def cmd_test(args: argparse.Namespace) -> int:
         try:
             # Nothing but the report may reach stdout: stray prints go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                outcome = run_evaluation(suite, request, on_stage=progress.stage)
+                evaluated = run_evaluation(suite, request, on_stage=progress.stage)
+        except EvaluationFailed as error:  # the machinery, not the agent: exit 3
+            raise CouldNotRun(str(error), details=error.details) from error
         finally:
             unsubscribe()
 
@@ -222,7 +223,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     mode = args.threshold_mode or settings.threshold_mode
     accuracies = {f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in document["pass_metrics"]}
     gate = accuracy_gate(accuracies, threshold, mode)
-    document["executed_runs"], document["reused_runs"] = outcome.executed, outcome.reused
+    document["executed_runs"], document["reused_runs"] = evaluated.executed, evaluated.reused
     document["threshold"] = {
         "min_accuracy": threshold,
         "mode": mode,
@@ -243,8 +244,8 @@ def cmd_test(args: argparse.Namespace) -> int:
             document,
             request.models,
             changes=changes,
-            executed=outcome.executed,
-            reused=outcome.reused,
+            executed=evaluated.executed,
+            reused=evaluated.reused,
         )
         if output:
             _emit(report.file.getvalue(), output)

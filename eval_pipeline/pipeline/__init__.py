@@ -1,6 +1,7 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
 from eval_pipeline.pipeline._cases import record_cases
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
 from eval_pipeline.pipeline._gates import regressions_sql
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
@@ -24,6 +25,8 @@ from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_reque
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 
 __all__ = [
+    "EvaluationRequest",
+    "EvaluationResult",
     "PartitionRuns",
     "PartitionSummary",
     "attempts_for",

@@ -27,7 +27,13 @@ from eval_pipeline.suite._config import (
 )
 from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_context
 from eval_pipeline.suite._csv_import import import_csv
-from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
+from eval_pipeline.suite._errors import (
+    Problem,
+    SelectionError,
+    SuiteError,
+    describe_error,
+    first_line,
+)
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_CONSISTENCY_RUNS
 from eval_pipeline.suite._suite import (
@@ -70,8 +76,10 @@ __all__ = [
     "Tolerance",
     "ToolCallAssertion",
     "WarehouseConfig",
+    "describe_error",
     "discover_case_files",
     "find_suite_root",
+    "first_line",
     "import_csv",
     "load_agent_context",
     "load_cases",
