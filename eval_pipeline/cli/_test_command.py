@@ -12,11 +12,12 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import get_args
 
+from eval_pipeline.agents import check_models
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
-from eval_pipeline.cli._preflight import check_models, check_warehouse
+from eval_pipeline.cli._preflight import check_warehouse
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
     EvaluationRequest,
@@ -119,7 +120,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     if problems:
         raise SuiteError(problems, headline="bad option")
     models = tuple(dict.fromkeys(m.strip() for m in (args.models or settings.models) if m.strip()))
-    check_models(suite, models)
+    check_models(suite.config, models, source="--model", require_one=True)
     select = tuple(args.select or ())
     # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
     if not suite.select(list(select) or None):
