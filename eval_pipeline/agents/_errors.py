@@ -189,12 +189,20 @@ def check_not_cut(model_id: str, completion: Completion, *, max_tokens: int | No
 class UnknownModel(ValueError):
     """A model id names no configured provider or agent: a configuration mistake, found before any run."""
 
-    def __init__(self, model: str, reason: str, available: Sequence[str] | None) -> None:
-        # `available`: what the id could have named instead; None when no list would help
-        # (a malformed id).
+    def __init__(
+        self,
+        model: str,
+        reason: str,
+        available: Sequence[str] | None,
+        *,
+        listed_as: str = "configured",
+    ) -> None:
+        # `available`: what the id could have named instead (`listed_as` says what they are);
+        # None when no list would help (a malformed id).
         listed = ""
         if available is not None:
-            listed = "; configured: " + (", ".join(available) if available else "(none configured)")
+            shown = ", ".join(available) if available else "(none)"
+            listed = f"; {listed_as}: {shown}"
         self.detail = f"{model!r}: {reason}{listed}"  # the line under a file and field
         super().__init__(f"model {self.detail}")
         self.model = model

@@ -67,7 +67,10 @@ def model_id_problem(
         if recording_path(config, name).exists():
             return None
         return UnknownModel(
-            model, f"no recording {RECORDINGS_DIR}/{name}.jsonl", recordings(config)
+            model,
+            f"no recording {RECORDINGS_DIR}/{name}.jsonl",
+            recordings(config),
+            listed_as="recordings",
         )
     if provider == "http":
         if chat_model:

@@ -16,8 +16,8 @@ from eval_pipeline_tests.agents.tiny_suite import open_factory
     ("model", "reason"),
     [
         ("anthropic:claude", "provider 'anthropic' is not under llm.providers; configured: openai"),
-        ("replay:dmeo", "no recording recordings/dmeo.jsonl; configured: replay:demo"),
-        ("http:bot", "no such agent under `agents`; configured: (none configured)"),
+        ("replay:dmeo", "no recording recordings/dmeo.jsonl; recordings: replay:demo"),
+        ("http:bot", "no such agent under `agents`; configured: (none)"),
         ("gpt-4.1", "expected `provider:model_id`, e.g. openai:gpt-4.1"),
     ],
 )
