@@ -17,8 +17,16 @@ from eval_pipeline.agents._errors import (
 )
 from eval_pipeline.agents._factory import AgentFactory
 from eval_pipeline.agents._http_agent import HttpAgent
+from eval_pipeline.agents._model_ids import (
+    RECORDINGS_DIR,
+    check_model_id,
+    check_models,
+    model_id_problem,
+    recording_path,
+    split_model_id,
+)
 from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
-from eval_pipeline.agents._providers import ProviderPool, split_model_id
+from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
     Recorder,
     Recording,
@@ -54,6 +62,7 @@ from eval_pipeline.agents._types import (
 __all__ = [
     "DEFAULT_RETRY_POLICY",
     "PRICE_TABLE_DATE",
+    "RECORDINGS_DIR",
     "Agent",
     "AgentError",
     "AgentFactory",
@@ -99,10 +108,14 @@ __all__ = [
     "Usage",
     "WarehouseCatalog",
     "call_context",
+    "check_model_id",
+    "check_models",
     "cost_usd",
     "costs_for",
     "execute_run",
     "execute_runs",
+    "model_id_problem",
+    "recording_path",
     "run_key",
     "send_with_retry",
     "split_model_id",

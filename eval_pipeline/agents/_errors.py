@@ -189,11 +189,25 @@ def check_not_cut(model_id: str, completion: Completion, *, max_tokens: int | No
 class UnknownModel(ValueError):
     """A model id names no configured provider or agent: a configuration mistake, found before any run."""
 
-    def __init__(self, model: str, reason: str, available: Sequence[str]) -> None:
-        shown = ", ".join(available) if available else "(none configured)"
-        super().__init__(f"model {model!r}: {reason}; configured: {shown}")
+    def __init__(
+        self,
+        model: str,
+        reason: str,
+        available: Sequence[str] | None,
+        *,
+        listed_as: str = "configured",
+    ) -> None:
+        # `available`: what the id could have named instead (`listed_as` says what they are);
+        # None when no list would help (a malformed id).
+        listed = ""
+        if available is not None:
+            shown = ", ".join(available) if available else "(none)"
+            listed = f"; {listed_as}: {shown}"
+        self.detail = f"{model!r}: {reason}{listed}"  # the line under a file and field
+        super().__init__(f"model {self.detail}")
         self.model = model
-        self.available = tuple(available)
+        self.reason = reason
+        self.available = tuple(available or ())
 
 
 def redact_url(url: str) -> str:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import re
 import threading
-from pathlib import Path
 
 from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent
 from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._model_ids import check_model_id, recording_path
 from eval_pipeline.agents._per_database import PerDatabaseAgent
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
@@ -22,21 +22,6 @@ from eval_pipeline.agents._replay import (
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.suite import AgentContext, SuiteConfig
-from eval_pipeline.suite._config import recording_name_problem
-
-RECORDINGS_DIR = "recordings"
-
-
-def recording_path(config: SuiteConfig, name: str) -> Path:
-    """The file of recording `name`, always directly in the suite's recordings folder.
-
-    Raises:
-        UnknownModel: the name holds a path (`../x`, `a/b`), which could read outside the suite.
-    """
-    problem = recording_name_problem(f"replay:{name}")
-    if problem is not None:
-        raise UnknownModel(f"replay:{name}", problem.split(": ", 1)[1], [])
-    return config.root / RECORDINGS_DIR / f"{name}.jsonl"
 
 
 def recording_name_for(model_id: str) -> str:
@@ -88,14 +73,10 @@ class AgentFactory:
     def chat_model(self, model_id: str) -> ChatModel:
         """The chat model for a provider model id or a `replay:` recording (also for judges)."""
         if model_id not in self._models:
+            check_model_id(self.config, model_id, chat_model=True)
             name = recording_name(model_id)
             if name is not None:
-                path = recording_path(self.config, name)
-                if not path.exists():
-                    raise UnknownModel(
-                        model_id, f"no recording at {path}", sorted(self._recordings())
-                    )
-                recording = Recording(path, rekey=self.rekey)
+                recording = Recording(recording_path(self.config, name), rekey=self.rekey)
                 self.recordings[model_id] = recording
                 self._models[model_id] = ReplayChatModel(recording, model_id)
             else:
@@ -108,6 +89,7 @@ class AgentFactory:
 
     def agent(self, model_id: str) -> Agent:
         if model_id not in self._agents:
+            check_model_id(self.config, model_id)
             if model_id.startswith("http:"):
                 self._agents[model_id] = self.pool.http_agent(model_id)
             else:
@@ -127,10 +109,6 @@ class AgentFactory:
         return BuiltinAgent(
             self.chat_model(model_id), sandbox, catalog, self.context, limits=self.limits
         )
-
-    def _recordings(self) -> list[str]:
-        folder = self.config.root / RECORDINGS_DIR
-        return [f"replay:{p.stem}" for p in folder.glob("*.jsonl")] if folder.is_dir() else []
 
     def _warehouse(
         self, name: str | None = None

@@ -13,6 +13,7 @@ from eval_pipeline.agents._anthropic import AnthropicChatModel, anthropic_header
 from eval_pipeline.agents._chat import ChatModel
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._http_agent import HttpAgent
+from eval_pipeline.agents._model_ids import check_model_id, split_model_id
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
@@ -31,18 +32,6 @@ def _tls_context() -> ssl.SSLContext | bool:
     # `create_ssl_context` (httpx >= 0.28) honours SSL_CERT_FILE / SSL_CERT_DIR like a client.
     create = getattr(httpx, "create_ssl_context", None)
     return create() if create is not None else True
-
-
-def split_model_id(model: str) -> tuple[str, str]:
-    """``provider:model_id`` → (provider, model_id); the model id may hold more colons.
-
-    Raises:
-        UnknownModel: there is no ``provider:`` prefix or no model after it.
-    """
-    provider, colon, model_id = model.partition(":")
-    if not colon or not provider or not model_id:
-        raise UnknownModel(model, "expected `provider:model_id`, e.g. openai:gpt-4.1", [])
-    return provider, model_id
 
 
 class ProviderPool:
@@ -107,19 +96,11 @@ class ProviderPool:
                 or the id names an external agent (``http:``).
             MissingSecret: the provider's API key reads an environment variable that is unset.
         """
+        check_model_id(self.config, model, chat_model=True)
         provider_name, model_id = split_model_id(model)
-        if provider_name == "http":
-            raise UnknownModel(
-                model, "`http:` names an external agent, not a chat model", self._provider_names()
-            )
         provider = self.config.provider(provider_name)
-        if provider is None:
-            raise UnknownModel(
-                model,
-                f"provider {provider_name!r} is not configured under llm.providers in "
-                "eval_config.yaml",
-                self._provider_names(),
-            )
+        if provider is None:  # a `replay:` id: recordings are served by the agent factory
+            raise UnknownModel(model, "a recording is no provider's model", None)
         client = self._client_for(provider)
         model_class = AnthropicChatModel if provider.protocol == "anthropic" else OpenAIChatModel
         return model_class(
@@ -138,21 +119,15 @@ class ProviderPool:
         Raises:
             UnknownModel: no agent of that name is configured under `agents`.
         """
+        check_model_id(self.config, model)
         prefix, name = split_model_id(model)
         agent = self.config.agent(name) if prefix == "http" else None
         if agent is None:
-            raise UnknownModel(
-                model,
-                "no such agent under `agents` in eval_config.yaml",
-                [f"http:{a.name}" for a in self.config.agents],
-            )
+            raise UnknownModel(model, "not an external agent (`http:<name>`)", None)
         key = f"http:{agent.name}"
         if key not in self._clients:
             self._clients[key] = self._new_client(agent.timeout_s, headers={})
         return HttpAgent(agent, self._clients[key], policy=self.policy, environ=self._environ)
-
-    def _provider_names(self) -> list[str]:
-        return [provider.name for provider in self.config.providers]
 
     def _client_for(self, provider: ProviderConfig) -> LimitedClient:
         if provider.name not in self._clients:

@@ -10,7 +10,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from eval_pipeline.store import StoreBusy
-from eval_pipeline.suite import SuiteError
+from eval_pipeline.suite import SuiteError, describe_error, first_line
 
 ERROR_LOG = "eval-pipeline-errors.log"
 
@@ -35,21 +35,11 @@ class CouldNotRun(Exception):
         self.details = details
 
 
-def first_line(text: str, limit: int = 300) -> str:
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def describe(error: BaseException) -> str:
     """One line saying what failed, without a traceback."""
     if isinstance(error, CouldNotRun | StoreBusy):
         return first_line(str(error), limit=1000)
-    if isinstance(error, OSError) and error.strerror:
-        where = f": {error.filename}" if error.filename else ""
-        return f"{error.strerror}{where}"
-    # Anything else (a SQLAlchemy error from Dagster's event log, a DuckDB I/O error, a bug):
-    # its type and first line name the cause; the rest is in the log.
-    return f"{type(error).__name__}: {first_line(str(error))}"
+    return describe_error(error)
 
 
 def _save_details(error: BaseException, log: Path | None) -> Path | None:

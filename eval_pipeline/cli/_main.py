@@ -14,21 +14,15 @@ from pathlib import Path
 import duckdb
 
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
-from eval_pipeline.cli._instance import DAGSTER_HOME_ENV, instance_home
-from eval_pipeline.cli._options import output_file, parse_day, port_number
+from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
-from eval_pipeline.suite import find_suite_root, import_csv, load_config, load_suite
+from eval_pipeline.cli._test_command import cmd_test
+from eval_pipeline.suite import import_csv, load_config, load_suite
 from eval_pipeline.suite._secrets import redact
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = ExitCode.OK, ExitCode.FAILED, ExitCode.USAGE
-
-
-def _suite_root(args: argparse.Namespace) -> Path:
-    return Path(args.suite).resolve() if args.suite else find_suite_root()
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    suite = load_suite(_suite_root(args))
+    suite = load_suite(suite_root(args))
     cases = suite.select(args.select)
     width = max((len(c.name) for c in cases), default=4)
     print(f"{'test':<{width}}  {'checks':<34}  tags")
@@ -36,43 +30,31 @@ def cmd_list(args: argparse.Namespace) -> int:
         checks = ", ".join(case.kinds) or "no verification"
         print(f"{case.name:<{width}}  {checks:<34}  {', '.join(case.tags)}")
     print(f"\n{len(cases)} test(s) in {suite.cases_dir}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_import_csv(args: argparse.Namespace) -> int:
-    root = _suite_root(args)
+    root = suite_root(args)
     written = import_csv(Path(args.file), root, into=args.into or "")
     for path in written:
         print(f"wrote {path.relative_to(root)}")
     print(f"{len(written)} test file(s) imported into {root / 'cases'}")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_warehouse(args: argparse.Namespace) -> int:
-    """Build the suite's warehouse by materializing its dbt assets in the project's instance."""
-    import dagster as dg
-
-    from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions
-
-    config = load_config(_suite_root(args))
+    """Build the suite's warehouse by materializing its dbt assets in the suite's instance."""
+    config = load_config(suite_root(args))
     if config.warehouse is None or config.warehouse.dbt_project is None:
         print("the suite configures no dbt project; nothing to build", file=sys.stderr)
-        return EXIT_USAGE
-    os.environ[DAGSTER_HOME_ENV] = str(instance_home(config))
-    job = build_definitions(config.root).get_job_def(WAREHOUSE_JOB)
-    with dg.DagsterInstance.get() as instance:
-        result = job.execute_in_process(instance=instance, raise_on_error=False)
-    if not result.success:
+        return ExitCode.USAGE
+    from eval_pipeline.defs.evaluate import build_warehouse
+
+    if not build_warehouse(config):
         print("the warehouse build failed; see the dbt output above", file=sys.stderr)
         return ExitCode.NOT_RUN
     print(f"warehouse built: {config.warehouse.path}")
-    return EXIT_OK
-
-
-def cmd_test(args: argparse.Namespace) -> int:
-    from eval_pipeline.cli._test_command import cmd_test as run_test
-
-    return run_test(args, _suite_root(args))
+    return ExitCode.OK
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -83,12 +65,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from eval_pipeline.cli._formats import csv_text
     from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
 
-    config = load_config(_suite_root(args))
+    config = load_config(suite_root(args))
     try:
         columns, rows = fetch_read_only(StoreLayout(config.state_path), args.query)
     except (duckdb.Error, NotReadOnly) as error:
         print(f"error: {str(error).strip()}", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     if args.format == "csv":
         sys.stdout.write(csv_text(columns, rows))
     elif args.format == "json":
@@ -109,7 +91,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         report_console().print(table)
         if len(rows) > args.limit:
             print(f"({len(rows):,} rows, {args.limit:,} shown; --limit N or --format csv for all)")
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def latest_day(layout) -> date | None:
@@ -125,12 +107,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from eval_pipeline.pipeline._gates import diff_days, since_previous_day
     from eval_pipeline.store import StoreLayout, query
 
-    config = load_config(_suite_root(args))
+    config = load_config(suite_root(args))
     layout = StoreLayout(config.state_path)
     head = parse_day(args.date) if args.date else latest_day(layout)
     if head is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     base = parse_day(args.base, "--base") if args.base else None
     models = args.model or list(
         query(
@@ -156,23 +138,23 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ):
             print(f"  {label} ({len(names)}): {', '.join(names) if names else '—'}")
         regressions += len(diff.regressed)
-    return EXIT_FAILED if regressions else EXIT_OK
+    return ExitCode.FAILED if regressions else ExitCode.OK
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a day's results as CSV (spreadsheet-safe)."""
     from eval_pipeline.cli._formats import results_csv
-    from eval_pipeline.cli._results import build_results, read_run_rows
+    from eval_pipeline.pipeline import build_results, read_run_rows
     from eval_pipeline.store import StoreLayout, query
 
     output = output_file(args.output)
     requested = parse_day(args.date) if args.date else None
-    suite = load_suite(_suite_root(args))
+    suite = load_suite(suite_root(args))
     layout = StoreLayout(suite.config.state_path)
     day = requested or latest_day(layout)
     if day is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
-        return EXIT_USAGE
+        return ExitCode.USAGE
     models = args.model or list(
         query(layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [day])[
             "model"
@@ -185,7 +167,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             text = render_html_export(layout, day, models=models)
         except NoResults as error:
             print(f"error: {error}", file=sys.stderr)
-            return EXIT_USAGE
+            return ExitCode.USAGE
         what = "a self-contained page"
     else:
         names = [c.name for c in suite.cases]
@@ -198,7 +180,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"wrote {output} ({what})", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def cmd_server(args: argparse.Namespace) -> int:
@@ -206,7 +188,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     from eval_pipeline.store import StoreLayout
     from eval_pipeline.viewer import serve
 
-    config = load_config(_suite_root(args))
+    config = load_config(suite_root(args))
     try:
         serve(
             StoreLayout(config.state_path),
@@ -216,13 +198,15 @@ def cmd_server(args: argparse.Namespace) -> int:
         )
     except OSError as error:
         print(f"error: cannot serve on {args.host}:{args.port}: {error}", file=sys.stderr)
-        return EXIT_USAGE
-    return EXIT_OK
+        return ExitCode.USAGE
+    return ExitCode.OK
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     """Start the Dagster UI on the instance the command line writes to."""
-    config = load_config(_suite_root(args))
+    from eval_pipeline.defs.instance import instance_home
+
+    config = load_config(suite_root(args))
     env = dict(os.environ, DAGSTER_HOME=str(instance_home(config)), EVAL_SUITE_DIR=str(config.root))
     beside = Path(sys.executable).with_name("dagster")  # a venv that is not on PATH
     command = [
@@ -246,9 +230,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Fold the store's older files into segments, so queries open a few files, not thousands."""
     from eval_pipeline.store import StoreLayout, compact_store
 
-    report = compact_store(StoreLayout(load_config(_suite_root(args)).state_path))
+    report = compact_store(StoreLayout(load_config(suite_root(args)).state_path))
     print(report.message, file=sys.stdout if report.status != "busy" else sys.stderr)
-    return ExitCode.NOT_RUN if report.status == "busy" else EXIT_OK
+    return ExitCode.NOT_RUN if report.status == "busy" else ExitCode.OK
 
 
 def cmd_store(args: argparse.Namespace) -> int:
@@ -256,7 +240,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     partition whose latest file was set aside (now or before) has not been rewritten."""
     from eval_pipeline.store import StoreLayout, check_store, needs_rerun, quarantined
 
-    layout = StoreLayout(load_config(_suite_root(args)).state_path)
+    layout = StoreLayout(load_config(suite_root(args)).state_path)
     found = check_store(layout)
     for damaged in found:
         print(f"damaged: {damaged.describe()}; set aside in {damaged.moved_to}")
@@ -266,7 +250,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     print(
         f"store check: {len(found)} damaged file(s) found now, {len(pending)} partition(s) to rerun"
     )
-    return EXIT_FAILED if pending else EXIT_OK
+    return ExitCode.FAILED if pending else ExitCode.OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -362,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _error_log(args: argparse.Namespace) -> Path | None:
     """Where a stopped command's traceback goes: the suite's `.eval/logs/`, when it is known."""
     try:
-        return load_config(_suite_root(args)).state_path / "logs" / ERROR_LOG
+        return load_config(suite_root(args)).state_path / "logs" / ERROR_LOG
     except Exception:  # the configuration itself may be what failed; the caller falls back
         return None
 

@@ -6,7 +6,12 @@ import argparse
 from datetime import date
 from pathlib import Path
 
-from eval_pipeline.suite import Problem, SuiteError
+from eval_pipeline.suite import Problem, SuiteError, find_suite_root
+
+
+def suite_root(args: argparse.Namespace) -> Path:
+    """The `--suite` folder, else the one found from the current folder (see `find_suite_root`)."""
+    return Path(args.suite).resolve() if args.suite else find_suite_root()
 
 
 def bad_option(option: str, message: str) -> SuiteError:

@@ -10,24 +10,26 @@ import logging
 import sys
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import get_args
 
+from eval_pipeline.agents import check_models
 from eval_pipeline.agents._replay import recording_name
-from eval_pipeline.cli._evaluate import (
-    EvaluationRequest,
-    check_day,
-    check_models,
-    check_warehouse,
-    run_evaluation,
-)
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
-from eval_pipeline.cli._options import output_file, parse_day
+from eval_pipeline.cli._options import output_file, parse_day, suite_root
+from eval_pipeline.cli._preflight import check_warehouse
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
-from eval_pipeline.cli._results import build_results, read_run_rows, write_results_file
-from eval_pipeline.pipeline import plan_requests, subscribe
+from eval_pipeline.pipeline import (
+    EvaluationRequest,
+    build_results,
+    plan_requests,
+    read_run_rows,
+    subscribe,
+    write_results_file,
+)
 from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
 from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, load_suite
+from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, ThresholdMode, load_suite
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +96,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--threshold-mode",
-        choices=("average", "all"),
+        choices=get_args(ThresholdMode),
         help="average of the tests' accuracies, or every test (default: test.threshold_mode)",
     )
     parser.add_argument(
@@ -118,7 +120,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     if problems:
         raise SuiteError(problems, headline="bad option")
     models = tuple(dict.fromkeys(m.strip() for m in (args.models or settings.models) if m.strip()))
-    check_models(suite, models)
+    check_models(suite.config, models, source="--model", require_one=True)
     select = tuple(args.select or ())
     # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
     if not suite.select(list(select) or None):
@@ -179,9 +181,10 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
+def cmd_test(args: argparse.Namespace) -> int:
+    """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate."""
     output = output_file(args.output)
-    suite = load_suite(suite_root)
+    suite = load_suite(suite_root(args))
     request = _request(suite, args)
     settings = suite.config.test
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
@@ -192,7 +195,11 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     selected = suite.select(list(request.select) or None)
     check_warehouse(suite, selected)
-    check_day(request.run_date)  # imports Dagster: after the cheaper checks
+    # Dagster and the definitions (dagster-dbt, dbt) take seconds to import: only after the
+    # cheaper checks, so `list`, `sql`, `diff`, `export` and every usage error answer without.
+    from eval_pipeline.defs.evaluate import EvaluationFailed, check_day, run_evaluation
+
+    check_day(request.run_date)
     names = [c.name for c in selected]
     k = request.k or settings.k
     total = sum(len(plan_requests(selected, m, request.run_date, "", k=k)) for m in request.models)
@@ -202,7 +209,9 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
         try:
             # Nothing but the report may reach stdout: stray prints go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                outcome = run_evaluation(suite, request, on_stage=progress.stage)
+                evaluated = run_evaluation(suite, request, on_stage=progress.stage)
+        except EvaluationFailed as error:  # the machinery, not the agent: exit 3
+            raise CouldNotRun(str(error), details=error.details) from error
         finally:
             unsubscribe()
 
@@ -215,7 +224,7 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
     mode = args.threshold_mode or settings.threshold_mode
     accuracies = {f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in document["pass_metrics"]}
     gate = accuracy_gate(accuracies, threshold, mode)
-    document["executed_runs"], document["reused_runs"] = outcome.executed, outcome.reused
+    document["executed_runs"], document["reused_runs"] = evaluated.executed, evaluated.reused
     document["threshold"] = {
         "min_accuracy": threshold,
         "mode": mode,
@@ -236,8 +245,8 @@ def cmd_test(args: argparse.Namespace, suite_root: Path) -> int:
             document,
             request.models,
             changes=changes,
-            executed=outcome.executed,
-            reused=outcome.reused,
+            executed=evaluated.executed,
+            reused=evaluated.reused,
         )
         if output:
             _emit(report.file.getvalue(), output)

@@ -4,6 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
+from eval_pipeline.agents import check_models
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.partitions import model_day_key, models_partitions
 from eval_pipeline.defs.resources import SuiteResource
@@ -47,7 +48,12 @@ def build_automation(
     _check_cron(cron)
 
     def configured_models() -> list[str]:
-        return list(load_config(SuiteResource(root=suite_root).path).test.models)
+        # The command line's check of model ids: a bad one fails the tick, naming it and
+        # what is configured, instead of each of its runs failing later.
+        config = load_config(SuiteResource(root=suite_root).path)
+        models = list(config.test.models)
+        check_models(config, models, source=CONFIG_FILE, field="test.models")
+        return models
 
     @dg.schedule(
         name="daily_evaluation",

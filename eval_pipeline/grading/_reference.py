@@ -52,14 +52,11 @@ class ReferenceResult:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ReferenceResult:
-        def load(value: Any) -> Any:
-            return json.loads(value) if isinstance(value, str) else value
-
         return cls(
             name=record["name"],
             sql=record["sql"],
-            columns=load(record["columns"]) or [],
-            rows=load(record["rows"]) or [],
+            columns=record["columns"] or [],
+            rows=record["rows"] or [],
             truncated=bool(record.get("truncated")),
             error=record.get("error"),
         )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-CheckKind = Literal["data", "assertions", "tool_calls", "evaluators", "consistency"]
+from eval_pipeline.suite import CheckKind
 
 
 class GradeStatus(StrEnum):

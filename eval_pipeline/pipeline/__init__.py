@@ -1,7 +1,8 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
 from eval_pipeline.pipeline._cases import record_cases
-from eval_pipeline.pipeline._gates import PartitionChecks, check_partition
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
+from eval_pipeline.pipeline._gates import PartitionChecks, check_partition, regressions_sql
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
     compute_references,
@@ -18,18 +19,30 @@ from eval_pipeline.pipeline._import_results import (
 )
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
-from eval_pipeline.pipeline._runs import RunsOutcome, attempts_for, plan_requests, run_partition
+from eval_pipeline.pipeline._results import (
+    build_results,
+    decode_run_rows,
+    read_run_rows,
+    run_rows_parameters,
+    run_rows_sql,
+    write_results_file,
+)
+from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 
 __all__ = [
+    "EvaluationRequest",
+    "EvaluationResult",
     "ImportReport",
     "PartitionChecks",
+    "PartitionRuns",
     "PartitionSummary",
     "ResultsFileError",
-    "RunsOutcome",
     "attempts_for",
+    "build_results",
     "check_partition",
     "compute_references",
+    "decode_run_rows",
     "grade_partition",
     "grade_runs",
     "import_results",
@@ -38,13 +51,18 @@ __all__ = [
     "plan_requests",
     "publish",
     "read_results_file",
+    "read_run_rows",
     "record_cases",
+    "regressions_sql",
     "run_agents",
     "run_from_row",
     "run_partition",
+    "run_rows_parameters",
+    "run_rows_sql",
     "run_to_row",
     "subscribe",
     "summarize_grades",
     "summarize_partition",
     "tool_call_rows",
+    "write_results_file",
 ]

@@ -7,12 +7,10 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cache
 from importlib import resources
-from typing import Literal
 
 from eval_pipeline.grading import CaseMetrics
 from eval_pipeline.store import StoreLayout, query, read_latest
-
-ThresholdMode = Literal["average", "all"]
+from eval_pipeline.suite import ThresholdMode
 
 
 @dataclass(frozen=True)

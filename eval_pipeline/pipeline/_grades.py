@@ -21,7 +21,13 @@ from eval_pipeline.grading._metrics import (
 from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.pipeline._records import run_from_row
 from eval_pipeline.pipeline._references import references_by_database
-from eval_pipeline.store import StoreLayout, read_latest, updating_partition, write_rows
+from eval_pipeline.store import (
+    StoreLayout,
+    decode_json_rows,
+    read_latest,
+    updating_partition,
+    write_rows,
+)
 from eval_pipeline.suite import Suite
 
 REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
@@ -39,7 +45,9 @@ def compute_references(
 
 
 def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
-    rows = read_latest(layout, "reference_results", run_date=run_date)
+    rows = decode_json_rows(
+        "reference_results", read_latest(layout, "reference_results", run_date=run_date)
+    )
     return {row["name"]: ReferenceResult.from_record(row) for row in rows}
 
 
@@ -53,7 +61,8 @@ async def grade_partition(
     """
     with updating_partition(layout, model, run_date):
         runs_by_case = defaultdict(list)
-        for row in read_latest(layout, "agent_runs", model=model, run_date=run_date):
+        rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
+        for row in decode_json_rows("agent_runs", rows):
             runs_by_case[row["name"]].append(run_from_row(row))
         references = load_references(layout, run_date)
         gate = asyncio.Semaphore(GRADING_CONCURRENCY)

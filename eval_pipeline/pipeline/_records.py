@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import re
@@ -85,10 +84,6 @@ def make_storable(run: AgentRun) -> AgentRun:
     return run
 
 
-def _load(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def run_to_row(run: AgentRun, *, reused: bool) -> dict[str, Any]:
     data = run.to_dict()
     return {
@@ -133,8 +128,9 @@ def journaled_runs(records: Iterable[tuple[Path, int, dict[str, Any]]]) -> list[
 
 
 def run_from_row(row: dict[str, Any]) -> AgentRun:
-    """Rebuild a run from a store row or a journal entry (`AgentRun.to_dict`), made storable
-    (`make_storable`): a run journaled by an older version is never reused as it was."""
+    """Rebuild a run from a store row (its JSON columns decoded: `decode_json`) or a journal
+    entry (`AgentRun.to_dict`), made storable (`make_storable`): a run journaled by an older
+    version is never reused as it was."""
     run_date = row["run_date"]
     usage = row.get("usage") or {
         "input_tokens": row.get("input_tokens") or 0,
@@ -151,10 +147,10 @@ def run_from_row(row: dict[str, Any]) -> AgentRun:
             context_hash=row["context_hash"],
             status=RunStatus(row["status"]),
             final_text=row.get("final_text") or "",
-            messages=_load(row.get("messages")) or [],
-            tool_calls=[ToolCallRecord(**c) for c in _load(row.get("tool_calls")) or []],
-            queries=[QueryRecord(**q) for q in _load(row.get("queries")) or []],
-            answer=_load(row.get("answer")),
+            messages=row.get("messages") or [],
+            tool_calls=[ToolCallRecord(**c) for c in row.get("tool_calls") or []],
+            queries=[QueryRecord(**q) for q in row.get("queries") or []],
+            answer=row.get("answer"),
             usage=Usage(**usage),
             cost_usd=row.get("cost_usd"),
             duration_ms=row.get("duration_ms") or 0.0,

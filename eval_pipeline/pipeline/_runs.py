@@ -20,6 +20,7 @@ from eval_pipeline.store import (
     Journal,
     StoreLayout,
     abandoned_journals,
+    decode_json_rows,
     journal_files,
     journal_lines,
     new_materialization_id,
@@ -50,7 +51,7 @@ def plan_requests(
 
 
 @dataclass
-class RunsOutcome:
+class PartitionRuns:
     """What a partition's runs stage did. `runs` is the partition's current set of runs."""
 
     runs: list[AgentRun]
@@ -81,7 +82,7 @@ async def run_partition(
     k: int | None = None,
     threads: int | None = None,
     on_finished: Callable[[AgentRun], None] | None = None,
-) -> RunsOutcome:
+) -> PartitionRuns:
     """Bring one partition's runs up to date and persist them.
 
     A run whose key (case, its input, model, context, attempt, day) matches a completed stored
@@ -165,9 +166,9 @@ async def run_partition(
         )
     # Their runs are in the Parquet file now; a journal another evaluation is writing stays.
     remove_files([*abandoned_journals(leftovers), journal_path])
-    return RunsOutcome(runs=runs, executed=executed, reused=len(reused), carried=len(carried))
+    return PartitionRuns(runs=runs, executed=executed, reused=len(reused), carried=len(carried))
 
 
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
     rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
-    return [run_from_row(row) for row in rows]
+    return [run_from_row(row) for row in decode_json_rows("agent_runs", rows)]

@@ -13,7 +13,7 @@ from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.grading._grader import Grade, Grader
 from eval_pipeline.pipeline._grades import grade_partition
 from eval_pipeline.pipeline._progress import publish
-from eval_pipeline.pipeline._runs import RunsOutcome, run_partition
+from eval_pipeline.pipeline._runs import PartitionRuns, run_partition
 from eval_pipeline.store import FileCompletionCache, StoreLayout
 from eval_pipeline.suite import AgentContext, Suite
 
@@ -30,7 +30,7 @@ async def run_agents(
     record: bool = False,
     k: int | None = None,
     threads: int | None = None,
-) -> RunsOutcome:
+) -> PartitionRuns:
     """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
     concurrency = threads or suite.config.test.threads
     async with ProviderPool(suite.config, concurrency=concurrency) as pool:

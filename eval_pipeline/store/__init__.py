@@ -35,6 +35,7 @@ from eval_pipeline.store._files import (
     remove_files,
     write_rows,
 )
+from eval_pipeline.store._json import decode_json, decode_json_rows
 from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
 from eval_pipeline.store._locks import (
     file_lock,
@@ -58,6 +59,8 @@ __all__ = [
     "compact_store",
     "connect",
     "current_generation",
+    "decode_json",
+    "decode_json_rows",
     "ensure_database",
     "ensure_schema_files",
     "fetch",

@@ -3,6 +3,7 @@
 from eval_pipeline.suite._case import (
     ArgumentMatcher,
     Case,
+    CheckKind,
     Consistency,
     Evaluator,
     ExpectedToolCall,
@@ -20,13 +21,20 @@ from eval_pipeline.suite._config import (
     SuiteConfig,
     Templated,
     TestDefaults,
+    ThresholdMode,
     WarehouseConfig,
     load_config,
 )
 from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_context
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._databases import DatabaseConfig
-from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
+from eval_pipeline.suite._errors import (
+    Problem,
+    SelectionError,
+    SuiteError,
+    describe_error,
+    first_line,
+)
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._nao import (
     NAO_CONFIG_FILE,
@@ -54,6 +62,7 @@ __all__ = [
     "AgentContext",
     "ArgumentMatcher",
     "Case",
+    "CheckKind",
     "Consistency",
     "ContextFile",
     "DatabaseConfig",
@@ -72,11 +81,14 @@ __all__ = [
     "SuiteError",
     "Templated",
     "TestDefaults",
+    "ThresholdMode",
     "Tolerance",
     "ToolCallAssertion",
     "WarehouseConfig",
+    "describe_error",
     "discover_case_files",
     "find_suite_root",
+    "first_line",
     "import_csv",
     "is_nao_project",
     "load_agent_context",

@@ -1,4 +1,5 @@
-"""Problems found in a suite, reported all at once, each naming the file, field and expectation."""
+"""Problems found in a suite, reported all at once, each naming the file, field and expectation;
+and the one line any error is told in."""
 
 from __future__ import annotations
 
@@ -47,3 +48,19 @@ class SelectionError(SuiteError):
         super().__init__(problems, headline=f"unknown test selection; available tests: {shown}")
         self.unknown = tuple(unknown)
         self.available = tuple(available)
+
+
+def first_line(text: str, limit: int = 300) -> str:
+    """The first non-blank line of `text`, cut to `limit` characters."""
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def describe_error(error: BaseException) -> str:
+    """One line saying what failed, without a traceback."""
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    # Anything else (a SQLAlchemy error from Dagster's event log, a DuckDB I/O error, a bug):
+    # its type and first line name the cause; the rest is in the log.
+    return f"{type(error).__name__}: {first_line(str(error))}"

@@ -3,33 +3,31 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from datetime import date
 from typing import Any
 
 import duckdb
 
-from eval_pipeline.cli._results import build_results
-from eval_pipeline.pipeline._gates import regressions_sql
+from eval_pipeline.pipeline import (
+    build_results,
+    decode_run_rows,
+    regressions_sql,
+    run_rows_parameters,
+    run_rows_sql,
+)
+from eval_pipeline.store import decode_json
 from eval_pipeline.viewer._reader import StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
+# The agent run's columns a page's query renames, as the store's decoder needs to know.
+RUN_COLUMNS = {"tool_calls": "run_tool_calls"}
 
 
 def run_id(name: str, model: str, run_date: date, attempt: int) -> str:
     """The viewer's id of a graded run, the same as the reader's `RUN_ID_SQL` computes."""
     text = "\x1f".join((name, model, run_date.isoformat(), str(attempt)))
     return hashlib.md5(text.encode()).hexdigest()[:16]
-
-
-def load_json(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
 
 
 def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> list[dict]:
@@ -98,18 +96,10 @@ def day_document(
     the same `build_results`, so the page and the CLI's JSON report the same numbers), each
     result with its viewer `run_id`. Reads only the day's partition files."""
     keys = [(m, day) for m in models]
-    rows = con.execute(
-        f"""
-        SELECT g.name, g.model, g.attempt, g.status, g.passed, g.message, g.verified, g.checks,
-               g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
-               r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
-               t.sql AS reference_sql
-        FROM {reader.partitions("grades", keys)} g
-        LEFT JOIN {reader.partitions("agent_runs", keys)} r
-            ON r.key = g.run_key AND r.name = g.name AND r.model = g.model
-        LEFT JOIN cases_snapshot t ON t.name = g.name
-        """
-    ).df()
+    sql = run_rows_sql(
+        reader.partitions("grades", keys), reader.partitions("agent_runs", keys), "cases_snapshot"
+    )
+    rows = decode_run_rows(con.execute(sql, run_rows_parameters(day, models, None)).df())
     document = build_results(rows, models, names, day)
     for result in document["results"]:
         result["run_id"] = run_id(result["name"], result["model"], day, result["attempt"])
@@ -193,9 +183,9 @@ def run_detail(
     )
     if not rows:
         return None
-    row = rows[0]
+    row = decode_json("agent_runs", decode_json("grades", rows[0]), renamed=RUN_COLUMNS)
     for key in ("checks", "messages", "run_tool_calls"):
-        row[key] = load_json(row[key]) or []
+        row[key] = row[key] or []
     return row
 
 
@@ -308,7 +298,7 @@ def labelled_runs(con: duckdb.DuckDBPyConnection, reader: StoreReader) -> list[d
         """,
     )
     for row in rows:
-        row["checks"] = load_json(row["checks"]) or []
+        row["checks"] = decode_json("grades", row)["checks"] or []
     return rows
 
 

@@ -222,7 +222,7 @@ def _chip(result: dict[str, Any], links: Links) -> Markup:
     )
 
 
-def test_model_grid(document: dict[str, Any], models: list[str], links: Links) -> Markup:
+def case_model_grid(document: dict[str, Any], models: list[str], links: Links) -> Markup:
     """One row per test, one column per model; each cell the attempts' status and time."""
     cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
     names: list[str] = []
@@ -316,7 +316,7 @@ def overview_body(
         ),
         section(
             "Pass / fail by test and model",
-            test_model_grid(document, models, links),
+            case_model_grid(document, models, links),
             extra=el("span", "each cell: every attempt's status and time", class_="extra"),
         ),
         section(

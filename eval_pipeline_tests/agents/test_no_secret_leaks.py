@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from eval_pipeline.agents._types import RunStatus
-from eval_pipeline.pipeline import RunsOutcome, grade_runs, run_partition, summarize_partition
+from eval_pipeline.pipeline import PartitionRuns, grade_runs, run_partition, summarize_partition
 from eval_pipeline.pipeline._report import write_report
 from eval_pipeline.store import StoreLayout, ensure_database, query
 from eval_pipeline.suite import Suite, load_agent_context, load_suite
@@ -108,13 +108,13 @@ def suite(tmp_path, monkeypatch, openai_server, agent_server) -> Suite:
     return load_suite(root)
 
 
-def evaluate(suite: Suite) -> list[RunsOutcome]:
+def evaluate(suite: Suite) -> list[PartitionRuns]:
     """Runs (recorded) of both models, then grades, summaries, the report and the SQL views."""
     layout = StoreLayout(suite.config.state_path)
     ensure_database(layout)
     context = load_agent_context(suite.config)
 
-    async def go() -> list[RunsOutcome]:
+    async def go() -> list[PartitionRuns]:
         outcomes = []
         async with open_factory(suite, record=True) as factory:
             for model in MODELS:

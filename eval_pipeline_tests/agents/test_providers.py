@@ -55,7 +55,7 @@ def test_unknown_provider_lists_the_configured_ones(openai_server, anthropic_ser
     with pytest.raises(UnknownModel) as caught:
         asyncio.run(go())
     message = str(caught.value)
-    assert "'openai' is not configured" in message
+    assert "provider 'openai' is not under llm.providers" in message  # the CLI's words
     assert "configured: vllm, anthropic" in message
 
 

@@ -282,7 +282,7 @@ def test_an_unknown_recording_lists_the_ones_there_are(tmp_path):
             factory.agent("replay:dmeo")
 
     with pytest.raises(
-        UnknownModel, match=r"no recording at .*dmeo\.jsonl; configured: replay:demo"
+        UnknownModel, match=r"no recording recordings/dmeo\.jsonl; recordings: replay:demo"
     ):
         asyncio.run(build())
 

@@ -15,7 +15,7 @@ import pytest
 from eval_pipeline.agents._retry import RetryPolicy
 from eval_pipeline.agents._runner import execute_runs
 from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus
-from eval_pipeline.pipeline import RunsOutcome, run_partition
+from eval_pipeline.pipeline import PartitionRuns, run_partition
 from eval_pipeline.store import StoreLayout, journal_files, read_journals, read_latest
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (
@@ -208,10 +208,10 @@ def materialize(
     *,
     on_finished: Callable[[AgentRun], None] | None = None,
     **options: Any,
-) -> RunsOutcome:
+) -> PartitionRuns:
     """One materialization of the (MODEL, DAY) partition, as the Dagster asset makes it."""
 
-    async def go() -> RunsOutcome:
+    async def go() -> PartitionRuns:
         async with open_factory(suite) as factory:
             return await run_partition(
                 suite,

@@ -105,3 +105,38 @@ def test_the_sensor_adds_missing_models_and_never_deletes_one(small_suite):
         assert not again.dynamic_partitions_requests
         assert again.skip_message == "every configured model has its partition"
         assert set(instance.get_dynamic_partitions("models")) == {*MODELS, "openai:retired"}
+
+
+def test_a_bad_model_id_in_the_config_stops_the_sensor_and_the_schedule_as_the_cli_says_it(
+    small_suite, tmp_path
+):
+    small_suite.write_config(models=[MODELS[0], "nope:gpt-x"])
+    defs = small_suite.definitions()
+    expected = (
+        "eval_config.yaml: test.models: 'nope:gpt-x': provider 'nope' is not under "
+        "llm.providers; configured: openai, judge"
+    )
+    sensor = defs.resolve_sensor_def("sync_model_partitions")
+    schedule = defs.resolve_schedule_def("daily_evaluation")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    with dg.DagsterInstance.local_temp(str(home)) as instance:
+        with (
+            dg.build_sensor_context(instance=instance) as context,
+            pytest.raises(Exception, match=expected) as caught,
+        ):
+            sensor.evaluate_tick(context)
+        with (
+            dg.build_schedule_context(
+                instance=instance,
+                scheduled_execution_time=datetime(2026, 6, 1, 6, tzinfo=UTC),
+                repository_def=defs.get_repository_def(),
+            ) as context,
+            pytest.raises(dg.DagsterUserCodeExecutionError) as wrapped,
+        ):
+            schedule.evaluate_tick(context)
+        # Dagster wraps a schedule's error; the UI shows the one it wraps
+        assert expected in str(wrapped.value.user_exception)
+        # nothing was added for the good model either: the config is fixed first, as the CLI asks
+        assert instance.get_dynamic_partitions("models") == []
+    assert "unknown model(s); nothing was run" in str(caught.value)

@@ -1,9 +1,14 @@
-"""The results of an evaluation, read back from the store, as nao's results document plus ours."""
+"""The results document of an evaluation (nao's keys plus ours), read back from the store.
+
+It lives below every surface that shows it: `eval-pipeline test` prints and writes it,
+`eval-pipeline export` turns it into CSV, the viewer's day page renders it. One row query
+(`run_rows_sql`) feeds all of them, so they report the same runs with the same numbers.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import date, datetime
 from pathlib import Path
@@ -11,15 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.grading._metrics import RunOutcome, case_metrics, summarize_models
-from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.grading import RunOutcome, case_metrics, summarize_models
+from eval_pipeline.store import StoreLayout, decode_json, query
 from eval_pipeline.suite._secrets import redact_value
 
 RESULTS_DIR = "outputs"
-
-
-def _load(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
 
 
 def _none_if_nan(value: Any) -> Any:
@@ -33,46 +34,72 @@ def _data_details(checks: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
-def read_run_rows(
-    layout: StoreLayout, models: Sequence[str], day: date, names: Sequence[str]
-) -> pd.DataFrame:
-    """One row per graded run of these models and tests on the day, with its run's transcript."""
-    return query(
-        layout,
-        """
+def run_rows_sql(
+    grades: str = "grades", agent_runs: str = "agent_runs", test_cases: str = "test_cases"
+) -> str:
+    """The query of a day's graded runs, each with its run's transcript and its test's
+    reference SQL, over any source of the three tables: the store's views (the CLI) or the
+    day's partition files and a snapshot (the viewer). Its parameters are
+    `run_rows_parameters`. A run is joined by its key, test, model and day: two tests with
+    the same content share a key, and a key is only unique within a partition."""
+    return f"""
         SELECT g.name, g.model, g.attempt, g.status, g.passed, g.message, g.verified, g.checks,
                g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
                r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
                t.sql AS reference_sql
-        FROM grades g
-        LEFT JOIN agent_runs r ON r.key = g.run_key AND r.model = g.model AND r.run_date = g.run_date
-        LEFT JOIN test_cases t ON t.name = g.name
-        WHERE g.run_date = ? AND list_contains(?, g.model) AND list_contains(?, g.name)
-        """,
-        [day, list(models), list(names)],
-    )
+        FROM {grades} g
+        LEFT JOIN {agent_runs} r ON r.key = g.run_key AND r.name = g.name
+            AND r.model = g.model AND r.run_date = g.run_date
+        LEFT JOIN {test_cases} t ON t.name = g.name
+        WHERE g.run_date = ? AND list_contains(?, g.model)
+          AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], g.name))
+        """
+
+
+def run_rows_parameters(day: date, models: Sequence[str], names: Sequence[str] | None) -> list[Any]:
+    """The parameters of `run_rows_sql`: the day, its models, its tests (None: every test)."""
+    wanted = None if names is None else list(names)
+    return [day, list(models), wanted, wanted]
+
+
+def decode_run_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The rows of `run_rows_sql` as records, their JSON columns decoded by the store."""
+    return [
+        decode_json(
+            "agent_runs", decode_json("grades", row), renamed={"tool_calls": "run_tool_calls"}
+        )
+        for row in frame.to_dict("records")
+    ]
+
+
+def read_run_rows(
+    layout: StoreLayout, models: Sequence[str], day: date, names: Sequence[str]
+) -> list[dict[str, Any]]:
+    """One row per graded run of these models and tests on the day, with its run's transcript."""
+    frame = query(layout, run_rows_sql(), run_rows_parameters(day, models, names))
+    return decode_run_rows(frame)
 
 
 def build_results(
-    rows: pd.DataFrame, models: Sequence[str], names: Sequence[str], day: date
+    rows: Sequence[Mapping[str, Any]], models: Sequence[str], names: Sequence[str], day: date
 ) -> dict[str, Any]:
     """nao's keys (`timestamp`, `results`, `summary`, `by_model`) plus `status`, `attempt`,
     `pass_metrics` and `run_date`. Results are grouped by model in the order the models were
     given, then by test in suite order, then attempt."""
     model_order = {m: i for i, m in enumerate(models)}
     name_order = {n: i for i, n in enumerate(names)}
-    records = rows.to_dict("records")
-    records.sort(
+    records = sorted(
+        rows,
         key=lambda r: (
             model_order.get(r["model"], 99),
             name_order.get(r["name"], 10**6),
             r["attempt"],
-        )
+        ),
     )
     results = []
     outcomes = []
     for row in records:
-        checks = _load(row["checks"]) or []
+        checks = row["checks"] or []
         data = _data_details(checks)
         cost = _none_if_nan(row["cost_usd"])
         results.append(
@@ -100,7 +127,7 @@ def build_results(
                             k: c.get(k)
                             for k in ("name", "arguments", "result", "error", "duration_ms")
                         }
-                        for c in _load(row["run_tool_calls"]) or []
+                        for c in row["run_tool_calls"] or []
                     ],
                     "checks": checks,
                     "error": _none_if_nan(row["run_error"]),

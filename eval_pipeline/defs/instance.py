@@ -1,4 +1,4 @@
-"""Which Dagster instance the command line uses: the same one the UI shows."""
+"""Which Dagster instance an evaluation records in: the suite's own, the same one the UI shows."""
 
 from __future__ import annotations
 

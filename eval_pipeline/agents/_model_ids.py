@@ -1,0 +1,137 @@
+"""Model ids: what each names (a provider's model, an external agent, a recording) and whether the suite configures it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._replay import recording_name
+from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteConfig, SuiteError
+from eval_pipeline.suite._config import recording_name_problem
+
+RECORDINGS_DIR = "recordings"
+
+
+def split_model_id(model: str) -> tuple[str, str]:
+    """``provider:model_id`` → (provider, model_id); the model id may hold more colons.
+
+    Raises:
+        UnknownModel: there is no ``provider:`` prefix or no model after it.
+    """
+    provider, colon, model_id = model.partition(":")
+    if not colon or not provider or not model_id:
+        raise UnknownModel(model, "expected `provider:model_id`, e.g. openai:gpt-4.1", None)
+    return provider, model_id
+
+
+def recording_path(config: SuiteConfig, name: str) -> Path:
+    """The file of recording `name`, always directly in the suite's recordings folder.
+
+    Raises:
+        UnknownModel: the name holds a path (`../x`, `a/b`), which could read outside the suite.
+    """
+    problem = recording_name_problem(f"replay:{name}")
+    if problem is not None:
+        raise UnknownModel(f"replay:{name}", problem.split(": ", 1)[1], None)
+    return config.root / RECORDINGS_DIR / f"{name}.jsonl"
+
+
+def recordings(config: SuiteConfig) -> list[str]:
+    """The `replay:<name>` ids of the suite's recordings, sorted."""
+    folder = config.root / RECORDINGS_DIR
+    return sorted(f"replay:{p.stem}" for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def model_id_problem(
+    config: SuiteConfig, model: str, *, chat_model: bool = False
+) -> UnknownModel | None:
+    """Why `model` names nothing the suite configures, or None when it names something.
+
+    Args:
+        config: the suite configuration (providers, agents, the recordings folder).
+        model: `provider:model_id`, `http:<agent>` or `replay:<recording>`.
+        chat_model: the id must name an LLM (a judge, the built-in agent's model), so an
+            external `http:` agent does not do.
+    """
+    if "|" in model:  # the separator of the `models × days` partition keys
+        return UnknownModel(model, "a model id may not contain '|'", None)
+    try:
+        provider, rest = split_model_id(model)
+    except UnknownModel as error:
+        return error
+    name = recording_name(model)
+    if name is not None:
+        if (problem := recording_name_problem(model)) is not None:
+            return UnknownModel(model, problem.split(": ", 1)[1], None)
+        if recording_path(config, name).exists():
+            return None
+        return UnknownModel(
+            model,
+            f"no recording {RECORDINGS_DIR}/{name}.jsonl",
+            recordings(config),
+            listed_as="recordings",
+        )
+    if provider == "http":
+        if chat_model:
+            return UnknownModel(
+                model,
+                "`http:` names an external agent, not an LLM (a judge or the built-in agent's "
+                "model is provider:model or replay:name)",
+                None,
+            )
+        if config.agent(rest) is None:
+            return UnknownModel(
+                model, "no such agent under `agents`", [f"http:{a.name}" for a in config.agents]
+            )
+        return None
+    if config.provider(provider) is None:
+        return UnknownModel(
+            model,
+            f"provider {provider!r} is not under llm.providers",
+            [p.name for p in config.providers],
+        )
+    return None
+
+
+def check_model_id(config: SuiteConfig, model: str, *, chat_model: bool = False) -> None:
+    """Raise `model_id_problem`'s `UnknownModel`, if any."""
+    if (problem := model_id_problem(config, model, chat_model=chat_model)) is not None:
+        raise problem
+
+
+def check_models(
+    config: SuiteConfig,
+    models: Sequence[str],
+    *,
+    source: str,
+    field: str | None = None,
+    require_one: bool = False,
+) -> None:
+    """Refuse, before any work starts, model ids that name nothing configured and a
+    `test.judge_model` that names no LLM; every problem is listed at once.
+
+    Args:
+        config: the suite configuration.
+        models: the ids to evaluate.
+        source: where they were given, for the message (`--model`, `eval_config.yaml`).
+        field: the field of `source` that holds them (`test.models`), if any.
+        require_one: evaluating no model at all is a mistake too (a command line's request).
+
+    Raises:
+        SuiteError: one problem per bad id, naming it, why, and what is configured.
+    """
+    problems = [
+        Problem(source, field, problem.detail)
+        for model in models
+        if (problem := model_id_problem(config, model)) is not None
+    ]
+    if require_one and not models:
+        problems.append(
+            Problem(source, field, "no model to evaluate: give -m MODEL or list test.models")
+        )
+    judge = config.test.judge_model
+    if judge is not None and (problem := model_id_problem(config, judge, chat_model=True)):
+        problems.append(Problem(CONFIG_FILE, "test.judge_model", problem.detail))
+    if problems:
+        raise SuiteError(problems, headline="unknown model(s); nothing was run")
