@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import get_args
 
-from eval_pipeline.agents import check_models
+from eval_pipeline.agents import check_models, check_secrets
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
@@ -121,6 +121,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         raise SuiteError(problems, headline="bad option")
     models = tuple(dict.fromkeys(m.strip() for m in (args.models or settings.models) if m.strip()))
     check_models(suite.config, models, source="--model", require_one=True)
+    check_secrets(suite.config, models, source="--model" if args.models else "test.models")
     select = tuple(args.select or ())
     # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
     if not suite.select(list(select) or None):
