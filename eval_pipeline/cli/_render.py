@@ -228,7 +228,9 @@ def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
             f"{m['passed']}/{m['total']}",
             str(m["errors"]),
             f"{m['total_tokens']:,}",
-            _money(m["total_cost_usd"]),
+            _money(m["total_cost_usd"])
+            # a partial sum: some runs have no price
+            + ("+?" if m["total_cost_usd"] is not None and not m["cost_complete"] else ""),
             f"{m['avg_duration_ms'] / 1000:.1f}",
             f"{m['p95_duration_ms'] / 1000:.1f}",
             f"{m['avg_tool_calls']:.1f}",

@@ -109,6 +109,7 @@ def test_the_results_file_has_every_key_path_of_naos_with_naos_value_kinds(tmp_p
             [str(SCRIPT), "test", "--date", DAY, "-q", "-m", "openaiCompatible/vllm:qwen3"],
             cwd=project,
             env=env,
+            stdin=subprocess.DEVNULL,  # CI: nothing to answer a prompt (nao #565); none is asked
             capture_output=True,
             text=True,
             timeout=300,
