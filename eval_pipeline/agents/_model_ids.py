@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._replay import recording_name
-from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteConfig, SuiteError
+from eval_pipeline.suite import CONFIG_FILE, MissingSecret, Problem, SuiteConfig, SuiteError
 from eval_pipeline.suite._config import recording_name_problem
 
 RECORDINGS_DIR = "recordings"
@@ -135,3 +136,47 @@ def check_models(
         problems.append(Problem(CONFIG_FILE, "test.judge_model", problem.detail))
     if problems:
         raise SuiteError(problems, headline="unknown model(s); nothing was run")
+
+
+def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Problem]:
+    """The unset environment variables behind the secrets `model` needs: its provider's
+    `api_key`, or its external agent's headers. A replay needs none."""
+    if recording_name(model) is not None:
+        return []
+    provider, _, rest = model.partition(":")
+    needed = []
+    if provider == "http":
+        if (agent := config.agent(rest)) is not None:
+            needed = [(f"agents[{agent.name}].headers.{h}", v) for h, v in agent.headers.items()]
+    elif (settings := config.provider(provider)) is not None and settings.api_key is not None:
+        needed = [(f"llm.providers[{settings.name}].api_key", settings.api_key)]
+    return [
+        Problem(
+            templated.where,
+            where,
+            f"environment variable {name} is not set; {model} ({field}) needs it: export it "
+            "before running",
+        )
+        for where, templated in needed
+        for name in templated.env_names
+        if not os.environ.get(name)
+    ]
+
+
+def check_secrets(config: SuiteConfig, models: Sequence[str], *, source: str) -> None:
+    """Refuse, before any work starts, to evaluate models (or judge with a model) whose
+    secrets are not in the environment: a configuration mistake, not a failed run.
+
+    Args:
+        config: the suite configuration.
+        models: the ids to evaluate (already checked by `check_models`).
+        source: where they were given, for the message (`--model`, `test.models`).
+
+    Raises:
+        MissingSecret: one problem per unset variable, naming it and the config field.
+    """
+    problems = [p for model in models for p in _missing_secrets(config, model, source)]
+    if config.test.judge_model is not None:
+        problems += _missing_secrets(config, config.test.judge_model, "test.judge_model")
+    if problems:
+        raise MissingSecret(problems, headline="a secret the run needs is missing; nothing was run")

@@ -107,6 +107,7 @@ def results_csv(document: dict[str, Any]) -> str:
     for r in document["results"]:
         flat = {
             **r,
+            "cost": r["cost_usd"],  # empty when unknown: nao's `cost` says 0
             "response_text": r["details"].get("response_text"),
             "reference_sql": r["details"].get("reference_sql"),
         }

@@ -42,6 +42,24 @@ def cmd_import_csv(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def cmd_import_results(args: argparse.Namespace) -> int:
+    """Bring results files (nao's or ours) into the store as the days they were run on."""
+    from eval_pipeline.pipeline import import_results
+    from eval_pipeline.store import StoreLayout
+
+    config = load_config(suite_root(args))
+    report = import_results(args.files, layout=StoreLayout(config.state_path))
+    for path in report.imported:
+        print(f"imported {path}")
+    for path in report.already_imported:
+        print(f"already imported {path} (nothing added)")
+    for path, why in report.skipped:
+        print(f"skipped {path}: {why}", file=sys.stderr)
+    days = ", ".join(day.isoformat() for day in report.days) or "none"
+    print(f"{report.runs} run(s) from {len(report.imported)} file(s) imported; days: {days}")
+    return ExitCode.USAGE if report.skipped else ExitCode.OK
+
+
 def cmd_warehouse(args: argparse.Namespace) -> int:
     """Build the suite's warehouse by materializing its dbt assets in the suite's instance."""
     config = load_config(suite_root(args))
@@ -285,6 +303,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     importer.add_argument("file", help="the CSV file")
     importer.add_argument("--into", metavar="FOLDER", help="a subfolder of cases/ to write into")
+
+    results = add(
+        "import-results",
+        cmd_import_results,
+        "bring results files (nao's tests/outputs/results_*.json, or ours) into the store as past days",
+    )
+    results.add_argument("files", nargs="+", metavar="FILE", help="results files")
 
     add(
         "warehouse",

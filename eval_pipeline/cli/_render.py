@@ -196,7 +196,7 @@ def results_table(
             _status_text(r["status"]),
             Text(_short(message, MESSAGE_WIDTH if table_width is None else MESSAGE_WIDTH_PLAIN)),
             f"{r['tokens']:,}",
-            _money(r["cost"]),
+            _money(r["cost_usd"]),
             f"{r['duration_ms'] / 1000:.1f}",
             str(r["tool_call_count"]),
         )
@@ -228,7 +228,9 @@ def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
             f"{m['passed']}/{m['total']}",
             str(m["errors"]),
             f"{m['total_tokens']:,}",
-            _money(m["total_cost"]),
+            _money(m["total_cost_usd"])
+            # a partial sum: some runs have no price
+            + ("+?" if m["total_cost_usd"] is not None and not m["cost_complete"] else ""),
             f"{m['avg_duration_ms'] / 1000:.1f}",
             f"{m['p95_duration_ms'] / 1000:.1f}",
             f"{m['avg_tool_calls']:.1f}",
@@ -286,6 +288,25 @@ def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+def cost_text(summary: dict[str, Any]) -> str:
+    """The cost as known: a model with no price (self-hosted) is unknown, never $0."""
+    cost = summary.get("total_cost_usd")
+    if cost is None:
+        return "cost unknown"
+    if not summary.get("cost_complete", True):
+        return f"${cost:.4f} + unknown (some runs have no price)"
+    return f"${cost:.4f}"
+
+
+def pass_hat_k_text(document: dict[str, Any]) -> str:
+    """`, pass^k 0.75 (k=3)` when tests ran more than once: the share of (test, model)
+    pairs that passed every attempt."""
+    metrics = document.get("pass_metrics") or {}
+    if metrics.get("k", 0) <= 1:
+        return ""
+    return f", pass^k {metrics['aggregate']['pass_hat_k']:.2f} (k={metrics['k']})"
+
+
 def changes_lines(changes: dict[str, tuple[list[str], list[str], list[str]]]) -> list[Text]:
     """'regressed / improved since the previous run' lines per model, and the tests whose
     status changed with a new judge (not the model: neither regressed nor improved)."""
@@ -311,23 +332,22 @@ def print_report(
     reused: int,
 ) -> None:
     results = document["results"]
-    several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics"])
+    several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics_by_test"])
     wide = None if console.is_terminal else console.width
     console.print(results_table(results, show_attempts=several_attempts, table_width=wide))
     console.print(models_table(document["by_model"]))
     if len(models) > 1:
         console.print(grid_table(results, models))
     if several_attempts:
-        repeated = [m for m in document["pass_metrics"] if m["attempts"] > 1]
+        repeated = [m for m in document["pass_metrics_by_test"] if m["attempts"] > 1]
         console.print(pass_at_k_table(repeated))
     for line in changes_lines(changes):
         console.print(line)
     summary = document["summary"]
-    cost = "" if summary["total_cost"] is None else f", ${summary['total_cost']:.4f}"
     console.print(
         f"[bold]{summary['passed']}/{summary['total']} passed[/bold] ({summary['pass_rate']:.1f}%), "
         f"{summary['total'] - summary['passed'] - summary['errors']} failed, {summary['errors']} error(s), "
-        f"{summary['total_tokens']:,} tokens{cost}",
+        f"{summary['total_tokens']:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
         highlight=False,
     )
     if executed == 0 and reused:

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import get_args
 
-from eval_pipeline.agents import check_models
+from eval_pipeline.agents import check_models, check_secrets
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
@@ -28,8 +28,17 @@ from eval_pipeline.pipeline import (
     write_results_file,
 )
 from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
+from eval_pipeline.pipeline._nao_format import label_models
 from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import MAX_ATTEMPTS, Problem, Suite, SuiteError, ThresholdMode, load_suite
+from eval_pipeline.suite import (
+    MAX_ATTEMPTS,
+    Problem,
+    Suite,
+    SuiteError,
+    ThresholdMode,
+    load_suite,
+    to_model_id,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -39,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         dest="models",
         metavar="MODEL",
-        help="provider:model_id, http:<agent> or replay:<recording>; repeat to compare (default: test.models)",
+        help="provider:model_id (or nao's spelling, e.g. openaiCompatible/vllm:qwen3), "
+        "http:<agent> or replay:<recording>; repeat to compare (default: test.models)",
     )
     parser.add_argument(
         "-t",
@@ -119,8 +129,11 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         problems.append(Problem("--min-accuracy", None, "expected a fraction between 0 and 1"))
     if problems:
         raise SuiteError(problems, headline="bad option")
-    models = tuple(dict.fromkeys(m.strip() for m in (args.models or settings.models) if m.strip()))
+    # nao's spelling (`openaiCompatible/vllm:qwen3`) names the same model as ours (`vllm:qwen3`).
+    given = (m.strip() for m in (args.models or settings.models))
+    models = tuple(dict.fromkeys(to_model_id(m) for m in given if m))
     check_models(suite.config, models, source="--model", require_one=True)
+    check_secrets(suite.config, models, source="--model" if args.models else "test.models")
     select = tuple(args.select or ())
     # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
     if not suite.select(list(select) or None):
@@ -174,6 +187,16 @@ def _quiet_dagster() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def _dialects(suite: Suite):
+    """A test's database name → its SQL dialect (`duckdb`, `postgres`, `mysql`)."""
+
+    def dialect(name: str | None) -> str | None:
+        database = suite.config.database(name)
+        return database.type if database is not None else None
+
+    return dialect
+
+
 def _emit(text: str, output: Path | None) -> None:
     if output:
         output.write_text(text, encoding="utf-8")
@@ -217,12 +240,16 @@ def cmd_test(args: argparse.Namespace) -> int:
 
     layout = StoreLayout(suite.config.state_path)
     rows = read_run_rows(layout, request.models, request.run_date, names)
-    document = build_results(rows, request.models, names, request.run_date)
+    document = build_results(
+        rows, request.models, names, request.run_date, dialect=_dialects(suite)
+    )
     if not document["results"]:  # evaluating nothing is never a pass
         raise CouldNotRun(f"no graded run of this evaluation was found in {layout.root}")
     threshold = args.min_accuracy if args.min_accuracy is not None else settings.min_accuracy
     mode = args.threshold_mode or settings.threshold_mode
-    accuracies = {f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in document["pass_metrics"]}
+    accuracies = {
+        f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in document["pass_metrics_by_test"]
+    }
     gate = accuracy_gate(accuracies, threshold, mode)
     document["executed_runs"], document["reused_runs"] = evaluated.executed, evaluated.reused
     document["threshold"] = {
@@ -231,10 +258,13 @@ def cmd_test(args: argparse.Namespace) -> int:
         "accuracy": gate.accuracy,
         "passed": gate.passed,
     }
-    path = write_results_file(document, suite.root)
+    # The file and the JSON name models as the user spelled them (nao's `model`); the
+    # tables keep our ids, which the gate and the change lines are keyed by.
+    spelled = label_models(document, suite.config.model_label)
+    path = write_results_file(spelled, suite.config.results_dir)
 
     if args.format == "json":
-        _emit(json.dumps(document, indent=2, default=str, ensure_ascii=False) + "\n", output)
+        _emit(json.dumps(spelled, indent=2, default=str, ensure_ascii=False) + "\n", output)
     elif args.format == "junit":
         _emit(junit_xml(document), output)
     else:

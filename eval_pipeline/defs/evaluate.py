@@ -111,8 +111,10 @@ def run_evaluation(
     defs = build_definitions(suite.root)
     day = request.run_date.isoformat()
     result = EvaluationResult()
-    # Each step's events go to the instance (the UI); the terminal shows our own progress.
-    quiet = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
+    # Each step's events go to the instance (the UI); the terminal shows our own progress,
+    # and a failed step our one line naming it and the log file: at CRITICAL the console
+    # logger keeps Dagster's ERROR event (a full stack trace) off the terminal.
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
     tags = {"eval_pipeline/source": "cli"}
     stage = ["opening the Dagster instance"]
     try:

@@ -287,6 +287,12 @@ class Grader:
         details.update(
             actual_data=_records(extraction.frame),
             ordered=ordered,
+            # The tolerances this verdict was reached with (nao's `details.comparison`).
+            comparison={
+                "rtol": tolerance.rtol,
+                "atol": tolerance.atol,
+                "decimals": tolerance.decimals,
+            },
             diff=_records(comparison.diff) or [],
         )
         status = GradeStatus.PASSED if comparison.passed else GradeStatus.FAILED

@@ -206,7 +206,8 @@ def _run(
     else:
         status = "passed" if result["passed"] else "error" if error else "failed"
     message = result.get("message")
-    cost = _number(result, "cost", where)
+    # Ours keeps the honest cost in `cost_usd` (null: unknown); `cost` is nao's number.
+    cost = _number(result, "cost_usd" if "cost_usd" in result else "cost", where)
     if not ours and cost == 0:
         cost = None  # nao writes 0 for a model it has no price for (#1220): unknown, not free
     tokens = _number(result, "tokens", where)

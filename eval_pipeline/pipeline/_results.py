@@ -8,8 +8,7 @@ It lives below every surface that shows it: `eval-pipeline test` prints and writ
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,15 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.grading import RunOutcome, case_metrics, summarize_models
+from eval_pipeline.pipeline._nao_format import (
+    model_pass_metrics,
+    nao_cost,
+    nao_tool_calls,
+    pass_metrics,
+    pass_metrics_by_test,
+)
 from eval_pipeline.store import StoreLayout, decode_json, query
 from eval_pipeline.suite._secrets import redact_value
-
-RESULTS_DIR = "outputs"
 
 
 def _none_if_nan(value: Any) -> Any:
@@ -46,7 +50,7 @@ def run_rows_sql(
         SELECT g.name, g.model, g.attempt, g.status, g.passed, g.message, g.verified, g.checks,
                g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
                r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
-               t.sql AS reference_sql
+               r.queries AS run_queries, t.sql AS reference_sql, t.database
         FROM {grades} g
         LEFT JOIN {agent_runs} r ON r.key = g.run_key AND r.name = g.name
             AND r.model = g.model AND r.run_date = g.run_date
@@ -66,7 +70,9 @@ def decode_run_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows of `run_rows_sql` as records, their JSON columns decoded by the store."""
     return [
         decode_json(
-            "agent_runs", decode_json("grades", row), renamed={"tool_calls": "run_tool_calls"}
+            "agent_runs",
+            decode_json("grades", row),
+            renamed={"tool_calls": "run_tool_calls", "queries": "run_queries"},
         )
         for row in frame.to_dict("records")
     ]
@@ -81,11 +87,27 @@ def read_run_rows(
 
 
 def build_results(
-    rows: Sequence[Mapping[str, Any]], models: Sequence[str], names: Sequence[str], day: date
+    rows: Sequence[Mapping[str, Any]],
+    models: Sequence[str],
+    names: Sequence[str],
+    day: date,
+    *,
+    dialect: Callable[[str | None], str | None] | None = None,
 ) -> dict[str, Any]:
-    """nao's keys (`timestamp`, `results`, `summary`, `by_model`) plus `status`, `attempt`,
-    `pass_metrics` and `run_date`. Results are grouped by model in the order the models were
-    given, then by test in suite order, then attempt."""
+    """Every key nao 0.3.29 writes (`timestamp`, `results`, `summary`, `by_model`,
+    `pass_metrics`), with nao's value kinds, plus ours (`status`, `attempt`, `verified`,
+    `checks`, `diff`, `run_date`, `cost_usd`/`total_cost_usd`/`cost_complete`, p50/p95,
+    `pass_metrics_by_test`). Results are grouped by model in the order the models were
+    given, then by test in suite order, then attempt.
+
+    Args:
+        rows: the day's graded runs, from `read_run_rows` (or the viewer's sources).
+        models: the models, in the order to report them.
+        names: the tests, in suite order.
+        day: the evaluated day.
+        dialect: the SQL dialect of a test's database (by its `database:` name), for nao's
+            `tool_calls[].result.dialect`; None leaves it null.
+    """
     model_order = {m: i for i, m in enumerate(models)}
     name_order = {n: i for i, n in enumerate(names)}
     records = sorted(
@@ -96,58 +118,66 @@ def build_results(
             r["attempt"],
         ),
     )
-    results = []
-    outcomes = []
-    for row in records:
-        checks = row["checks"] or []
-        data = _data_details(checks)
-        cost = _none_if_nan(row["cost_usd"])
-        results.append(
-            {
-                "name": row["name"],
-                "model": row["model"],
-                "passed": bool(row["passed"]),
-                "status": row["status"],
-                "attempt": int(row["attempt"]),
-                "message": row["message"],
-                "verified": bool(row["verified"]),
-                "tokens": int(row["tokens"] or 0),
-                "cost": cost,
-                "duration_ms": round(float(row["duration_ms"] or 0.0)),
-                "tool_call_count": int(row["tool_call_count"] or 0),
-                "run_date": day.isoformat(),
-                "details": {
-                    "response_text": _none_if_nan(row["final_text"]),
-                    "actual_data": data.get("actual_data"),
-                    "expected_data": data.get("expected_data"),
-                    "diff": data.get("diff"),
-                    "reference_sql": _none_if_nan(row["reference_sql"]),
-                    "tool_calls": [
-                        {
-                            k: c.get(k)
-                            for k in ("name", "arguments", "result", "error", "duration_ms")
-                        }
-                        for c in row["run_tool_calls"] or []
-                    ],
-                    "checks": checks,
-                    "error": _none_if_nan(row["run_error"]),
-                },
-            }
-        )
-        outcomes.append(RunOutcome.from_grade_row(row))
+    results = [_result_entry(row, day, dialect) for row in records]
+    outcomes = [RunOutcome.from_grade_row(row) for row in records]
+    metrics = sorted(
+        case_metrics(outcomes),
+        key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
+    )
+    per_model = model_pass_metrics(metrics)
     return {
         "timestamp": datetime.now().isoformat(),
         "run_date": day.isoformat(),
         "results": results,
         "summary": _summary(results),
-        "by_model": [_model_entry(s) for s in summarize_models(outcomes)],
-        "pass_metrics": [
-            {**asdict(m), "flaky": m.flaky}
-            for m in sorted(
-                case_metrics(outcomes),
-                key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
-            )
-        ],
+        "by_model": [{**_model_entry(s), **per_model[s.model]} for s in summarize_models(outcomes)],
+        "pass_metrics": pass_metrics(metrics),
+        "pass_metrics_by_test": pass_metrics_by_test(metrics),
+    }
+
+
+def _result_entry(
+    row: Mapping[str, Any], day: date, dialect: Callable[[str | None], str | None] | None
+) -> dict[str, Any]:
+    """One run: nao's keys (an unknown `cost` is 0 there; `cost_usd` is ours, null) and ours."""
+    checks = row["checks"] or []
+    data = _data_details(checks)
+    cost = _none_if_nan(row["cost_usd"])
+    run_error = _none_if_nan(row["run_error"])
+    # nao's `error` is the reason a run could not be graded: ours is an error status.
+    error = (run_error or row["message"]) if row["status"] == "error" else None
+    database = _none_if_nan(row.get("database"))
+    return {
+        "name": row["name"],
+        "model": row["model"],
+        "passed": bool(row["passed"]),
+        "status": row["status"],
+        "attempt": int(row["attempt"]),
+        "message": row["message"],
+        "verified": bool(row["verified"]),
+        "tokens": int(row["tokens"] or 0),
+        "cost": nao_cost(cost),
+        "cost_usd": cost,
+        "duration_ms": round(float(row["duration_ms"] or 0.0)),
+        "tool_call_count": int(row["tool_call_count"] or 0),
+        "error": error,
+        "run_date": day.isoformat(),
+        "details": {
+            "response_text": _none_if_nan(row["final_text"]),
+            "actual_data": data.get("actual_data"),
+            "expected_data": data.get("expected_data"),
+            "diff": data.get("diff"),
+            "reference_sql": _none_if_nan(row["reference_sql"]),
+            "verification_sql": data.get("extraction_query"),
+            "comparison": data.get("comparison"),
+            "tool_calls": nao_tool_calls(
+                row["run_tool_calls"],
+                row.get("run_queries"),
+                dialect(database) if dialect else None,
+            ),
+            "checks": checks,
+            "error": run_error,
+        },
     }
 
 
@@ -155,7 +185,7 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
     total = len(results)
     duration = sum(r["duration_ms"] for r in results)
     tools = sum(r["tool_call_count"] for r in results)
-    costs = [r["cost"] for r in results if r["cost"] is not None]
+    costs = [r["cost_usd"] for r in results if r["cost_usd"] is not None]
     passed = sum(r["passed"] for r in results)
     return {
         "total": total,
@@ -167,7 +197,11 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
         "unverified": sum(not r["verified"] for r in results),
         "pass_rate": round(100 * passed / total, 1) if total else 0.0,
         "total_tokens": sum(r["tokens"] for r in results),
-        "total_cost": round(sum(costs), 6) if costs else None,
+        "total_cost": round(sum(costs), 6) if costs else 0,
+        # Ours: the sum of the known costs (null when none is known), and whether every
+        # run had a price; nao's `total_cost` is 0 for unknown (#1220).
+        "total_cost_usd": round(sum(costs), 6) if costs else None,
+        "cost_complete": len(costs) == total,
         "total_duration_ms": duration,
         "total_duration_s": round(duration / 1000, 1),
         "total_tool_calls": tools,
@@ -177,6 +211,7 @@ def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _model_entry(summary) -> dict[str, Any]:
+    cost = round(summary.cost_usd, 6) if summary.cost_usd is not None else None
     return {
         "model": summary.model,
         "total": summary.total,
@@ -185,7 +220,9 @@ def _model_entry(summary) -> dict[str, Any]:
         "errors": summary.errors,
         "pass_rate": round(100 * summary.pass_rate, 1),
         "total_tokens": summary.tokens,
-        "total_cost": round(summary.cost_usd, 6) if summary.cost_usd is not None else None,
+        "total_cost": nao_cost(cost),
+        "total_cost_usd": cost,
+        "cost_complete": summary.cost_complete,
         "total_duration_ms": round((summary.avg_duration_ms or 0) * summary.total),
         "avg_duration_ms": round(summary.avg_duration_ms or 0),
         "p50_duration_ms": round(summary.duration_p50_ms or 0),
@@ -195,12 +232,14 @@ def _model_entry(summary) -> dict[str, Any]:
     }
 
 
-def write_results_file(document: dict[str, Any], suite_root: Path) -> Path:
-    """`<suite>/outputs/results_YYYYMMDD_HHMMSS.json`, as nao writes it."""
-    folder = suite_root / RESULTS_DIR
+def write_results_file(document: dict[str, Any], folder: Path) -> Path:
+    """`<folder>/results_YYYYMMDD_HHMMSS.json` (nao's `results_*.json` pattern), named by the
+    evaluated day (`run_date`) and the time it was written, so a file of a past day sorts
+    and imports as that day. `folder` is the suite's `results_dir`."""
     folder.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.fromisoformat(document["timestamp"]).strftime("%Y%m%d_%H%M%S")
-    path = folder / f"results_{stamp}.json"
+    written = datetime.fromisoformat(document["timestamp"])
+    day = date.fromisoformat(document.get("run_date") or written.date().isoformat())
+    path = folder / f"results_{day:%Y%m%d}_{written:%H%M%S}.json"
     path.write_text(
         json.dumps(redact_value(document), indent=2, default=str, ensure_ascii=False),
         encoding="utf-8",

@@ -114,7 +114,7 @@ def summary_cards(document: dict[str, Any], previous: tuple[date, float] | None)
             class_="delta-up" if points > 0 else "delta-down" if points < 0 else None,
         )
     wrong = summary["failed"] - summary["errors"]
-    cost = summary["total_cost"]
+    cost = summary["total_cost_usd"]
     return el(
         "div",
         card(
@@ -185,7 +185,7 @@ def performance_table(
                 cell(f"{entry['passed']}/{entry['total']}", sort=entry["passed"], num=True),
                 cell(entry["errors"], num=True),
                 cell(fmt_int(entry["total_tokens"]), sort=entry["total_tokens"], num=True),
-                cell(fmt_cost(entry["total_cost"]), sort=entry["total_cost"], num=True),
+                cell(fmt_cost(entry["total_cost_usd"]), sort=entry["total_cost_usd"], num=True),
                 cell(fmt_ms(entry["avg_duration_ms"]), sort=entry["avg_duration_ms"], num=True),
                 cell(fmt_ms(entry["p95_duration_ms"]), sort=entry["p95_duration_ms"], num=True),
                 cell(f"{entry['avg_tool_calls']:.1f}", sort=entry["avg_tool_calls"], num=True),

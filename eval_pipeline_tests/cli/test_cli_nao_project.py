@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +63,83 @@ def test_eval_pipeline_test_runs_a_nao_project_as_it_is(tmp_path):
     document = json.loads(result.stdout)
     verdicts = {r["name"]: r["passed"] for r in document["results"]}
     assert verdicts == {"total_revenue": True, "order_count": False}
+
+
+NAO_EXAMPLE = (
+    Path(__file__).parents[1] / "pipeline" / "nao_results" / "results_20260105_143022.json"
+)
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    return {str: "string", list: "array", dict: "object"}[type(value)]
+
+
+def key_paths(value: object, path: str = "") -> dict[str, set[str]]:
+    """Every key path (list items as `[]`) → the kinds of value found there."""
+    found: dict[str, set[str]] = {path: {_kind(value)}} if path else {}
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else (("[]", v) for v in value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in children:
+        sub = f"{path}[]" if key == "[]" else f"{path}.{key}" if path else key
+        for p, kinds in key_paths(child, sub).items():
+            found.setdefault(p, set()).update(kinds)
+    return found
+
+
+def test_the_results_file_has_every_key_path_of_naos_with_naos_value_kinds(tmp_path):
+    """The file in tests/outputs/, key path by key path against an example of nao's format
+    (written from nao's documented format): every path nao writes is there, and each value
+    is of a kind nao writes at that path (a number where nao writes one: never a null cost)."""
+    with ScriptedServer("openai", script=_by_prompt) as server:
+        project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
+        (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
+        env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}
+        run = subprocess.run(
+            [str(SCRIPT), "test", "--date", DAY, "-q", "-m", "openaiCompatible/vllm:qwen3"],
+            cwd=project,
+            env=env,
+            stdin=subprocess.DEVNULL,  # CI: nothing to answer a prompt (nao #565); none is asked
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    no_traceback(run)
+    assert run.returncode == 1, run.stdout + run.stderr
+    # nao's self-hosted model has no price: our own output says so, never $0 (nao #1220).
+    assert "cost unknown" in run.stdout and "$0" not in run.stdout
+    files = sorted((project / "tests" / "outputs").glob("results_*.json"))
+    assert [f.name[:17] for f in files] == [f"results_{DAY.replace('-', '')}_"]
+    ours = json.loads(files[0].read_text())
+    expected = key_paths(json.loads(NAO_EXAMPLE.read_text()))
+    found = key_paths(ours)
+    missing = sorted(set(expected) - set(found))
+    assert not missing, missing
+    wrong = {p: (found[p], expected[p]) for p in expected if not found[p] <= expected[p]}
+    assert not wrong, wrong
+    # Our additions stay, beside nao's keys.
+    assert ours["summary"]["cost_complete"] is False and ours["summary"]["total_cost_usd"] is None
+    assert {"status", "verified", "run_date", "cost_usd"} <= ours["results"][0].keys()
+    assert {"checks", "diff"} <= ours["results"][0]["details"].keys()
+    assert {"p50_duration_ms", "p95_duration_ms"} <= ours["by_model"][0].keys()
+    assert isinstance(ours["pass_metrics_by_test"], list)
+    # nao's spelling of the model, the tolerances used, the query as nao shows it.
+    assert {r["model"] for r in ours["results"]} == {"openaiCompatible/vllm:qwen3"}
+    first = next(r for r in ours["results"] if r["name"] == "total_revenue")
+    assert first["details"]["comparison"] == {"rtol": 1e-05, "atol": 1e-08, "decimals": 2}
+    call = first["details"]["tool_calls"][0]
+    assert call["toolName"] == "execute_sql"
+    assert call["args"] == {"sql_query": AGENT_SQL["total_revenue"]}
+    assert call["result"]["data"] == [{"total_revenue": 132.75}]
+    assert call["result"]["dialect"] == "duckdb" and call["result"]["row_count"] == 1
+    assert ours["pass_metrics"]["k"] == 1 and ours["pass_metrics"]["aggregate"]["pass_at_1"] == 0.5

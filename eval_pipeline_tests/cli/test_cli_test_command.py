@@ -283,6 +283,7 @@ def test_json_stdout_is_only_the_document_with_nao_keys_and_ours(suite, good_jso
     assert "→ evaluating replay:good" in good_json.stderr  # progress went to stderr
     assert {"timestamp", "results", "summary", "by_model"} <= document.keys()
     assert {"pass_metrics", "run_date", "executed_runs", "reused_runs"} <= document.keys()
+    assert "pass_metrics_by_test" in document
     assert document["run_date"] == DAY
     # grouped by model in the order given, then the suite's order
     assert [(r["model"], r["name"]) for r in document["results"]] == [
@@ -310,20 +311,23 @@ def test_json_stdout_is_only_the_document_with_nao_keys_and_ours(suite, good_jso
             "tool_calls",
         } <= result["details"].keys()
         assert (result["status"], result["passed"], result["attempt"]) == ("passed", True, 0)
-        assert result["tokens"] == 362 and result["cost"] is None  # replays have no price
+        assert result["tokens"] == 362 and result["cost_usd"] is None  # replays have no price
+        assert result["cost"] == 0  # nao's key is a number, unknown or not
         assert result["tool_call_count"] == 1
     revenue = next(r for r in document["results"] if r["name"] == "total_revenue")
     assert revenue["details"]["reference_sql"] == CASES["total_revenue"][1]
-    assert revenue["details"]["tool_calls"][0]["name"] == "execute_sql"
+    assert revenue["details"]["tool_calls"][0]["toolName"] == "execute_sql"
     assert revenue["details"]["expected_data"] and revenue["details"]["actual_data"]
     assert document["summary"]["pass_rate"] == 100.0  # nao's percentage
     assert {m["model"] for m in document["by_model"]} == set(FIRST_MODELS)
-    assert len(document["pass_metrics"]) == 2 * len(CASES)
-    assert all(m["attempts"] == 1 for m in document["pass_metrics"])
+    assert len(document["pass_metrics_by_test"]) == 2 * len(CASES)
+    assert all(m["attempts"] == 1 for m in document["pass_metrics_by_test"])
+    assert document["pass_metrics"]["k"] == 1
 
     written = written_results(good_json.stderr)
     assert written.parent == suite / "outputs"
-    assert re.fullmatch(r"results_\d{8}_\d{6}\.json", written.name)
+    # named by the evaluated day, in nao's results_*.json pattern
+    assert re.fullmatch(rf"results_{DAY.replace('-', '')}_\d{{6}}\.json", written.name)
     assert json.loads(written.read_text()) == document
 
 
@@ -388,7 +392,9 @@ def test_two_models_with_k_2_show_ranking_grid_and_pass_at_k(two_models_pretty):
     assert "0/2" in row
 
     document = json.loads(written_results(out + two_models_pretty.stderr).read_text())
-    assert all(m["attempts"] == 2 for m in document["pass_metrics"])
+    assert all(m["attempts"] == 2 for m in document["pass_metrics_by_test"])
+    # pass^k in the summary line (nao #1248): 7 of 8 (test, model) pairs passed both attempts
+    assert "pass^k 0.88 (k=2)" in out and "cost unknown" in out
     assert len(document["results"]) == len(CASES) * 2 * 2
     assert [m["model"] for m in document["by_model"]] == ["replay:good", "replay:mixed"]
 

@@ -1,0 +1,129 @@
+"""The parts of the results document shaped as nao 0.3.29 writes them (tool calls, pass metrics, models as spelled).
+
+nao's own viewer (`nao test server`) and scripts read these keys; where nao writes a number
+we write a number (an unknown cost is 0 there), and our own keys say what is unknown.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from eval_pipeline.agents._sql_result import to_json_safe
+from eval_pipeline.grading import CaseMetrics
+
+# How many rows of a query nao's `tool_calls[].result.data` carries: the file stays readable
+# while the full result stays in the store.
+TOOL_RESULT_ROWS = 100
+
+
+def nao_tool_calls(
+    calls: Sequence[Mapping[str, Any]] | None,
+    queries: Sequence[Mapping[str, Any]] | None,
+    dialect: str | None,
+) -> list[dict[str, Any]]:
+    """A run's tool calls as nao writes them: `toolName`, `toolCallId`, `args`, `result`; an
+    `execute_sql` result is the query's `columns`, `data` (rows as objects), `row_count`,
+    `dialect` and `id`. Our `error` and `duration_ms` ride along."""
+    by_id = {q.get("id"): q for q in queries or []}
+    shaped = []
+    for call in calls or []:
+        result = call.get("result")
+        query = by_id.get(result.get("query_id")) if isinstance(result, dict) else None
+        if query is not None:
+            columns = list(query.get("columns") or [])
+            rows = list(query.get("rows") or [])[:TOOL_RESULT_ROWS]
+            result = {
+                "columns": columns,
+                "data": [
+                    {c: to_json_safe(v) for c, v in zip(columns, row, strict=False)} for row in rows
+                ],
+                "row_count": int(query.get("row_count") or 0),
+                "dialect": dialect,
+                "id": query.get("id"),
+            }
+        shaped.append(
+            {
+                "toolName": call.get("name"),
+                "toolCallId": call.get("id"),
+                "args": call.get("arguments"),
+                "result": result,
+                "error": call.get("error"),
+                "duration_ms": call.get("duration_ms"),
+            }
+        )
+    return shaped
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def _test_entry(metric: CaseMetrics) -> dict[str, Any]:
+    return {
+        "name": metric.name,
+        "model": metric.model,
+        "k": metric.attempts,
+        "pass_at_1": round(metric.pass_at_1, 4),
+        "pass_at_k": round(metric.pass_at_k, 4),
+        "pass_hat_k": 1.0 if metric.pass_hat_k else 0.0,
+    }
+
+
+def _aggregate(entries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    return {key: _mean(e[key] for e in entries) for key in ("pass_at_1", "pass_at_k", "pass_hat_k")}
+
+
+def pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, Any]:
+    """nao's `pass_metrics`: `{k, aggregate: {pass_at_1, pass_at_k, pass_hat_k}, by_test}`,
+    the aggregate a mean over (test, model) pairs; k is the most attempts any pair had."""
+    by_test = [_test_entry(m) for m in metrics]
+    return {
+        "k": max((m.attempts for m in metrics), default=0),
+        "aggregate": _aggregate(by_test),
+        "by_test": by_test,
+    }
+
+
+def pass_metrics_by_test(metrics: Sequence[CaseMetrics]) -> list[dict[str, Any]]:
+    """Ours: per (test, model) the attempts, passes, errors, pass@1, pass@k, pass^k, flaky."""
+    return [{**asdict(m), "flaky": m.flaky} for m in metrics]
+
+
+def model_pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, dict[str, Any]]:
+    """nao's `by_model[]` keys `k`, `pass_at_1`, `pass_at_k`, `pass_hat_k`, per model."""
+    groups: dict[str, list[CaseMetrics]] = defaultdict(list)
+    for metric in metrics:
+        groups[metric.model].append(metric)
+    return {
+        model: {
+            "k": max(m.attempts for m in group),
+            **_aggregate([_test_entry(m) for m in group]),
+        }
+        for model, group in groups.items()
+    }
+
+
+def nao_cost(cost: float | None) -> float:
+    """nao's cost keys are numbers: an unknown cost is 0 there (our keys say unknown)."""
+    return 0 if cost is None else cost
+
+
+def label_models(document: Mapping[str, Any], label: Callable[[str], str]) -> dict[str, Any]:
+    """A copy of the results document with every model id in the user's spelling (nao's
+    `openaiCompatible/vllm:qwen3` for our `vllm:qwen3`), as nao writes `model`."""
+    copy = json.loads(json.dumps(document, default=str))
+    entries = [
+        *copy.get("results", []),
+        *copy.get("by_model", []),
+        *copy.get("pass_metrics_by_test", []),
+        *(copy.get("pass_metrics") or {}).get("by_test", []),
+    ]
+    for entry in entries:
+        if isinstance(entry.get("model"), str):
+            entry["model"] = label(entry["model"])
+    return copy
