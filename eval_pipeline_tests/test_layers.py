@@ -34,3 +34,20 @@ def test_every_package_sits_in_a_layer():
         for name in layer.replace(":", "|").split("|")
     }
     assert packages == layered
+
+
+def test_the_readme_layout_names_every_package_and_folder():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("## Layout", 1)[1].split("```")[1]
+    named = {line.split()[0].split("/")[0] for line in layout.splitlines() if line.strip()}
+    build_output = {"build", "dist", "venv"}  # git-ignored, as are *.egg-info
+    folders = {
+        path.name
+        for path in [*(REPO / "eval_pipeline").iterdir(), *REPO.iterdir()]
+        if path.is_dir()
+        and not path.name.startswith((".", "_"))
+        and path.name not in build_output
+        and not path.name.endswith(".egg-info")
+        and any(path.iterdir())
+    }
+    assert folders - named == set()
