@@ -59,6 +59,21 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehous
     )
 
 
+# Fixtures whose cost makes a test slow wherever it is used: the sample warehouse (a dbt build
+# through Dagster), the PostgreSQL / MariaDB servers of the warehouse tests, and the Dagster
+# instance the pipeline tests materialize in.
+SLOW_FIXTURES = frozenset({"sample_warehouse", "postgres", "mariadb", "instance"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` every test that uses a slow fixture, directly or through another fixture,
+    so the fast lane never starts one (a fixture reached by `getfixturevalue` marks its own
+    parameters instead, as `small_database` does)."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(autouse=True)
 def _forget_secrets():
     """Secrets a test's config resolved are redacted process-wide; the next test starts clean."""

@@ -89,7 +89,9 @@ def _mysql(server: Server) -> pymysql.Connection:
     )
 
 
-@pytest.fixture(params=["postgres", "mariadb"])
+@pytest.fixture(
+    params=[pytest.param(kind, marks=pytest.mark.slow) for kind in ("postgres", "mariadb")]
+)
 def server(request: pytest.FixtureRequest) -> Server:
     return request.getfixturevalue(request.param)
 
