@@ -9,6 +9,7 @@ the offline demo run) shares one build per session.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """The fast lane's promise, checked: a test not marked `slow` that starts a subprocess
+    fails, saying so, instead of quietly making `-m "not slow"` slow."""
+    if request.node.get_closest_marker("slow") is None:
+
+        def refuse(*_args, **_kwargs):
+            raise AssertionError(f"{request.node.nodeid} starts a subprocess: mark it slow")
+
+        monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    yield
 
 
 @pytest.fixture(autouse=True)
