@@ -9,6 +9,7 @@ the offline demo run) shares one build per session.
 from __future__ import annotations
 
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,6 +58,34 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehous
     return SampleWarehouse(
         path=suite / "warehouse.duckdb", target=suite / "dbt" / "target", materialized=materialized
     )
+
+
+# Fixtures whose cost makes a test slow wherever it is used: the sample warehouse (a dbt build
+# through Dagster), the PostgreSQL / MariaDB servers of the warehouse tests, and the Dagster
+# instance the pipeline tests materialize in.
+SLOW_FIXTURES = frozenset({"sample_warehouse", "postgres", "mariadb", "instance"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `slow` every test that uses a slow fixture, directly or through another fixture,
+    so the fast lane never starts one (a fixture reached by `getfixturevalue` marks its own
+    parameters instead, as `small_database` does)."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """The fast lane's promise, checked: a test not marked `slow` that starts a subprocess
+    fails, saying so, instead of quietly making `-m "not slow"` slow."""
+    if request.node.get_closest_marker("slow") is None:
+
+        def refuse(*_args, **_kwargs):
+            raise AssertionError(f"{request.node.nodeid} starts a subprocess: mark it slow")
+
+        monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
+    yield
 
 
 @pytest.fixture(autouse=True)

@@ -371,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _error_log(args: argparse.Namespace) -> Path | None:
     """Where a stopped command's traceback goes: the suite's `.eval/logs/`, when it is known."""
     try:
-        return load_config(suite_root(args)).state_path / "logs" / ERROR_LOG
+        from eval_pipeline.store import StoreLayout
+
+        return StoreLayout(load_config(suite_root(args)).state_path).logs_dir / ERROR_LOG
     except Exception:  # the configuration itself may be what failed; the caller falls back
         return None
 

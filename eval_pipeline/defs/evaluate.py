@@ -14,6 +14,7 @@ from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
 from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, instance_home, open_instance
 from eval_pipeline.defs.partitions import add_models, daily_partitions, model_day_key
 from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult
+from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Problem, Suite, SuiteConfig, SuiteError, describe_error, first_line
 
 __all__ = [
@@ -80,9 +81,10 @@ def _require(result: dg.ExecuteInProcessResult, what: str) -> None:
 def build_warehouse(config: SuiteConfig) -> bool:
     """Build the suite's warehouse by materializing its dbt assets in the suite's instance;
     True when it was built (dbt's output goes to the terminal, as `dbt build` shows it)."""
-    os.environ[DAGSTER_HOME_ENV] = str(instance_home(config))
+    home = instance_home(config)
+    os.environ[DAGSTER_HOME_ENV] = str(home)
     job = build_definitions(config.root).get_job_def(WAREHOUSE_JOB)
-    with dg.DagsterInstance.get() as instance:
+    with open_instance(home) as instance:
         return job.execute_in_process(instance=instance, raise_on_error=False).success
 
 
@@ -142,7 +144,7 @@ def run_evaluation(
                 and warehouse.dbt_project is not None
                 and not warehouse.path.exists()
             ):
-                log = config.state_path / "logs" / "warehouse-build.log"
+                log = StoreLayout(config.state_path).logs_dir / "warehouse-build.log"
                 on_stage(f"building the warehouse with dbt, first run only (log: {log})")
                 log.parent.mkdir(parents=True, exist_ok=True)
                 job = defs.resolve_job_def(WAREHOUSE_JOB)

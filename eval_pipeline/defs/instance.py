@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from eval_pipeline.store import StoreLayout, file_lock
 from eval_pipeline.suite import SuiteConfig
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ def instance_home(config: SuiteConfig) -> Path:
     history with it, and `eval-pipeline ui` opens the instance `eval-pipeline test` wrote to.
     """
     configured = os.environ.get(DAGSTER_HOME_ENV)
-    home = Path(configured).resolve() if configured else config.state_path / "dagster_home"
+    home = Path(configured).resolve() if configured else StoreLayout(config.state_path).dagster_home
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
     if not target.exists():
@@ -32,7 +32,7 @@ def instance_home(config: SuiteConfig) -> Path:
 
 
 def default_instance_yaml() -> str:
-    """The instance settings shipped with the package (the same as the repository's dagster.yaml)."""
+    """The instance settings shipped with the package (`eval_pipeline/dagster.yaml`, the one copy)."""
     return resources.files("eval_pipeline").joinpath("dagster.yaml").read_text(encoding="utf-8")
 
 
@@ -41,6 +41,7 @@ def open_instance(home: Path) -> dg.DagsterInstance:
     storage the first time, which two evaluations started together must not do at once."""
     import dagster as dg
 
-    with open(home / ".open.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # The lock sits in the home, not the store's locks folder: `$DAGSTER_HOME` may be shared
+    # by several suites, and it is the home's storage that must be created once.
+    with file_lock(home / ".open.lock"):
         return dg.DagsterInstance.get()

@@ -20,6 +20,9 @@ import pytest
 
 from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, write_suite
 
+# Every test runs the `eval-pipeline` command in a subprocess.
+pytestmark = pytest.mark.slow
+
 Setup = Callable[[Path], None]
 
 
@@ -234,7 +237,6 @@ def test_a_store_held_read_write_elsewhere_is_read_through_views_of_our_own(suit
     no_traceback(result)
 
 
-@pytest.mark.slow
 def test_a_full_disk_during_a_run_exits_3_naming_the_step(suite):
     """A full disk, simulated with a file-size limit (RLIMIT_FSIZE, as `ulimit -f`): writes past
     64 KB fail with EFBIG where a full disk gives ENOSPC, through the same calls — Dagster's

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# Every test runs the `eval-pipeline` command in a subprocess.
+pytestmark = pytest.mark.slow
+
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 
 

@@ -14,6 +14,9 @@ import pytest
 import eval_pipeline
 from eval_pipeline.defs import build_definitions
 
+# Every test loads the definitions (dbt parses the sample project) or runs `dagster`.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -34,7 +37,6 @@ def defs(suite_copy) -> dg.Definitions:
     return build_definitions(suite_copy)
 
 
-@pytest.mark.slow
 def test_dagster_validates_the_code_location_from_the_repo_root(suite_copy):
     env = dict(
         os.environ,
@@ -119,7 +121,6 @@ def _package_files() -> dict[str, int]:
     }
 
 
-@pytest.mark.slow
 def test_loading_the_definitions_never_writes_into_the_installed_package(tmp_path):
     suite = tmp_path / "suite"
     shutil.copytree(

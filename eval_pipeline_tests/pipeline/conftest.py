@@ -8,6 +8,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+# The scripted OpenAI and agent servers of the agents' tests, for the pipeline stages run here.
+from eval_pipeline_tests.agents.conftest import agent_server, openai_server  # noqa: F401
 from eval_pipeline_tests.pipeline.small_suite import MODELS, SmallSuite, open_small_suite
 
 

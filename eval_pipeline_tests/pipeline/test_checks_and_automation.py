@@ -17,12 +17,14 @@ from eval_pipeline_tests.pipeline.small_suite import (
     prepare,
 )
 
+# Every test starts Dagster (instances, jobs, schedule and sensor evaluations).
+pytestmark = pytest.mark.slow
+
 
 def checks(result: dg.ExecuteInProcessResult) -> dict[str, dg.AssetCheckEvaluation]:
     return {check.check_name: check for check in result.get_asset_check_evaluations()}
 
 
-@pytest.mark.slow
 def test_min_accuracy_in_average_and_all_modes(small_suite, instance):
     small_suite.analyst.sql["total_revenue"] = WRONG_SQL["total_revenue"]  # 3 of 4 tests pass
     defs = prepare(small_suite, instance)
@@ -45,7 +47,6 @@ def test_min_accuracy_in_average_and_all_modes(small_suite, instance):
     assert min_accuracy(0.0, "all").passed
 
 
-@pytest.mark.slow
 def test_no_regression_names_the_case_that_passed_yesterday_and_fails_today(small_suite, instance):
     defs = prepare(small_suite, instance, DAY, NEXT_DAY)
     first = checks(evaluate(defs, instance, MODELS[0], DAY))["no_regression"]

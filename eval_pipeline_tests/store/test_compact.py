@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import duckdb
+import pytest
 
 from eval_pipeline.store import (
     TABLES,
@@ -168,6 +169,7 @@ def test_a_second_compaction_folds_the_first(layout):
     assert compact_store(layout).status == "nothing"
 
 
+@pytest.mark.slow  # subprocesses
 def test_a_reader_holding_the_database_makes_compaction_stop_with_nothing_changed(layout):
     populate(layout, PAST)
     before, files = snapshot(layout), data_files(layout)
@@ -215,6 +217,7 @@ def test_the_viewer_reads_compacted_partitions(layout):
     reader.close()
 
 
+@pytest.mark.slow  # subprocesses
 def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout):
     writer = textwrap.dedent(
         f"""

@@ -10,6 +10,7 @@ import sys
 import textwrap
 
 import duckdb
+import pytest
 
 from eval_pipeline.store import (
     Journal,
@@ -62,6 +63,7 @@ def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
     ] == ["a", "b"]
 
 
+@pytest.mark.slow  # subprocesses
 def test_database_opens_read_only_from_another_process_while_writes_go_on(layout):
     reader = duckdb.connect(str(layout.database), read_only=True)
     try:
@@ -91,6 +93,7 @@ def _append_forever(path):
             i += 1
 
 
+@pytest.mark.slow  # subprocesses
 def test_journal_survives_kill_9_and_skips_a_torn_line(layout):
     path = layout.journal_path("agent_runs", "m", DAY, "crashed")
     process = multiprocessing.get_context("spawn").Process(target=_append_forever, args=(path,))
@@ -106,6 +109,7 @@ def test_journal_survives_kill_9_and_skips_a_torn_line(layout):
     assert [r["i"] for r in records] == list(range(len(records)))
 
 
+@pytest.mark.slow  # subprocesses
 def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
     script = textwrap.dedent(
         f"""

@@ -104,6 +104,7 @@ def test_a_bad_databases_entry_is_named_with_its_line(make_suite, config, expect
     assert expected in str(error.value)
 
 
+@pytest.mark.slow  # the `eval-pipeline` command in a subprocess
 def test_cli_refuses_a_test_naming_an_unknown_database_with_file_line_and_names(make_suite):
     root = make_suite({"sales/orders.yml": CASE + "database: warehose\n"}, DATABASES)
     result = subprocess.run(

@@ -79,7 +79,13 @@ def database_of(server_or_path: Server | Path, name: str = "shop", **options) ->
     return DatabaseConfig(name, server_or_path.kind, url=url, **options)
 
 
-@pytest.fixture(params=["duckdb", "postgres", "mariadb"])
+@pytest.fixture(
+    params=[
+        "duckdb",
+        pytest.param("postgres", marks=pytest.mark.slow),  # starts a server
+        pytest.param("mariadb", marks=pytest.mark.slow),
+    ]
+)
 def small_database(request: pytest.FixtureRequest) -> DatabaseConfig:
     """The small warehouse on each engine in turn."""
     source = request.getfixturevalue(
