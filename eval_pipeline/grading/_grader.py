@@ -270,6 +270,8 @@ class Grader:
     ) -> CheckResult:
         """Compare the agent's answer, as data, with the reference result."""
         details: dict[str, Any] = {"reference_sql": case.sql}
+        if reference is not None and reference.warnings:
+            details["reference_warnings"] = reference.warnings
         if reference is None:
             return CheckResult(
                 "data",

@@ -82,6 +82,7 @@ TABLES: dict[str, TableSpec] = {
                     ("truncated", pa.bool_()),
                     ("error", pa.string()),
                     ("result_hash", pa.string()),
+                    _json("warnings"),  # reference health: [{kind, message}]
                     *_WRITE_COLUMNS,
                 ]
             ),
