@@ -333,6 +333,14 @@ class Grader:
             message = semantic.message
         elif comparison.passed:
             return CheckResult("data", GradeStatus.PASSED, message, details)
+        return self._failed(case, run, extraction, message, details)
+
+    @staticmethod
+    def _failed(
+        case: Case, run: AgentRun, extraction: Extraction, message: str, details: dict[str, Any]
+    ) -> CheckResult:
+        """A failed comparison, with the kind of mistake when the agent's final SQL is known.
+        A run with no answer data gets no kind: there is no answer whose query to compare."""
         final_sql = _final_sql(run, extraction)
         if final_sql is not None:
             reason = classify_failure(final_sql, case.sql or "")
