@@ -320,7 +320,6 @@ class Grader:
             ordered=ordered,
             diff=_records(comparison.diff) or [],
         )
-        message = comparison.message
         if comparison.passed and case.semantic is not None:
             semantic = self._semantic_check(case, run, extraction, compare)
             details["semantic"] = {
@@ -328,12 +327,11 @@ class Grader:
                 "message": semantic.message,
                 "variant": semantic.variant,
             }
-            if semantic.passed:
-                return CheckResult("data", GradeStatus.PASSED, message, details)
-            message = semantic.message
-        elif comparison.passed:
-            return CheckResult("data", GradeStatus.PASSED, message, details)
-        return self._failed(case, run, extraction, message, details)
+            if not semantic.passed:
+                return self._failed(case, run, extraction, semantic.message, details)
+        if comparison.passed:
+            return CheckResult("data", GradeStatus.PASSED, comparison.message, details)
+        return self._failed(case, run, extraction, comparison.message, details)
 
     @staticmethod
     def _failed(
