@@ -10,6 +10,7 @@ import dagster as dg
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
 from eval_pipeline.defs.assets.history import build_history_assets
 from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
+from eval_pipeline.defs.assets.variants import build_variants_asset
 from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
 from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
@@ -48,8 +49,9 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
                 description="Build the suite's warehouse with its dbt project.",
             )
         )
-    evaluation = build_evaluation_assets(warehouse_keys)
-    assets += evaluation.all
+    variants = build_variants_asset(warehouse_keys)
+    evaluation = build_evaluation_assets(warehouse_keys, variants)
+    assets += [variants, *evaluation.all]
     history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
     assets.append(history_marts)
     resources["history_dbt"] = history_dbt

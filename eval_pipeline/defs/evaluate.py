@@ -156,6 +156,8 @@ def run_evaluation(
                 _require(built, f"the warehouse build (see {log})")
             step("reading the suite", ["test_cases", "agent_context", "judge"])
             step("running the reference SQL", ["reference_results"], partition_key=day)
+            if any(case.semantic is not None for case in suite.cases):
+                step("building the warehouse variants (reused when built)", ["warehouse_variants"])
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -22,6 +22,7 @@ import pandas as pd
 from eval_pipeline.agents._cache import complete_usable
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._sandbox import SandboxError, SandboxLimits, SqlSandbox
+from eval_pipeline.agents._sql_result import QueryResult
 from eval_pipeline.agents._types import AgentRun, ChatMessage, QueryRecord
 from eval_pipeline.grading._reference import frame_from_rows
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 Strategy = Literal["llm", "last_query"]
 NO_ANSWER = "NO_ANSWER"
 _SAMPLE_ROWS = 5
+_LIMITS = SandboxLimits(timeout_s=20.0, store_max_rows=100_000, model_max_rows=20)
 _SQL_BLOCK = re.compile(r"```(?:sql|duckdb)?\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 EXTRACTION_SYSTEM = f"""\
@@ -156,6 +158,43 @@ def extract_last_query(run: AgentRun) -> Extraction:
     )
 
 
+def rerun_extraction(
+    queries: Sequence[QueryRecord], extraction_query: str
+) -> Callable[[SqlSandbox], QueryResult]:
+    """nao's extraction replayed on another database, with no model call: the run's
+    successful queries re-run there, and the stored extraction query over their results.
+
+    The returned function raises `SandboxError` when one of the agent's queries, or the
+    extraction query, fails on that database (the semantic check reports it as a failure).
+    """
+    successful = _successful(queries)
+
+    def run(database: SqlSandbox) -> QueryResult:
+        rerun = []
+        for query in successful:
+            result = database.execute(query.sql)
+            rerun.append(
+                replace(
+                    query,
+                    columns=list(result.columns),
+                    column_types=list(result.column_types),
+                    rows=[list(row) for row in result.rows],
+                    row_count=result.row_count,
+                )
+            )
+        with tempfile.TemporaryDirectory(prefix="eval-extract-") as folder:
+            try:
+                memory = SqlSandbox.in_memory(_load_tables(rerun, Path(folder)), limits=_LIMITS)
+            except duckdb.Error as error:
+                raise SandboxError(
+                    f"the agent's query results could not be loaded: {error}"
+                ) from error
+            with memory:
+                return memory.execute(extraction_query)
+
+    return run
+
+
 async def extract_answer(
     run: AgentRun,
     expected_columns: Sequence[str],
@@ -187,9 +226,8 @@ async def extract_answer(
             "error", source="llm", message="no extraction model configured: set test.judge_model"
         )
     with tempfile.TemporaryDirectory(prefix="eval-extract-") as folder:
-        limits = SandboxLimits(timeout_s=20.0, store_max_rows=100_000, model_max_rows=20)
         try:
-            sandbox = SqlSandbox.in_memory(_load_tables(queries, Path(folder)), limits=limits)
+            sandbox = SqlSandbox.in_memory(_load_tables(queries, Path(folder)), limits=_LIMITS)
         except duckdb.Error as error:  # data DuckDB cannot load: say so, do not crash the grading
             return Extraction(
                 "error",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
@@ -13,19 +15,25 @@ import pandas as pd
 from eval_pipeline.agents._replay import call_context, relabel
 from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.grading._assertions import check_assertions
-from eval_pipeline.grading._compare import compare_results
-from eval_pipeline.grading._extraction import Strategy, extract_answer
+from eval_pipeline.grading._compare import Comparison, compare_results
+from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
+from eval_pipeline.grading._failure_kind import classify_failure
 from eval_pipeline.grading._judges import Judge, judge_label
 from eval_pipeline.grading._metrics import RunOutcome
 from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
+from eval_pipeline.grading._semantic import AgentQuery, SemanticCheck, semantic_check
 from eval_pipeline.grading._tool_calls import check_tool_calls
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus, check_to_dict, combine
 from eval_pipeline.suite import Case, Tolerance
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._chat import ChatModel
+    from eval_pipeline.agents._sandbox import SqlSandbox
+
+#: The warehouse variants of a case's semantic check, opened, or why there are none.
+VariantSource = Callable[[Case], "Sequence[SqlSandbox] | str"]
 
 DATA_PREVIEW_ROWS = 200  # rows of actual/expected/diff kept in a grade, for people to read
 
@@ -49,6 +57,7 @@ class Grade:
     duration_ms: float = 0.0
     tool_call_count: int = 0
     judge: str | None = None  # the judge of its judged checks (model, prompt version), if any
+    failure_kind: str | None = None  # why a failed data check missed (a `FailureKind`)
 
     @property
     def passed(self) -> bool:
@@ -72,6 +81,7 @@ class Grade:
             "duration_ms": self.duration_ms,
             "tool_call_count": self.tool_call_count,
             "judge": self.judge,
+            "failure_kind": self.failure_kind,
         }
 
     def outcome(self) -> RunOutcome:
@@ -109,6 +119,18 @@ def _dates_as_timestamps(frame: pd.DataFrame) -> pd.DataFrame:
     return converted
 
 
+def _compare_as_data(actual: pd.DataFrame, expected: pd.DataFrame, **options: Any) -> Comparison:
+    return compare_results(_dates_as_timestamps(actual), _dates_as_timestamps(expected), **options)
+
+
+def _final_sql(run: AgentRun, extraction: Extraction) -> str | None:
+    """The agent's final query: the one its answer came from, else its last successful one."""
+    if extraction.source == "last_query" and extraction.query:
+        return extraction.query
+    successful = [q for q in run.queries if q.error is None and q.sql]
+    return successful[-1].sql if successful else None
+
+
 def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     if frame is None:
         return None
@@ -124,6 +146,8 @@ class Grader:
             answer extraction; None makes those checks errors (not failures).
         extraction: "llm" (nao's extraction) or "last_query".
         tolerance: the suite's comparison defaults; a case's `comparison` wins.
+        variants: the warehouse variants of a case with `semantic:`, opened (or why there
+            are none); without it, the semantic check is skipped with that reason.
     """
 
     def __init__(
@@ -132,12 +156,14 @@ class Grader:
         judge_model: ChatModel | None = None,
         extraction: Strategy = "llm",
         tolerance: Tolerance | None = None,
+        variants: VariantSource | None = None,
     ) -> None:
         self.judge_model = judge_model
         self.judge = Judge(judge_model) if judge_model is not None else None
         self.judge_label = judge_label(judge_model.model_id) if judge_model is not None else None
         self.extraction = extraction
         self.tolerance = tolerance or Tolerance()
+        self.variants = variants
 
     async def grade_case(
         self, case: Case, runs: list[AgentRun], reference: ReferenceResult | None = None
@@ -191,6 +217,9 @@ class Grader:
             duration_ms=run.duration_ms,
             tool_call_count=len(run.tool_calls),
             judge=next((c.judge for c in checks if c.judge), None),
+            failure_kind=next(
+                (c.details.get("failure_kind") for c in checks if c.kind == "data"), None
+            ),
         )
 
     def _signed(self, check: CheckResult) -> CheckResult:
@@ -241,6 +270,8 @@ class Grader:
     ) -> CheckResult:
         """Compare the agent's answer, as data, with the reference result."""
         details: dict[str, Any] = {"reference_sql": case.sql}
+        if reference is not None and reference.warnings:
+            details["reference_warnings"] = reference.warnings
         if reference is None:
             return CheckResult(
                 "data",
@@ -276,14 +307,14 @@ class Grader:
             )
         tolerance = case.comparison or self.tolerance
         ordered = case.ordered if case.ordered is not None else sql_is_ordered(case.sql or "")
-        comparison = compare_results(
-            _dates_as_timestamps(extraction.frame),
-            _dates_as_timestamps(expected),
+        compare = partial(
+            _compare_as_data,
             ordered=ordered,
             decimals=tolerance.decimals,
             rtol=tolerance.rtol,
             atol=tolerance.atol,
         )
+        comparison = compare(extraction.frame, expected)
         details.update(
             actual_data=_records(extraction.frame),
             ordered=ordered,
@@ -295,5 +326,51 @@ class Grader:
             },
             diff=_records(comparison.diff) or [],
         )
-        status = GradeStatus.PASSED if comparison.passed else GradeStatus.FAILED
-        return CheckResult("data", status, comparison.message, details)
+        if comparison.passed and case.semantic is not None:
+            semantic = self._semantic_check(case, run, extraction, compare)
+            details["semantic"] = {
+                "status": semantic.status,
+                "message": semantic.message,
+                "variant": semantic.variant,
+            }
+            if not semantic.passed:
+                return self._failed(case, run, extraction, semantic.message, details)
+        if comparison.passed:
+            return CheckResult("data", GradeStatus.PASSED, comparison.message, details)
+        return self._failed(case, run, extraction, comparison.message, details)
+
+    @staticmethod
+    def _failed(
+        case: Case, run: AgentRun, extraction: Extraction, message: str, details: dict[str, Any]
+    ) -> CheckResult:
+        """A failed comparison, with the kind of mistake when the agent's final SQL is known.
+        A run with no answer data gets no kind: there is no answer whose query to compare."""
+        final_sql = _final_sql(run, extraction)
+        if final_sql is not None:
+            reason = classify_failure(final_sql, case.sql or "")
+            details.update(failure_kind=reason.kind.value, failure_detail=reason.detail)
+            message = f"{message} [{reason}]"
+        return CheckResult("data", GradeStatus.FAILED, message, details)
+
+    def _semantic_check(
+        self,
+        case: Case,
+        run: AgentRun,
+        extraction: Extraction,
+        compare: Callable[[pd.DataFrame, pd.DataFrame], Comparison],
+    ) -> SemanticCheck:
+        """The case's semantic check of an answer that matched on the warehouse."""
+        agent: str | AgentQuery | None
+        if extraction.source == "answer":
+            return SemanticCheck("skipped", "skipped: the agent sent only its answer, no SQL")
+        if extraction.source == "llm" and extraction.query:
+            agent = rerun_extraction(run.queries, extraction.query)
+        else:
+            agent = extraction.query
+        if self.variants is None:
+            return SemanticCheck("skipped", "skipped: no warehouse variants were given")
+        variants = self.variants(case)
+        if isinstance(variants, str):
+            return SemanticCheck("skipped", f"skipped: {variants}")
+        assert case.semantic is not None and case.sql is not None
+        return semantic_check(case.sql, agent, variants[: case.semantic.variants], compare)

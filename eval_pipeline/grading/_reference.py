@@ -24,6 +24,8 @@ class ReferenceResult:
     rows: list[list[Any]] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
+    #: Reference-health warnings (`ReferenceWarning.to_record()`), never a failure.
+    warnings: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def row_count(self) -> int:
@@ -48,6 +50,7 @@ class ReferenceResult:
             "truncated": self.truncated,
             "error": self.error,
             "result_hash": self.result_hash,
+            "warnings": self.warnings,
         }
 
     @classmethod
@@ -59,6 +62,7 @@ class ReferenceResult:
             rows=record["rows"] or [],
             truncated=bool(record.get("truncated")),
             error=record.get("error"),
+            warnings=list(record.get("warnings") or []),
         )
 
 

@@ -13,9 +13,12 @@ from eval_pipeline.agents._sql_result import QueryResult
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._reference import frame_from_rows
 
-__all__ = ["SemanticCheck", "semantic_check"]
+__all__ = ["AgentQuery", "SemanticCheck", "semantic_check"]
 
 Compare = Callable[[pd.DataFrame, pd.DataFrame], Comparison]
+#: What produced the agent's answer, re-run on one variant when it is more than one query
+#: (nao's extraction: the agent's queries, then the extraction query over their results).
+AgentQuery = Callable[[SqlSandbox], QueryResult]
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class SemanticCheck:
 
 def semantic_check(
     reference_sql: str,
-    agent_sql: str | None,
+    agent_sql: str | AgentQuery | None,
     variants: Sequence[SqlSandbox],
     compare: Compare = compare_results,
 ) -> SemanticCheck:
@@ -55,8 +58,9 @@ def semantic_check(
 
     Args:
         reference_sql: The test's reference query.
-        agent_sql: The query that produced the agent's answer; None or empty skips the check
-            (an external agent that sends only its answer).
+        agent_sql: The query that produced the agent's answer, or a function that produces it
+            on a variant (`rerun_extraction`); None or empty skips the check (an external
+            agent that sends only its answer).
         variants: Read-only sandboxes on the variants (`WarehouseVariants.open`), in order;
             the message numbers them from 1.
         compare: The test's comparison (`functools.partial(compare_results, ordered=...,
@@ -67,7 +71,7 @@ def semantic_check(
         shifted data no longer fits) or returns more rows than the sandbox keeps says nothing
         about the agent and is left out; the message says how many were.
     """
-    if not agent_sql or not agent_sql.strip():
+    if agent_sql is None or (isinstance(agent_sql, str) and not agent_sql.strip()):
         return SemanticCheck("skipped", "skipped: the agent sent no SQL to re-run")
     if not variants:
         return SemanticCheck("skipped", "skipped: no warehouse variants")
@@ -80,7 +84,7 @@ def semantic_check(
             unusable.append(f"variant {number}: the reference SQL fails there ({error.message})")
             continue
         try:
-            actual = sandbox.execute(agent_sql)
+            actual = agent_sql(sandbox) if callable(agent_sql) else sandbox.execute(agent_sql)
         except SandboxError as error:
             return SemanticCheck(
                 "failed",

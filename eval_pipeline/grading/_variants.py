@@ -26,7 +26,7 @@ import pyarrow as pa
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.grading._warehouse_keys import Column, Table, WarehouseSchema, read_schema
 
-__all__ = ["MANIFEST", "VariantOptions", "WarehouseVariants", "build_variants"]
+__all__ = ["MANIFEST", "VariantOptions", "WarehouseVariants", "build_variants", "load_variants"]
 
 MANIFEST = "variants.json"
 """Written last in the variants folder: its presence means every variant file is complete."""
@@ -172,6 +172,21 @@ def build_variants(
     }
     (folder / MANIFEST).write_text(json.dumps(manifest, indent=2))
     return WarehouseVariants(folder, tuple(paths), seed, tuple(counts))
+
+
+def load_variants(folder: str | Path) -> WarehouseVariants | None:
+    """The variants `build_variants` left in `folder`, or None when there is no whole build
+    there (no manifest: never built, or interrupted)."""
+    folder = Path(folder)
+    try:
+        manifest = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+    paths = tuple(folder / f"variant_{n}.duckdb" for n in range(1, int(manifest["count"]) + 1))
+    if not all(path.is_file() for path in paths):
+        return None
+    counts = tuple(manifest.get("row_counts") or ())
+    return WarehouseVariants(folder, paths, int(manifest["seed"]), counts)
 
 
 def _build_one(

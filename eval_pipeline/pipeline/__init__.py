@@ -29,8 +29,15 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
+from eval_pipeline.pipeline._variants import (
+    BuiltVariants,
+    VariantSandboxes,
+    build_suite_variants,
+    ensure_variants,
+)
 
 __all__ = [
+    "BuiltVariants",
     "EvaluationRequest",
     "EvaluationResult",
     "ImportReport",
@@ -38,11 +45,14 @@ __all__ = [
     "PartitionRuns",
     "PartitionSummary",
     "ResultsFileError",
+    "VariantSandboxes",
     "attempts_for",
     "build_results",
+    "build_suite_variants",
     "check_partition",
     "compute_references",
     "decode_run_rows",
+    "ensure_variants",
     "grade_partition",
     "grade_runs",
     "import_results",

@@ -6,7 +6,7 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 from eval_pipeline.agents._sandbox import SandboxLimits
@@ -37,8 +37,10 @@ GRADING_CONCURRENCY = 8
 def compute_references(
     suite: Suite, run_date: date, *, layout: StoreLayout
 ) -> list[ReferenceResult]:
-    """Run every reference SQL on its test's database and store the results for the day."""
-    results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS)
+    """Run every reference SQL on its test's database and store the results for the day, each
+    with its reference-health warnings (drift against the previous day's stored results)."""
+    previous = load_references(layout, run_date - timedelta(days=1))
+    results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS, previous=previous)
     rows = [{**r.to_record(), "run_date": run_date} for r in results]
     write_rows(layout, "reference_results", rows, run_date=run_date)
     return results

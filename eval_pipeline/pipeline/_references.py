@@ -3,21 +3,33 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.grading._reference import ReferenceResult, run_references
+from eval_pipeline.grading._reference_health import reference_health
 from eval_pipeline.suite import Case, DatabaseConfig, SuiteConfig
 
-__all__ = ["references_by_database"]
+__all__ = ["EXPECTED_EMPTY_TAG", "references_by_database"]
+
+#: A test tagged so says its right answer is no rows: its empty reference is no warning.
+EXPECTED_EMPTY_TAG = "empty-answer"
 
 
 def references_by_database(
-    config: SuiteConfig, cases: Sequence[Case], limits: SandboxLimits
+    config: SuiteConfig,
+    cases: Sequence[Case],
+    limits: SandboxLimits,
+    *,
+    previous: Mapping[str, ReferenceResult] | None = None,
 ) -> list[ReferenceResult]:
     """The reference result of every case with SQL, each run on its `database:` (default: the
     first configured), in the order of `cases`; one sandbox per database, closed after.
+
+    With `previous` (the previous day's results by test, possibly none), each result also
+    carries its reference-health warnings (`reference_health`), checked on the same sandbox.
 
     Raises:
         FileNotFoundError: a DuckDB warehouse file is missing (build it first).
@@ -36,8 +48,32 @@ def references_by_database(
     found: dict[str, ReferenceResult] = {}
     for name, group in groups.items():
         with _sandbox(databases[name], limits) as sandbox:
-            found.update((result.name, result) for result in run_references(group, sandbox))
+            for case, result in zip(group, run_references(group, sandbox), strict=True):
+                if previous is not None:
+                    result = _with_health(case, result, sandbox, previous.get(case.name))
+                found[result.name] = result
     return [found[case.name] for case in with_sql]
+
+
+def _with_health(
+    case: Case,
+    result: ReferenceResult,
+    sandbox: SqlSandbox | ServerSandbox,
+    previous: ReferenceResult | None,
+) -> ReferenceResult:
+    # The test "did not change" for drift when its reference SQL did not: a new tolerance
+    # or prompt does not move the expected answer.
+    warnings = reference_health(
+        result,
+        sandbox.execute,
+        previous=previous,
+        previous_test_hash=previous.sql.strip() if previous is not None else None,
+        test_hash=result.sql.strip(),
+        dialect=sandbox.dialect if isinstance(sandbox, ServerSandbox) else "duckdb",
+    )
+    if EXPECTED_EMPTY_TAG in case.tags:
+        warnings = [w for w in warnings if w.kind != "no_rows"]
+    return replace(result, warnings=[w.to_record() for w in warnings])
 
 
 @contextlib.contextmanager

@@ -46,6 +46,23 @@ def leaderboard_markdown(layout: StoreLayout, day: date) -> str:
     return _table(leaderboard(layout, day))
 
 
+def failure_kinds(layout: StoreLayout, day: date) -> pd.DataFrame:
+    """Per model, how many of the day's failed data checks were each kind of mistake."""
+    return query(
+        layout,
+        """
+        SELECT model, failure_kind, count(*) AS runs FROM grades
+        WHERE run_date = ? AND failure_kind IS NOT NULL
+        GROUP BY model, failure_kind ORDER BY model, runs DESC, failure_kind
+        """,
+        [day],
+    )
+
+
+def failure_kinds_markdown(layout: StoreLayout, day: date) -> str:
+    return _table(failure_kinds(layout, day))
+
+
 def pass_fail_grid(layout: StoreLayout, day: date) -> pd.DataFrame:
     """One row per test, one column per model: ✓ when every attempt passed, else ✗ (or E)."""
     grades = query(
@@ -75,6 +92,8 @@ def write_report(layout: StoreLayout, day: date) -> tuple[Path, str]:
             f"# Evaluation report, {day.isoformat()}",
             "## Performance by model",
             leaderboard_markdown(layout, day),
+            "## Why failed queries missed (failure kinds)",
+            failure_kinds_markdown(layout, day),
             "## Pass / fail by test and model",
             _table(pass_fail_grid(layout, day)),
             f"## Failed and errored runs ({len(failures)})",

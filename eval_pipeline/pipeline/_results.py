@@ -38,6 +38,16 @@ def _data_details(checks: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
 
 
+def _audit_details(data: Mapping[str, Any]) -> dict[str, Any]:
+    """What the data check found beyond the comparison (issue 19): the reference's health
+    warnings, the semantic check's verdict and, for a failed check, the kind of mistake."""
+    return {
+        "reference_warnings": data.get("reference_warnings") or [],
+        "semantic": data.get("semantic"),
+        "failure_kind": data.get("failure_kind"),
+    }
+
+
 def run_rows_sql(
     grades: str = "grades", agent_runs: str = "agent_runs", test_cases: str = "test_cases"
 ) -> str:
@@ -177,6 +187,7 @@ def _result_entry(
             ),
             "checks": checks,
             "error": run_error,
+            **_audit_details(data),
         },
     }
 

@@ -14,6 +14,7 @@ from eval_pipeline.grading._grader import Grade, Grader
 from eval_pipeline.pipeline._grades import grade_partition
 from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._runs import PartitionRuns, run_partition
+from eval_pipeline.pipeline._variants import VariantSandboxes
 from eval_pipeline.store import FileCompletionCache, StoreLayout
 from eval_pipeline.suite import AgentContext, Suite
 
@@ -83,10 +84,17 @@ async def grade_runs(
         judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge)
         # nao's extraction needs a model; without one, the last query is taken as the answer
         extraction = config.extraction if judge is not None else "last_query"
-        grader = Grader(judge_model=judge, extraction=extraction, tolerance=config.comparison)
+        variants = VariantSandboxes(suite, layout)
+        grader = Grader(
+            judge_model=judge,
+            extraction=extraction,
+            tolerance=config.comparison,
+            variants=variants,
+        )
         try:
             grades = await grade_partition(suite, model, run_date, layout=layout, grader=grader)
         finally:
+            variants.close()
             factory.close()
     for grade in grades:
         publish(grade)

@@ -87,8 +87,17 @@ def ensure_schema_files(layout: StoreLayout) -> None:
     """A zero-row file per table, so `read_parquet` globs always match and carry the schema."""
     for name, spec in TABLES.items():
         path = layout.empty_file(name)
-        if not path.exists():
+        # Rewritten when a table gained a column since (a store from an older version), so
+        # the views know the column before any data file holds it.
+        if not path.exists() or not _has_columns(path, spec.schema.names):
             _write_atomically(spec.schema.empty_table(), path)
+
+
+def _has_columns(path: Path, names: Sequence[str]) -> bool:
+    try:
+        return set(names) <= set(pq.read_schema(path).names)
+    except (OSError, pa.ArrowInvalid):
+        return False
 
 
 def current_generation(layout: StoreLayout) -> str | None:

@@ -82,6 +82,7 @@ TABLES: dict[str, TableSpec] = {
                     ("truncated", pa.bool_()),
                     ("error", pa.string()),
                     ("result_hash", pa.string()),
+                    _json("warnings"),  # reference health: [{kind, message}]
                     *_WRITE_COLUMNS,
                 ]
             ),
@@ -164,6 +165,8 @@ TABLES: dict[str, TableSpec] = {
                     ("duration_ms", pa.float64()),
                     ("tool_call_count", pa.int32()),
                     ("judge", pa.string()),  # the judge model and prompt version, if any
+                    # why a failed data check missed (grading.FailureKind), else NULL
+                    ("failure_kind", pa.string()),
                     *_WRITE_COLUMNS,
                 ]
             ),
@@ -276,6 +279,12 @@ class StoreLayout:
     @property
     def cache_dir(self) -> Path:
         return self.root / "cache"
+
+    @property
+    def variants_dir(self) -> Path:
+        """Warehouse variants of the semantic check, per database, data version and seed: a
+        local cache, rebuilt when the warehouse changes."""
+        return self.root / "variants"
 
     @property
     def recordings_dir(self) -> Path:

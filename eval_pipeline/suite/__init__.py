@@ -8,6 +8,7 @@ from eval_pipeline.suite._case import (
     Evaluator,
     ExpectedToolCall,
     Message,
+    Semantic,
     Tolerance,
     ToolCallAssertion,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "Problem",
     "ProviderConfig",
     "SelectionError",
+    "Semantic",
     "Suite",
     "SuiteConfig",
     "SuiteError",

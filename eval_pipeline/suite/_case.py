@@ -88,6 +88,16 @@ class Consistency:
 
 
 @dataclass(frozen=True)
+class Semantic:
+    """The semantic check (Zhong, Yu and Klein, 2020): a passed data check must also agree on
+    `variants` perturbed copies of the warehouse, drawn with `seed`, so a query that matches
+    by coincidence (a hard-coded number, `max(id)` for a count) fails."""
+
+    variants: int = 8
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Case:
     """A validated test case.
 
@@ -110,6 +120,7 @@ class Case:
     tool_calls: tuple[ExpectedToolCall, ...] = ()
     evaluators: tuple[Evaluator, ...] = ()
     consistency: Consistency | None = None
+    semantic: Semantic | None = None
     k: int | None = None
     tags: tuple[str, ...] = ()
     category: str | None = None
@@ -161,7 +172,7 @@ class Case:
 
     def verdict_fields(self) -> dict[str, Any]:
         """Everything that decides a verdict, as plain data (what `content_hash` hashes)."""
-        return {
+        fields = {
             "messages": [asdict(m) for m in self.messages],
             "database": self.database,
             "sql": _normalise_sql(self.sql),
@@ -173,6 +184,10 @@ class Case:
             "consistency": asdict(self.consistency) if self.consistency else None,
             "k": self.k,
         }
+        if self.semantic is not None:
+            # Only when set: a case without the check keeps the hash (and grades) it had.
+            fields["semantic"] = asdict(self.semantic)
+        return fields
 
     def to_record(self) -> dict[str, Any]:
         """A flat, JSON-friendly description of the case for the store and reports."""

@@ -13,11 +13,11 @@ from urllib.parse import urlsplit
 
 import yaml
 
-from eval_pipeline.suite._case import Tolerance
+from eval_pipeline.suite._case import Semantic, Tolerance
 from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig, read_databases
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
-from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
 from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -159,6 +159,7 @@ class TestDefaults:
     schedule: str = "0 6 * * *"
     min_accuracy: float | None = None
     threshold_mode: ThresholdMode = "average"
+    semantic: Semantic | None = None  # the semantic check of tests that set none (off: None)
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,7 @@ _TEST_KEYS = (
     "schedule",
     "min_accuracy",
     "threshold_mode",
+    "semantic",
 )
 
 
@@ -433,6 +435,8 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
             )
         else:
             values["threshold_mode"] = block["threshold_mode"]
+    if "semantic" in block:
+        values["semantic"] = parse_semantic(r, block, "test.semantic")
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
 
 

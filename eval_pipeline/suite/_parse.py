@@ -14,6 +14,7 @@ from eval_pipeline.suite._case import (
     Evaluator,
     ExpectedToolCall,
     Message,
+    Semantic,
     Tolerance,
     ToolCallAssertion,
 )
@@ -31,6 +32,7 @@ CASE_KEYS = (
     "tool_calls",
     "evaluators",
     "consistency",
+    "semantic",
     "k",
     "tags",
     "category",
@@ -38,6 +40,9 @@ CASE_KEYS = (
     "notes",
 )
 COMPARISON_KEYS = ("decimals", "rtol", "atol")
+SEMANTIC_KEYS = ("variants", "seed")
+#: Most warehouse variants of the semantic check: each is a DuckDB file and a re-run per test.
+MAX_VARIANTS = 64
 MATCH_TYPES = ("exact", "llm_judge", "any")
 ASSERTION_TYPES = ("tool_call",)
 #: Most attempts per test and model (`k`): each is a full agent run, so more is a typo.
@@ -214,6 +219,7 @@ def parse_case(
     tool_calls = _tool_calls(r, data) if "tool_calls" in data else ()
     evaluators = _evaluators(r, data) if "evaluators" in data else ()
     consistency = _consistency(r, data) if "consistency" in data else None
+    semantic = parse_semantic(r, data, "semantic") if "semantic" in data else None
     k = r.integer(data, "k", "k", minimum=1, maximum=MAX_ATTEMPTS) if "k" in data else None
     tags = _tags(r, data) if "tags" in data else ()
     category = r.text(data, "category", "category") if "category" in data else None
@@ -235,6 +241,7 @@ def parse_case(
         tool_calls=tool_calls,
         evaluators=evaluators,
         consistency=consistency,
+        semantic=semantic,
         k=k,
         tags=tags,
         category=category,
@@ -456,6 +463,23 @@ def _consistency(r: FieldReader, data: dict) -> Consistency | None:
     if n is None or min_accuracy is None:
         return None
     return Consistency(n=n, prompt=prompt, min_accuracy=min_accuracy)
+
+
+def parse_semantic(r: FieldReader, container: dict, field: str) -> Semantic | None:
+    """`semantic: {variants: 8, seed: 0}` (a test's, or the `test:` block's default)."""
+    value = r.mapping(container, "semantic", field, SEMANTIC_KEYS)
+    if value is None:
+        return None
+    defaults = Semantic()
+    variants = (
+        r.integer(value, "variants", f"{field}.variants", minimum=1, maximum=MAX_VARIANTS)
+        if "variants" in value
+        else defaults.variants
+    )
+    seed = r.integer(value, "seed", f"{field}.seed", minimum=0) if "seed" in value else 0
+    if variants is None or seed is None:
+        return None
+    return Semantic(variants=variants, seed=seed)
 
 
 def _tags(r: FieldReader, data: dict) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
@@ -201,4 +201,9 @@ def load_suite(root: Path | str | None = None) -> Suite:
     problems.extend(unknown_database_problems(cases, config.databases, CASES_DIR))
     if problems:
         raise SuiteError(problems)
+    if config.test.semantic is not None:
+        # The default joins the case itself, so it is part of the content hash: turning it
+        # on or changing it regrades, like editing the test would.
+        default = config.test.semantic
+        cases = [c if c.semantic else replace(c, semantic=default) for c in cases]
     return Suite(root=root, config=config, cases=tuple(cases))

@@ -21,6 +21,7 @@ from eval_pipeline.viewer._pages import Links, link, page_head
 from eval_pipeline.viewer._run_checks import checks_panel
 from eval_pipeline.viewer._run_sections import (
     conversation_panel,
+    data_check,
     data_panel,
     reference_panel,
     reply_panel,
@@ -227,11 +228,34 @@ def run_header(
     return page_head(run["name"], sub, actions, crumbs)
 
 
+def audit_panel(run: dict[str, Any]) -> Markup | None:
+    """Beyond the comparison: the semantic check, why a failed query missed, and warnings
+    about the reference itself (a warning questions the test, not the agent)."""
+    details = data_check(run)
+    semantic, kind = details.get("semantic"), details.get("failure_kind")
+    warnings = details.get("reference_warnings") or []
+    if not semantic and not kind and not warnings:
+        return None
+    items: list[tuple[str, Child]] = []
+    if semantic:
+        items.append(("Semantic check", join(badge(semantic["status"]), " ", semantic["message"])))
+    if kind:
+        items.append(("Failure kind", join(el("code", kind), " ", details.get("failure_detail"))))
+    body = [_kv(items)] if items else []
+    if warnings:
+        body.append(el("h3", "Reference warnings"))
+        body.append(
+            el("ul", *(el("li", el("code", w["kind"]), " ", w["message"]) for w in warnings))
+        )
+    return section("Semantic check and reference health", *body, id_="audit")
+
+
 def run_sections(run: dict[str, Any]) -> list[Markup | None]:
     """The run's own content, shared by the page and the HTML export."""
     return [
         reply_panel(run),
         checks_panel(run),
+        audit_panel(run),
         data_panel(run, prefix=f"r{run['run_id']}"),
         reference_panel(run),
         tool_calls_panel(run),

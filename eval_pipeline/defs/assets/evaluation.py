@@ -3,6 +3,7 @@
 import asyncio
 import hashlib
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import date
@@ -22,7 +23,11 @@ from eval_pipeline.pipeline import (
     run_agents,
     summarize_partition,
 )
-from eval_pipeline.pipeline._report import leaderboard_markdown, write_report
+from eval_pipeline.pipeline._report import (
+    failure_kinds_markdown,
+    leaderboard_markdown,
+    write_report,
+)
 from eval_pipeline.suite._secrets import redact
 
 EAGER = dg.AutomationCondition.eager()
@@ -79,6 +84,17 @@ def _failures_table(grades: list[Grade]) -> str:
     return "\n".join(lines)
 
 
+def _warnings_table(warned: list[tuple[str, dict[str, str]]]) -> str:
+    if not warned:
+        return "No warnings."
+    lines = ["| test | kind | warning |", "|---|---|---|"]
+    for name, warning in warned[:FAILURES_SHOWN]:
+        lines.append(f"| {name} | {warning['kind']} | {_md_escape(warning['message'])} |")
+    if len(warned) > FAILURES_SHOWN:
+        lines.append(f"| … | | {len(warned) - FAILURES_SHOWN} more |")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class EvaluationAssets:
     """The evaluation assets by name, so wiring never depends on their order."""
@@ -100,8 +116,11 @@ class EvaluationAssets:
         return [self.agent_runs, self.grades, self.model_summaries]
 
 
-def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> EvaluationAssets:
-    """The partitioned assets and their checks; `warehouse_keys` are the dbt models they query."""
+def build_evaluation_assets(
+    warehouse_keys: Sequence[dg.AssetKey], warehouse_variants: dg.AssetsDefinition
+) -> EvaluationAssets:
+    """The partitioned assets and their checks; `warehouse_keys` are the dbt models they
+    query, `warehouse_variants` the variants that grades re-run semantic checks on."""
 
     @dg.asset(
         group_name=groups.EVALUATION,
@@ -110,6 +129,15 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> Evaluation
         kinds={"duckdb", "sql"},
         automation_condition=EAGER,
         description="Each test's reference SQL run on the warehouse, kept per day.",
+        check_specs=[
+            dg.AssetCheckSpec(
+                "reference_health",
+                asset="reference_results",
+                description="No reference returns no rows (unless tagged empty-answer), cuts "
+                "ties with LIMIT, disagrees with itself, reads the current date or drifted "
+                "since the previous day while its SQL did not.",
+            )
+        ],
     )
     def reference_results(
         context: dg.AssetExecutionContext, suite: SuiteResource
@@ -119,7 +147,25 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> Evaluation
         failed = [r for r in results if r.error]
         for result in failed:
             context.log.warning(f"{result.name}: {result.error}")
+        warned = [(r.name, w) for r in results for w in r.warnings]
         return dg.MaterializeResult(
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="reference_health",
+                    passed=not warned,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    description=f"{len(warned)} warning(s) on "
+                    f"{len({name for name, _ in warned})} reference(s)"
+                    if warned
+                    else "every reference is healthy",
+                    metadata={
+                        "warnings": dg.MetadataValue.md(_warnings_table(warned)),
+                        "by_kind": dg.MetadataValue.json(
+                            dict(Counter(w["kind"] for _, w in warned))
+                        ),
+                    },
+                )
+            ],
             data_version=dg.DataVersion(_digest([r.result_hash for r in results])),
             metadata={
                 "references": len(results),
@@ -186,6 +232,7 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> Evaluation
             dg.AssetDep(reference_results, partition_mapping=BY_DATE),
             test_cases,
             judge,
+            warehouse_variants,
         ],
         kinds={"duckdb", "python"},
         automation_condition=EAGER,
@@ -303,8 +350,12 @@ def build_evaluation_assets(warehouse_keys: Sequence[dg.AssetKey]) -> Evaluation
         context: dg.AssetExecutionContext, suite: SuiteResource
     ) -> dg.MaterializeResult:
         day = date.fromisoformat(context.partition_key)
+        layout = suite.store()
         return dg.MaterializeResult(
-            metadata={"leaderboard": dg.MetadataValue.md(leaderboard_markdown(suite.store(), day))}
+            metadata={
+                "leaderboard": dg.MetadataValue.md(leaderboard_markdown(layout, day)),
+                "failure_kinds": dg.MetadataValue.md(failure_kinds_markdown(layout, day)),
+            }
         )
 
     @dg.asset(

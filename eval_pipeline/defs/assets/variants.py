@@ -1,0 +1,51 @@
+"""The warehouse variants of the semantic check, built once per warehouse data version and reused."""
+
+import hashlib
+import time
+from collections.abc import Sequence
+
+import dagster as dg
+
+from eval_pipeline.defs import groups
+from eval_pipeline.defs.assets.suite import test_cases
+from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.pipeline import build_suite_variants
+
+
+def build_variants_asset(warehouse_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefinition:
+    """`warehouse_variants`, downstream of the warehouse's dbt models (`warehouse_keys`)."""
+
+    @dg.asset(
+        name="warehouse_variants",
+        group_name=groups.EVALUATION,
+        deps=[test_cases, *warehouse_keys],
+        kinds={"duckdb"},
+        automation_condition=dg.AutomationCondition.eager(),
+        description="Perturbed copies of each DuckDB warehouse that tests with `semantic:` "
+        "re-run their reference and the agent's SQL on (Zhong et al. 2020). Keyed by the "
+        "warehouse's data version and the seed: an unchanged warehouse reuses them.",
+    )
+    def warehouse_variants(
+        context: dg.AssetExecutionContext, suite: SuiteResource
+    ) -> dg.MaterializeResult:
+        started = time.monotonic()
+        found = build_suite_variants(suite.load(), suite.store())
+        ready = [f for f in found if not isinstance(f, str)]
+        for reason in (f for f in found if isinstance(f, str)):
+            context.log.warning(f"no variants: {reason}")
+        versions = sorted(f"{f.database}:{f.seed}:{f.data_version}" for f in ready)
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(
+                hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
+            ),
+            metadata={
+                "variant_sets": len(ready),
+                "built": sum(f.built for f in ready),
+                "reused": sum(not f.built for f in ready),
+                "variants": sum(len(f.variants.paths) for f in ready),
+                "unavailable": dg.MetadataValue.json([f for f in found if isinstance(f, str)]),
+                "seconds": dg.MetadataValue.float(round(time.monotonic() - started, 2)),
+            },
+        )
+
+    return warehouse_variants
