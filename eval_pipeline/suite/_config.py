@@ -159,6 +159,9 @@ class TestDefaults:
     schedule: str = "0 6 * * *"
     min_accuracy: float | None = None
     threshold_mode: ThresholdMode = "average"
+    # `regression: {significant_only: true}`: no_regression fails only on a drop the paired
+    # test between the two days calls significant (issue 18); default: any regressed test.
+    regression_significant_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,7 @@ _TEST_KEYS = (
     "schedule",
     "min_accuracy",
     "threshold_mode",
+    "regression",
 )
 
 
@@ -433,6 +437,12 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
             )
         else:
             values["threshold_mode"] = block["threshold_mode"]
+    if "regression" in block:
+        regression = r.mapping(block, "regression", "test.regression", ("significant_only",))
+        if regression is not None and "significant_only" in regression:
+            values["regression_significant_only"] = r.boolean(
+                regression, "significant_only", "test.regression.significant_only"
+            )
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
 
 
