@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.grading import RunOutcome, case_metrics, summarize_models
+from eval_pipeline.pipeline._comparisons import comparisons_of, model_intervals
 from eval_pipeline.store import StoreLayout, decode_json, query
 from eval_pipeline.suite._secrets import redact_value
 
@@ -84,8 +85,9 @@ def build_results(
     rows: Sequence[Mapping[str, Any]], models: Sequence[str], names: Sequence[str], day: date
 ) -> dict[str, Any]:
     """nao's keys (`timestamp`, `results`, `summary`, `by_model`) plus `status`, `attempt`,
-    `pass_metrics` and `run_date`. Results are grouped by model in the order the models were
-    given, then by test in suite order, then attempt."""
+    `pass_metrics` and `run_date`, and the statistics of `_add_statistics`. Results are
+    grouped by model in the order the models were given, then by test in suite order, then
+    attempt."""
     model_order = {m: i for i, m in enumerate(models)}
     name_order = {n: i for i, n in enumerate(names)}
     records = sorted(
@@ -135,7 +137,7 @@ def build_results(
             }
         )
         outcomes.append(RunOutcome.from_grade_row(row))
-    return {
+    document = {
         "timestamp": datetime.now().isoformat(),
         "run_date": day.isoformat(),
         "results": results,
@@ -149,6 +151,19 @@ def build_results(
             )
         ],
     }
+    return _add_statistics(document, outcomes)
+
+
+def _add_statistics(document: dict[str, Any], outcomes: Sequence[RunOutcome]) -> dict[str, Any]:
+    """Is the difference real? `by_model[].pass_rate_ci95` ([low, high] in percent, the unit
+    of `pass_rate` there) and the top-level `comparisons` of the ranked models (DESIGN §8)."""
+    intervals = model_intervals(outcomes)
+    for entry in document["by_model"]:
+        low, high = intervals[entry["model"]]
+        entry["pass_rate_ci95"] = [round(100 * low, 1), round(100 * high, 1)]
+    ranked = [entry["model"] for entry in document["by_model"]]
+    document["comparisons"] = comparisons_of(outcomes, ranked)
+    return document
 
 
 def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
