@@ -359,7 +359,7 @@ def print_report(
     if comparisons:
         console.print(comparisons_table(comparisons))
         sentence = detectable_difference(comparisons) or ""
-        console.print(sentence[:1].upper() + sentence[1:] + ".", highlight=False)
+        console.print(sentence[:1].upper() + sentence[1:] + ".\n", highlight=False)
     if len(models) > 1:
         console.print(grid_table(results, models))
     if several_attempts:
