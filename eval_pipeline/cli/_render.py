@@ -19,7 +19,7 @@ from rich.text import Text
 from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.grading._grader import Grade
 from eval_pipeline.grading._verdict import GradeStatus
-from eval_pipeline.pipeline._comparisons import detectable_difference
+from eval_pipeline.pipeline import detectable_difference
 
 # Messages are cut (a reply can be long) but wrap in their column rather than hide the cause.
 MESSAGE_WIDTH = 120

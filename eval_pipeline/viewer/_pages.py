@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from eval_pipeline.pipeline._comparisons import detectable_difference
+from eval_pipeline.pipeline import detectable_difference
 from eval_pipeline.viewer._charts import dot
 from eval_pipeline.viewer._html import (
     STATUS_ICONS,
