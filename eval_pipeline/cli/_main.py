@@ -155,6 +155,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             ("still failing", diff.still_failing),
         ):
             print(f"  {label} ({len(names)}): {', '.join(names) if names else '—'}")
+        if diff.base_found:
+            print(f"  {diff.paired_line}")
         regressions += len(diff.regressed)
     return ExitCode.FAILED if regressions else ExitCode.OK
 

@@ -19,6 +19,7 @@ from rich.text import Text
 from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.grading._grader import Grade
 from eval_pipeline.grading._verdict import GradeStatus
+from eval_pipeline.pipeline import detectable_difference
 
 # Messages are cut (a reply can be long) but wrap in their column rather than hide the cause.
 MESSAGE_WIDTH = 120
@@ -224,7 +225,7 @@ def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
     for m in by_model:
         table.add_row(
             Text(m["model"]),
-            f"{m['pass_rate']:.1f}%",
+            _rate_with_interval(m),
             f"{m['passed']}/{m['total']}",
             str(m["errors"]),
             f"{m['total_tokens']:,}",
@@ -234,6 +235,45 @@ def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
             f"{m['avg_duration_ms'] / 1000:.1f}",
             f"{m['p95_duration_ms'] / 1000:.1f}",
             f"{m['avg_tool_calls']:.1f}",
+        )
+    return table
+
+
+def _rate_with_interval(entry: dict[str, Any]) -> str:
+    """`72.3% ± 13.1`: the larger distance to the 95% interval's ends (a Wilson interval is
+    not symmetric around the rate, so ± reads as "within", never narrower than it is)."""
+    interval = entry.get("pass_rate_ci95")
+    if not interval:
+        return f"{entry['pass_rate']:.1f}%"
+    low, high = interval
+    half = max(entry["pass_rate"] - low, high - entry["pass_rate"])
+    return f"{entry['pass_rate']:.1f}% ± {half:.1f}"
+
+
+def comparisons_table(comparisons: Sequence[dict[str, Any]]) -> Table:
+    """ "Is the difference real?": each pair of models on their shared tests."""
+    table = _table("Is the difference real?")
+    for column in (
+        "Model A",
+        "Model B",
+        "Tests",
+        "A only",
+        "B only",
+        "p",
+        "p (Holm)",
+        "Significant",
+    ):
+        table.add_column(column, justify="left" if column.startswith("Model") else "right")
+    for c in comparisons:
+        table.add_row(
+            Text(short_model(c["model_a"])),
+            Text(short_model(c["model_b"])),
+            str(c["tests"]),
+            str(c["a_only"]),
+            str(c["b_only"]),
+            f"{c['p_value']:.3f}",
+            f"{c['p_adjusted']:.3f}",
+            "yes" if c["significant"] else "no",
         )
     return table
 
@@ -336,6 +376,11 @@ def print_report(
     wide = None if console.is_terminal else console.width
     console.print(results_table(results, show_attempts=several_attempts, table_width=wide))
     console.print(models_table(document["by_model"]))
+    comparisons = document.get("comparisons") or []
+    if comparisons:
+        console.print(comparisons_table(comparisons))
+        sentence = detectable_difference(comparisons) or ""
+        console.print(sentence[:1].upper() + sentence[1:] + ".\n", highlight=False)
     if len(models) > 1:
         console.print(grid_table(results, models))
     if several_attempts:

@@ -1,6 +1,7 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
 from eval_pipeline.pipeline._cases import record_cases
+from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
 from eval_pipeline.pipeline._gates import PartitionChecks, check_partition, regressions_sql
 from eval_pipeline.pipeline._grades import (
@@ -52,6 +53,7 @@ __all__ = [
     "check_partition",
     "compute_references",
     "decode_run_rows",
+    "detectable_difference",
     "ensure_variants",
     "grade_partition",
     "grade_runs",

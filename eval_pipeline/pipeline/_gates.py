@@ -8,7 +8,7 @@ from datetime import date, datetime
 from functools import cache
 from importlib import resources
 
-from eval_pipeline.grading import CaseMetrics
+from eval_pipeline.grading import CaseMetrics, PairedComparison, compare_models
 from eval_pipeline.store import StoreLayout, query, read_latest
 from eval_pipeline.suite import ThresholdMode
 
@@ -47,10 +47,15 @@ def accuracy_gate(
     return AccuracyGate(passed, average, threshold, mode, below if mode == "all" else [])
 
 
+SIGNIFICANCE = 0.05
+
+
 @dataclass(frozen=True)
 class DayDiff:
     """Cases of one model compared between two days (a case passes when all its attempts pass).
-    `base` is None when there is no earlier day to compare with."""
+    `base` is None when there is no earlier day to compare with. `paired`: the paired test
+    of the head day (A) against the base day (B) on their shared tests — a_only: tests
+    better on the head day, b_only: better on the base day (None without a base)."""
 
     model: str
     base: date | None
@@ -59,6 +64,27 @@ class DayDiff:
     regressed: list[str]
     still_failing: list[str]
     base_found: bool
+    paired: PairedComparison | None = None
+
+    @property
+    def significant_drop(self) -> bool:
+        """The head day did worse than the base day beyond noise (two-sided p < 0.05)."""
+        paired = self.paired
+        return (
+            paired is not None and paired.b_only > paired.a_only and paired.p_value < SIGNIFICANCE
+        )
+
+    @property
+    def paired_line(self) -> str:
+        """E.g. "paired test: 3 better, 1 worse on 40 shared tests, p = 0.62 (not significant)"."""
+        paired = self.paired
+        if paired is None or paired.tests == 0:
+            return "paired test: no shared test"
+        verdict = "significant" if paired.p_value < SIGNIFICANCE else "not significant"
+        return (
+            f"paired test: {paired.a_only} better, {paired.b_only} worse on {paired.tests} "
+            f"shared tests, p = {paired.p_value:.3f} ({verdict})"
+        )
 
     @property
     def message(self) -> str:
@@ -70,12 +96,15 @@ class DayDiff:
         return "no earlier evaluated day to compare with"
 
 
-def case_status(layout: StoreLayout, model: str, day: date) -> dict[str, bool]:
-    rows = read_latest(layout, "grades", model=model, run_date=day)
-    status: dict[str, bool] = {}
+def case_attempts(layout: StoreLayout, model: str, day: date) -> dict[str, list[bool]]:
+    """Test → whether each of its attempts passed, in attempt order."""
+    rows = sorted(
+        read_latest(layout, "grades", model=model, run_date=day), key=lambda r: r["attempt"]
+    )
+    attempts: dict[str, list[bool]] = {}
     for row in rows:
-        status[row["name"]] = status.get(row["name"], True) and bool(row["passed"])
-    return status
+        attempts.setdefault(row["name"], []).append(bool(row["passed"]))
+    return attempts
 
 
 def diff_days(
@@ -85,12 +114,15 @@ def diff_days(
     head: date,
     *,
     names: Sequence[str] | None = None,
-    head_status: Mapping[str, bool] | None = None,
+    head_attempts: Mapping[str, Sequence[bool]] | None = None,
 ) -> DayDiff:
-    """`head_status`: the head day's verdicts per test when the caller holds them already
+    """`head_attempts`: the head day's attempts per test when the caller holds them already
     (read from the store otherwise)."""
-    before = case_status(layout, model, base)
-    after = case_status(layout, model, head) if head_status is None else head_status
+    base_attempts = case_attempts(layout, model, base)
+    if head_attempts is None:
+        head_attempts = case_attempts(layout, model, head)
+    before = {n: all(a) for n, a in base_attempts.items()}
+    after = {n: all(a) for n, a in head_attempts.items()}
     shared = [n for n in after if n in before and (names is None or n in names)]
     return DayDiff(
         model=model,
@@ -100,6 +132,12 @@ def diff_days(
         regressed=sorted(n for n in shared if before[n] and not after[n]),
         still_failing=sorted(n for n in shared if not before[n] and not after[n]),
         base_found=bool(before),
+        paired=compare_models(
+            {n: head_attempts[n] for n in shared},
+            {n: base_attempts[n] for n in shared},
+            model_a=f"{model}@{head}",
+            model_b=f"{model}@{base}",
+        ),
     )
 
 
@@ -121,25 +159,46 @@ def previous_evaluated_day(layout: StoreLayout, model: str, day: date) -> date |
 
 
 def since_previous_day(
-    layout: StoreLayout, model: str, day: date, *, head_status: Mapping[str, bool] | None = None
+    layout: StoreLayout,
+    model: str,
+    day: date,
+    *,
+    head_attempts: Mapping[str, Sequence[bool]] | None = None,
 ) -> DayDiff:
     """The model's tests on `day` against its previous evaluated day: a test regressed when
     every attempt passed then and some attempt did not pass now. A day skipped (a weekend, a
     model not run) is no gap: the comparison is with the last day that has results.
-    `head_status` as in `diff_days`."""
+    `head_attempts` as in `diff_days`."""
     base = previous_evaluated_day(layout, model, day)
     if base is None:
         return DayDiff(model, None, day, [], [], [], base_found=False)
-    return diff_days(layout, model, base, day, head_status=head_status)
+    return diff_days(layout, model, base, day, head_attempts=head_attempts)
 
 
 @dataclass(frozen=True)
 class PartitionChecks:
     """The checks of one model's day: minimum accuracy and no regression since its previous
-    evaluated day (the asset checks of `model_summaries`)."""
+    evaluated day (the asset checks of `model_summaries`). With `significant_only`, the
+    no_regression check fails only on a significant drop (`test.regression`)."""
 
     accuracy: AccuracyGate
     regression: DayDiff
+    significant_only: bool = False
+
+    @property
+    def regression_passed(self) -> bool:
+        if self.significant_only:
+            return not self.regression.significant_drop
+        return not self.regression.regressed
+
+    @property
+    def regression_message(self) -> str:
+        message = self.regression.message
+        if self.significant_only and self.regression.paired is not None:
+            message += f"; {self.regression.paired_line}"
+            if self.regression.regressed and self.regression_passed:
+                message += ", so no significant drop (test.regression.significant_only)"
+        return message
 
 
 def check_partition(
@@ -150,14 +209,20 @@ def check_partition(
     *,
     min_accuracy: float | None,
     mode: ThresholdMode,
+    significant_only: bool = False,
 ) -> PartitionChecks:
     """Both checks of a partition from its per-test metrics (`summarize_partition`'s, so the
-    partition's grades are read once); only the previous day's grades are read here."""
+    partition's grades are read once); only the previous day's grades are read here.
+    `significant_only`: no_regression fails only on a significant drop (`test.regression`)."""
     accuracies = {case.name: case.pass_at_1 for case in cases}  # as `eval-pipeline test`'s gate
-    passed_all = {case.name: case.pass_hat_k for case in cases}
+    # pass@1 is all the paired test needs of an attempt list, so the order is immaterial.
+    attempts = {
+        case.name: [True] * case.passes + [False] * (case.attempts - case.passes) for case in cases
+    }
     return PartitionChecks(
         accuracy=accuracy_gate(accuracies, min_accuracy, mode),
-        regression=since_previous_day(layout, model, day, head_status=passed_all),
+        regression=since_previous_day(layout, model, day, head_attempts=attempts),
+        significant_only=significant_only,
     )
 
 

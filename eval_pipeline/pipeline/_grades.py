@@ -19,6 +19,7 @@ from eval_pipeline.grading._metrics import (
     summarize_models,
 )
 from eval_pipeline.grading._reference import ReferenceResult
+from eval_pipeline.pipeline._comparisons import model_intervals
 from eval_pipeline.pipeline._records import run_from_row
 from eval_pipeline.pipeline._references import references_by_database
 from eval_pipeline.store import (
@@ -84,18 +85,24 @@ async def grade_partition(
 
 @dataclass(frozen=True)
 class PartitionSummary:
+    """A partition's summary, its per-test metrics and the 95% interval on its pass rate
+    (fractions; `pass_rate_interval`)."""
+
     summary: ModelSummary
     cases: list[CaseMetrics]
+    interval: tuple[float, float]
 
     def to_row(self, suite_hash: str) -> dict[str, Any]:
-        return {**asdict(self.summary), "suite_hash": suite_hash}
+        low, high = self.interval
+        return {**asdict(self.summary), "ci_low": low, "ci_high": high, "suite_hash": suite_hash}
 
 
 def summarize_grades(grade_rows: Sequence[Mapping[str, Any]]) -> PartitionSummary:
     """The summary of one partition's `grades` rows (one model, one day)."""
     outcomes = [RunOutcome.from_grade_row(row) for row in grade_rows]
     (summary,) = summarize_models(outcomes)
-    return PartitionSummary(summary, case_metrics(outcomes))
+    (interval,) = model_intervals(outcomes).values()
+    return PartitionSummary(summary, case_metrics(outcomes), interval)
 
 
 def summarize_partition(

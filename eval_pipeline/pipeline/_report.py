@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.grading import GradeStatus
+from eval_pipeline.pipeline._comparisons import (
+    comparisons_of,
+    day_outcomes,
+    detectable_difference,
+    model_intervals,
+    record_comparisons,
+)
 from eval_pipeline.store import StoreLayout, query
 from eval_pipeline.suite._secrets import redact
 
@@ -42,8 +52,76 @@ def leaderboard(layout: StoreLayout, day: date) -> pd.DataFrame:
     )
 
 
+@dataclass(frozen=True)
+class Leaderboard:
+    """The day's ranked models with their 95% intervals, each marked against the next one
+    down ("tie": the paired test does not tell them apart), the pairwise `comparisons` and
+    the minimum-detectable-difference sentence."""
+
+    table: pd.DataFrame
+    comparisons: list[dict[str, Any]]
+    detectable: str | None
+
+    @property
+    def models(self) -> list[str]:
+        return list(self.table["model"]) if not self.table.empty else []
+
+    @property
+    def ties(self) -> list[list[str]]:
+        """Neighbours in the ranking that the paired test cannot tell apart."""
+        return [[c["model_a"], c["model_b"]] for c in self._neighbours() if not c["significant"]]
+
+    def _neighbours(self) -> list[dict[str, Any]]:
+        pairs = {(c["model_a"], c["model_b"]): c for c in self.comparisons}
+        ranked = self.models
+        return [pairs[(a, b)] for a, b in itertools.pairwise(ranked) if (a, b) in pairs]
+
+    def markdown(self) -> str:
+        parts = [_table(self.table)]
+        if self.comparisons:
+            frame = pd.DataFrame(self.comparisons)
+            frame["p_value"] = frame["p_value"].round(4)
+            frame["p_adjusted"] = frame["p_adjusted"].round(4)
+            parts += ["Is the difference real? (paired tests, Holm-adjusted)", _table(frame)]
+        if self.detectable:
+            parts.append(self.detectable[0].upper() + self.detectable[1:] + ".")
+        return "\n\n".join(parts)
+
+
+def day_leaderboard(layout: StoreLayout, day: date, *, record: bool = False) -> Leaderboard:
+    """The day's leaderboard with its statistics; `record` also stores the pairs in
+    `model_comparisons` (the leaderboard asset does, once per day)."""
+    frame = leaderboard(layout, day)
+    outcomes = day_outcomes(layout, day)
+    intervals = model_intervals(outcomes)
+    comparisons = comparisons_of(outcomes, list(frame["model"]))
+    if record:
+        record_comparisons(layout, day, comparisons)
+    board = Leaderboard(frame, comparisons, detectable_difference(comparisons))
+    if frame.empty:
+        return board
+    marks = {c["model_a"]: c for c in board._neighbours()}
+    frame.insert(
+        2,
+        "ci95_pct",
+        [
+            f"{100 * intervals[m][0]:.1f}–{100 * intervals[m][1]:.1f}" if m in intervals else ""
+            for m in frame["model"]
+        ],
+    )
+    frame["vs_next"] = [_versus(marks.get(m)) for m in frame["model"]]
+    return board
+
+
+def _versus(comparison: dict[str, Any] | None) -> str:
+    if comparison is None:
+        return ""
+    verdict = "better than" if comparison["significant"] else "tie with"
+    return f"{verdict} {comparison['model_b']} (p_adj {comparison['p_adjusted']:.3f})"
+
+
 def leaderboard_markdown(layout: StoreLayout, day: date) -> str:
-    return _table(leaderboard(layout, day))
+    return day_leaderboard(layout, day).markdown()
 
 
 def failure_kinds(layout: StoreLayout, day: date) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.grading import RunOutcome, case_metrics, summarize_models
+from eval_pipeline.pipeline._comparisons import comparisons_of, model_intervals
 from eval_pipeline.pipeline._nao_format import (
     model_pass_metrics,
     nao_cost,
@@ -107,7 +108,8 @@ def build_results(
     """Every key nao 0.3.29 writes (`timestamp`, `results`, `summary`, `by_model`,
     `pass_metrics`), with nao's value kinds, plus ours (`status`, `attempt`, `verified`,
     `checks`, `diff`, `run_date`, `cost_usd`/`total_cost_usd`/`cost_complete`, p50/p95,
-    `pass_metrics_by_test`). Results are grouped by model in the order the models were
+    `pass_metrics_by_test`), and the statistics of `_add_statistics`
+    (`by_model[].pass_rate_ci95`, `comparisons`). Results are grouped by model in the order the models were
     given, then by test in suite order, then attempt.
 
     Args:
@@ -135,7 +137,7 @@ def build_results(
         key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
     )
     per_model = model_pass_metrics(metrics)
-    return {
+    document = {
         "timestamp": datetime.now().isoformat(),
         "run_date": day.isoformat(),
         "results": results,
@@ -144,6 +146,7 @@ def build_results(
         "pass_metrics": pass_metrics(metrics),
         "pass_metrics_by_test": pass_metrics_by_test(metrics),
     }
+    return _add_statistics(document, outcomes)
 
 
 def _result_entry(
@@ -190,6 +193,18 @@ def _result_entry(
             **_audit_details(data),
         },
     }
+
+
+def _add_statistics(document: dict[str, Any], outcomes: Sequence[RunOutcome]) -> dict[str, Any]:
+    """Is the difference real? `by_model[].pass_rate_ci95` ([low, high] in percent, the unit
+    of `pass_rate` there) and the top-level `comparisons` of the ranked models (DESIGN §8)."""
+    intervals = model_intervals(outcomes)
+    for entry in document["by_model"]:
+        low, high = intervals[entry["model"]]
+        entry["pass_rate_ci95"] = [round(100 * low, 1), round(100 * high, 1)]
+    ranked = [entry["model"] for entry in document["by_model"]]
+    document["comparisons"] = comparisons_of(outcomes, ranked)
+    return document
 
 
 def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:

@@ -83,9 +83,12 @@ def _copy(connection: duckdb.DuckDBPyConnection, select: str, target: Path) -> i
     return connection.execute(f"SELECT count(*) FROM read_parquet({_sql(target)})").fetchall()[0][0]
 
 
-def _columns(name: str) -> str:
-    """The table's columns in schema order (so the segments carry exactly its schema)."""
-    return ", ".join(f'"{f.name}"' for f in TABLES[name].schema)
+def _columns(connection: duckdb.DuckDBPyConnection, name: str, source: str) -> str:
+    """The table's columns that `source` has, in schema order (so the segments carry its
+    schema). Files and segments written before a column was added lack it: UNION ALL BY
+    NAME fills it with NULL for their rows."""
+    present = {row[0] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+    return ", ".join(f'"{f.name}"' for f in TABLES[name].schema if f.name in present)
 
 
 def _compact_table(
@@ -97,15 +100,17 @@ def _compact_table(
     cutoff: str,
 ) -> TableCompaction:
     spec = TABLES[name]
-    columns = _columns(name)
     # The schema file comes first, so the union has every column of the table's schema.
     listed = ", ".join(_sql(p) for p in [layout.empty_file(name), *files])
     read = f"read_parquet([{listed}], union_by_name = true, hive_partitioning = false, filename = true)"
+    columns = _columns(connection, name, read)
     history_parts = [f"SELECT {columns} FROM {read}"]
+    # A table added since the previous generation has no segments of it.
+    if previous is not None and not layout.segment(name, previous, "history").exists():
+        previous = None
     if previous is not None:
-        history_parts.append(
-            f"SELECT {columns} FROM read_parquet({_sql(layout.segment(name, previous, 'history'))})"
-        )
+        segment = f"read_parquet({_sql(layout.segment(name, previous, 'history'))})"
+        history_parts.append(f"SELECT {_columns(connection, name, segment)} FROM {segment}")
     history_rows = _copy(
         connection,
         " UNION ALL BY NAME ".join(history_parts),
@@ -134,9 +139,9 @@ def _compact_table(
     ]
     if previous is not None:
         # Partitions not written since the previous generation keep its rows.
+        segment = f"read_parquet({_sql(layout.segment(name, previous, 'current'))})"
         current_parts.append(
-            f"SELECT {columns}, _partition FROM "
-            f"read_parquet({_sql(layout.segment(name, previous, 'current'))}) "
+            f"SELECT {_columns(connection, name, segment)}, _partition FROM {segment} "
             "WHERE _partition NOT IN (SELECT _picked_partition FROM picked)"
         )
     current_rows = _copy(

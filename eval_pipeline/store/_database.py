@@ -107,7 +107,9 @@ def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]
     statements = []
     for name, spec in TABLES.items():
         pattern = _sql_string(layout.glob(name))
-        if cutoff is not None:
+        # A table added since the last compaction has no segments yet: read as uncompacted.
+        compacted = cutoff is not None and layout.segment(name, cutoff, "history").exists()
+        if compacted:
             statements += _compacted_statements(layout, name, cutoff)
         else:
             source = f"read_parquet({pattern}, union_by_name = true, hive_partitioning = false)"
@@ -122,7 +124,7 @@ def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]
                     "ORDER BY written_at DESC, materialization_id DESC) = 1"
                 )
             continue
-        if cutoff is not None:
+        if compacted:
             continue
         # Picking the latest files by name rather than the latest rows by a window over every
         # row reads no more than the query needs (twice as fast over a year of history).
@@ -140,6 +142,8 @@ def _marker_text(layout: StoreLayout) -> str:
             "version": VIEWS_VERSION,
             "store": str(layout.tables_dir.resolve()),
             "generation": current_generation(layout),
+            # A table added to the store (a new release) needs its views.
+            "tables": sorted(TABLES),
         }
     )
 

@@ -195,9 +195,33 @@ TABLES: dict[str, TableSpec] = {
                     ("avg_tool_calls", pa.float64()),
                     ("suite_hash", pa.string()),
                     *_WRITE_COLUMNS,
+                    # Added later (issue 18): the 95% interval on pass_rate, as fractions.
+                    ("ci_low", pa.float64()),
+                    ("ci_high", pa.float64()),
                 ]
             ),
-            "One row per model and day: pass rate (a fraction in [0, 1]), counts, tokens, cost, latency.",
+            "One row per model and day: pass rate (a fraction in [0, 1]) with its 95% interval "
+            "(ci_low, ci_high), counts, tokens, cost, latency.",
+        ),
+        TableSpec(
+            "model_comparisons",
+            "date",
+            pa.schema(
+                [
+                    ("run_date", pa.date32()),
+                    ("model_a", pa.string()),
+                    ("model_b", pa.string()),
+                    ("tests", pa.int64()),
+                    ("a_only", pa.int64()),
+                    ("b_only", pa.int64()),
+                    ("p_value", pa.float64()),
+                    ("p_adjusted", pa.float64()),
+                    ("significant", pa.bool_()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "One row per pair of models and day: the paired test on their shared tests "
+            "(a_only / b_only: tests only one passed), Holm-adjusted across the day's pairs.",
         ),
         TableSpec(
             "labels",

@@ -160,6 +160,9 @@ class TestDefaults:
     min_accuracy: float | None = None
     threshold_mode: ThresholdMode = "average"
     semantic: Semantic | None = None  # the semantic check of tests that set none (off: None)
+    # `regression: {significant_only: true}`: no_regression fails only on a drop the paired
+    # test between the two days calls significant (issue 18); default: any regressed test.
+    regression_significant_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -227,6 +230,7 @@ _TEST_KEYS = (
     "min_accuracy",
     "threshold_mode",
     "semantic",
+    "regression",
 )
 
 
@@ -437,6 +441,12 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
             values["threshold_mode"] = block["threshold_mode"]
     if "semantic" in block:
         values["semantic"] = parse_semantic(r, block, "test.semantic")
+    if "regression" in block:
+        regression = r.mapping(block, "regression", "test.regression", ("significant_only",))
+        if regression is not None and "significant_only" in regression:
+            values["regression_significant_only"] = r.boolean(
+                regression, "significant_only", "test.regression.significant_only"
+            )
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
 
 

@@ -94,10 +94,45 @@ def legend(colors: Mapping[str, str], models: Sequence[str]) -> Markup:
     )
 
 
+def _error_bar(x: float, top: float, bottom: float, color: str) -> Markup:
+    cap = 4.0
+    return el(
+        "g",
+        [
+            el(
+                "line",
+                x1=f"{x1:.1f}",
+                x2=f"{x2:.1f}",
+                y1=f"{y1:.1f}",
+                y2=f"{y2:.1f}",
+                stroke=color,
+                stroke_width="1.2",
+                stroke_opacity="0.55",
+            )
+            for x1, x2, y1, y2 in (
+                (x, x, top, bottom),
+                (x - cap, x + cap, top, top),
+                (x - cap, x + cap, bottom, bottom),
+            )
+        ],
+        class_="ci",
+    )
+
+
 def pass_rate_chart(
-    points: Mapping[str, Sequence[tuple[date, float]]], colors: Mapping[str, str]
+    points: Mapping[str, Sequence[tuple[date, float]]],
+    colors: Mapping[str, str],
+    *,
+    intervals: Mapping[str, Mapping[date, tuple[float, float]]] | None = None,
 ) -> Markup:
-    """One line per model: the share of its runs that passed, per day (0–100%)."""
+    """One line per model: the share of its runs that passed, per day (0–100%).
+
+    Args:
+        points: model → (day, pass rate as a fraction).
+        colors: model → its color (`model_colors`).
+        intervals: model → day → 95% interval (fractions), drawn as error bars, so a dip
+            inside the bars reads as noise rather than as a change.
+    """
     days = sorted({d for series in points.values() for d, _ in series})
     if not days:
         return el("p", "No results in this window.", class_="muted")
@@ -121,11 +156,18 @@ def pass_rate_chart(
                 stroke_linejoin="round",
             )
         )
+        bounds = (intervals or {}).get(model, {})
+        for d, _ in ordered:
+            if d in bounds:
+                lines.append(_error_bar(xs[d], y(bounds[d][1]), y(bounds[d][0]), color))
         for d, v in ordered:
+            interval = (
+                f" (95% CI {fmt_pct(bounds[d][0])}–{fmt_pct(bounds[d][1])})" if d in bounds else ""
+            )
             lines.append(
                 el(
                     "circle",
-                    el("title", f"{model} · {d.isoformat()} · {fmt_pct(v)}"),
+                    el("title", f"{model} · {d.isoformat()} · {fmt_pct(v)}{interval}"),
                     cx=f"{xs[d]:.1f}",
                     cy=f"{y(v):.1f}",
                     r="3.6",

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import defaultdict
 from datetime import date
 from typing import Any
 
 import duckdb
 
+from eval_pipeline.grading import pass_rate_interval
 from eval_pipeline.pipeline import (
     build_results,
     decode_run_rows,
@@ -231,8 +233,9 @@ def run_labels(con: duckdb.DuckDBPyConnection, run: dict[str, Any]) -> list[dict
 
 
 def trend_points(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list[dict[str, Any]]:
-    """Per model and day: runs, passes, pass rate, tokens and cost."""
-    return _rows(
+    """Per model and day: runs, passes, pass rate with its 95% interval (`ci_low`, `ci_high`:
+    `pass_rate_interval`, clustered by test), tokens and cost."""
+    points = _rows(
         con,
         """
         SELECT model, run_date, count(*) AS runs, sum(passed::INT) AS passes,
@@ -241,6 +244,25 @@ def trend_points(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list
         """,
         [start, end],
     )
+    per_test = _rows(
+        con,
+        """
+        SELECT model, run_date, count(*) AS attempts, sum(passed::INT) AS passes
+        FROM grades_snapshot WHERE run_date BETWEEN ? AND ? GROUP BY model, run_date, name
+        """,
+        [start, end],
+    )
+    tests: dict[tuple[str, Any], list[list[bool]]] = defaultdict(list)
+    for row in per_test:
+        passes, attempts = int(row["passes"] or 0), int(row["attempts"])
+        tests[(row["model"], row["run_date"])].append(
+            [True] * passes + [False] * (attempts - passes)
+        )
+    for point in points:
+        point["ci_low"], point["ci_high"] = pass_rate_interval(
+            tests[(point["model"], point["run_date"])]
+        )
+    return points
 
 
 def regressions(con: duckdb.DuckDBPyConnection, day: date) -> list[dict[str, Any]]:

@@ -39,9 +39,11 @@ def trends_body(
 ) -> Markup:
     models = sorted({p["model"] for p in points})
     rates: dict[str, list[tuple[date, float]]] = defaultdict(list)
+    intervals: dict[str, dict[date, tuple[float, float]]] = defaultdict(dict)
     costs: dict[date, dict[str, float]] = defaultdict(dict)
     for p in points:
         rates[p["model"]].append((p["run_date"], p["pass_rate"] or 0.0))
+        intervals[p["model"]][p["run_date"]] = (p["ci_low"], p["ci_high"])
         costs[p["run_date"]][p["model"]] = p["cost_usd"] or 0.0
     picker = el(
         "form",
@@ -109,7 +111,7 @@ def trends_body(
             "div",
             section(
                 "Pass rate per model",
-                pass_rate_chart(rates, colors),
+                pass_rate_chart(rates, colors, intervals=intervals),
                 legend(colors, models),
                 id_="pass-rate-chart",
             ),

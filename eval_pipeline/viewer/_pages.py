@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
+from eval_pipeline.pipeline import detectable_difference
 from eval_pipeline.viewer._charts import dot
 from eval_pipeline.viewer._html import (
     STATUS_ICONS,
@@ -178,6 +179,7 @@ def performance_table(
                             class_="bar",
                         ),
                         f"{rate:.1f}%",
+                        _interval_note(entry),
                     ),
                     sort=rate,
                     class_="nowrap",
@@ -207,6 +209,48 @@ def performance_table(
         ("Avg tools", "num"),
     ]
     return table(headers, rows, id_="models")
+
+
+def _interval_note(entry: dict[str, Any]) -> Markup | None:
+    interval = entry.get("pass_rate_ci95")
+    if not interval:
+        return None
+    low, high = interval
+    return el(
+        "span",
+        f" ± {max(entry['pass_rate'] - low, high - entry['pass_rate']):.1f}",
+        class_="muted",
+        title=f"95% interval {low:.1f}–{high:.1f}%",
+    )
+
+
+def comparisons_table(document: dict[str, Any], colors: dict[str, str]) -> Markup:
+    """Is the difference real? Each pair of the day's models on their shared tests."""
+    rows = [
+        el(
+            "tr",
+            cell(join(dot(colors.get(c["model_a"], "#999")), c["model_a"]), sort=c["model_a"]),
+            cell(join(dot(colors.get(c["model_b"], "#999")), c["model_b"]), sort=c["model_b"]),
+            cell(c["tests"], num=True),
+            cell(c["a_only"], num=True),
+            cell(c["b_only"], num=True),
+            cell(f"{c['p_value']:.3f}", sort=c["p_value"], num=True),
+            cell(f"{c['p_adjusted']:.3f}", sort=c["p_adjusted"], num=True),
+            cell("yes" if c["significant"] else "no — a tie"),
+        )
+        for c in document.get("comparisons") or []
+    ]
+    headers = [
+        ("Model A", "text"),
+        ("Model B", "text"),
+        ("Tests", "num"),
+        ("A only", "num"),
+        ("B only", "num"),
+        ("p", "num"),
+        ("p (Holm)", "num"),
+        ("Significant", "text"),
+    ]
+    return table(headers, rows, id_="comparisons")
 
 
 def _chip(result: dict[str, Any], links: Links) -> Markup:
@@ -275,6 +319,11 @@ def failures_table(document: dict[str, Any], links: Links) -> Markup:
     return table([*headers, ("Message", "text")], rows, empty="Every run passed.")
 
 
+def _sentence(comparisons: list[dict[str, Any]]) -> str:
+    text = detectable_difference(comparisons) or ""
+    return text[:1].upper() + text[1:] + "."
+
+
 def overview_body(
     document: dict[str, Any],
     *,
@@ -314,6 +363,15 @@ def overview_body(
                 class_="extra",
             ),
         ),
+        section(
+            "Is the difference real?",
+            comparisons_table(document, colors),
+            el("p", _sentence(document.get("comparisons") or []), class_="muted"),
+            extra=el("span", "paired tests on shared tests, Holm-adjusted", class_="extra"),
+            id_="comparisons-section",
+        )
+        if document.get("comparisons")
+        else None,
         section(
             "Pass / fail by test and model",
             case_model_grid(document, models, links),

@@ -7,13 +7,16 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
+from eval_pipeline.defs import materialize
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
     MODELS,
     NEXT_DAY,
+    RIGHT_SQL,
     WRONG_SQL,
     evaluate,
+    metadata,
     prepare,
 )
 
@@ -141,3 +144,24 @@ def test_a_bad_model_id_in_the_config_stops_the_sensor_and_the_schedule_as_the_c
         # nothing was added for the good model either: the config is fixed first, as the CLI asks
         assert instance.get_dynamic_partitions("models") == []
     assert "unknown model(s); nothing was run" in str(caught.value)
+
+
+@pytest.mark.slow
+def test_the_leaderboard_ranks_the_models_and_marks_a_difference_that_is_not_real(
+    small_suite, instance
+):
+    defs = prepare(small_suite, instance)
+    small_suite.analyst.sql["total_revenue"] = WRONG_SQL["total_revenue"]
+    evaluate(defs, instance, MODELS[0])
+    small_suite.analyst.sql["total_revenue"] = RIGHT_SQL["total_revenue"]
+    evaluate(defs, instance, MODELS[1])
+
+    result = materialize(defs, ["leaderboard"], partition_key=DAY, instance=instance)
+    assert result.success
+    values = metadata(result, "leaderboard")
+    # One test apart: better ranked, but the paired test cannot tell them apart.
+    assert values["ranking"] == [MODELS[1], MODELS[0]]
+    assert values["ties_not_significant"] == [[MODELS[1], MODELS[0]]]
+    assert values["detectable_difference"].startswith("with ")
+    assert f"tie with {MODELS[0]} (p_adj 1.000)" in values["leaderboard"]
+    assert "Is the difference real?" in values["leaderboard"]

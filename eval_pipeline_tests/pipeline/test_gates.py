@@ -92,3 +92,50 @@ def test_a_day_without_grades_has_no_accuracy_and_no_regression(layout):
     assert checks.accuracy.passed and checks.accuracy.accuracy == 0.0
     assert checks.regression.regressed == []
     assert checks.regression.message == "no regression since 2026-06-01"
+
+
+# --- issue 18: is a drop real? -------------------------------------------------------------
+
+
+def _checks(layout: StoreLayout, today: list[dict], *, significant_only: bool):
+    return check_partition(
+        layout,
+        MODEL,
+        DAY,
+        summarize_grades(today).cases,
+        min_accuracy=None,
+        mode="average",
+        significant_only=significant_only,
+    )
+
+
+def test_significant_only_lets_one_flipped_test_pass_as_noise(layout):
+    names = [f"t{i}" for i in range(10)]
+    _write_day(layout, DAY - timedelta(days=1), {n: [True] for n in names})
+    today = _write_day(layout, DAY, {n: [n != "t0"] for n in names})
+
+    default = _checks(layout, today, significant_only=False)
+    assert not default.regression_passed  # the default stays as before: any regressed test
+    assert default.regression_message == "regressed since 2026-06-01: t0"
+
+    lenient = _checks(layout, today, significant_only=True)
+    assert lenient.regression.regressed == ["t0"]
+    # One test of ten flipped: exact McNemar p = 1.0.
+    assert lenient.regression.paired.b_only == 1 and lenient.regression.paired.p_value == 1.0
+    assert lenient.regression_passed
+    assert lenient.regression_message == (
+        "regressed since 2026-06-01: t0; paired test: 0 better, 1 worse on 10 shared tests, "
+        "p = 1.000 (not significant), so no significant drop (test.regression.significant_only)"
+    )
+
+
+def test_significant_only_fails_on_a_significant_drop(layout):
+    names = [f"t{i}" for i in range(10)]
+    _write_day(layout, DAY - timedelta(days=1), {n: [True, True] for n in names})
+    # Eight of ten tests now fail every attempt: sign-flip p = 2/2^8.
+    today = _write_day(layout, DAY, {n: [n in ("t8", "t9")] * 2 for n in names})
+
+    checks = _checks(layout, today, significant_only=True)
+    assert checks.regression.paired.p_value == pytest.approx(2 / 256)
+    assert not checks.regression_passed
+    assert "p = 0.008 (significant)" in checks.regression_message

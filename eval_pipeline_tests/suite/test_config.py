@@ -133,3 +133,17 @@ def test_zero_timeouts_duplicate_agents_and_unbounded_numbers_are_config_errors(
         "eval_config.yaml:9: agents[1].name: agent name 'bot' is already used by agents[0]",
     ):
         assert expected in text, text
+
+
+def test_regression_significant_only_is_read_and_defaults_to_off(make_suite):
+    assert not load_config(make_suite({})).test.regression_significant_only
+    root = make_suite({}, config="test:\n  regression: {significant_only: true}\n")
+    assert load_config(root).test.regression_significant_only
+    root = make_suite({}, config="test:\n  regression: {significant_only: sometimes}\n")
+    with pytest.raises(
+        SuiteError, match=r"test\.regression\.significant_only: expected true or false"
+    ):
+        load_config(root)
+    root = make_suite({}, config="test:\n  regression: {only: true}\n")
+    with pytest.raises(SuiteError, match=r"test\.regression.*only"):
+        load_config(root)

@@ -384,3 +384,18 @@ def test_a_repeated_host_or_origin_header_is_refused(server, extra):
     # the DNS-rebinding order too: the foreign name first, the loopback name last
     answer = raw_request(server, ["GET / HTTP/1.1", *extra, f"Host: {host}", "Connection: close"])
     assert answer.startswith("HTTP/1.1 400"), answer[:200]
+
+
+def test_the_overview_says_whether_the_difference_is_real(server):
+    text = fetch(server, "/").text
+    compared = re.search(r'<table id="comparisons".*?</table>', text, re.S).group(0)
+    assert GPT in compared and CLAUDE in compared and "a tie" in compared
+    assert "differences under" in text or "too few answers differ" in text
+    # the rate with its 95% interval: 5 of 6 runs, Wilson 43.6–97.0%
+    assert '>83.3%<span class="muted" title="95% interval 43.6–97.0%"> ± 39.7</span>' in text
+
+
+def test_the_trend_chart_draws_an_error_bar_per_point(server):
+    text = fetch(server, "/trends").text
+    assert text.count('<g class="ci">') == 6  # two models × three days
+    assert "(95% CI " in text

@@ -23,11 +23,7 @@ from eval_pipeline.pipeline import (
     run_agents,
     summarize_partition,
 )
-from eval_pipeline.pipeline._report import (
-    failure_kinds_markdown,
-    leaderboard_markdown,
-    write_report,
-)
+from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
 from eval_pipeline.suite._secrets import redact
 
 EAGER = dg.AutomationCondition.eager()
@@ -284,7 +280,8 @@ def build_evaluation_assets(
             dg.AssetCheckSpec(
                 "no_regression",
                 asset="model_summaries",
-                description="No test that passed on the model's previous evaluated day fails now.",
+                description="No test that passed on the model's previous evaluated day fails now "
+                "(with test.regression.significant_only: no significant drop, paired test).",
             ),
         ],
         description="One row per model and day: pass rate (a fraction), counts, tokens, cost, latency.",
@@ -301,6 +298,7 @@ def build_evaluation_assets(
             result.cases if result else [],
             min_accuracy=settings.min_accuracy,
             mode=settings.threshold_mode,
+            significant_only=settings.regression_significant_only,
         )
         gate, diff = checks.accuracy, checks.regression
         summary = result.summary if result else None
@@ -318,6 +316,7 @@ def build_evaluation_assets(
                 if summary
                 else None,
                 "flaky_tests": sum(c.flaky for c in result.cases) if result else 0,
+                "pass_rate_ci95": dg.MetadataValue.json(list(result.interval)) if result else None,
             },
             check_results=[
                 dg.AssetCheckResult(
@@ -328,11 +327,12 @@ def build_evaluation_assets(
                 ),
                 dg.AssetCheckResult(
                     check_name="no_regression",
-                    passed=not diff.regressed,
-                    description=diff.message,
+                    passed=checks.regression_passed,
+                    description=checks.regression_message,
                     metadata={
                         "regressed": dg.MetadataValue.json(diff.regressed),
                         "improved": dg.MetadataValue.json(diff.improved),
+                        "paired_test": diff.paired_line,
                     },
                 ),
             ],
@@ -344,16 +344,22 @@ def build_evaluation_assets(
         deps=[dg.AssetDep(model_summaries, partition_mapping=BY_DATE)],
         kinds={"duckdb"},
         automation_condition=EAGER,
-        description="The day's models ranked by pass rate, then cost.",
+        description="The day's models ranked by pass rate, then cost, with 95% intervals; "
+        "each pair compared by a paired test (stored in model_comparisons), neighbours the "
+        "test cannot tell apart marked as ties.",
     )
     def leaderboard(
         context: dg.AssetExecutionContext, suite: SuiteResource
     ) -> dg.MaterializeResult:
         day = date.fromisoformat(context.partition_key)
         layout = suite.store()
+        board = day_leaderboard(layout, day, record=True)
         return dg.MaterializeResult(
             metadata={
-                "leaderboard": dg.MetadataValue.md(leaderboard_markdown(layout, day)),
+                "leaderboard": dg.MetadataValue.md(board.markdown()),
+                "ranking": dg.MetadataValue.json(board.models),
+                "ties_not_significant": dg.MetadataValue.json(board.ties),
+                "detectable_difference": board.detectable or "only one model: nothing compared",
                 "failure_kinds": dg.MetadataValue.md(failure_kinds_markdown(layout, day)),
             }
         )
