@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import tomllib
 from pathlib import Path
 
@@ -51,3 +52,22 @@ def test_the_readme_layout_names_every_package_and_folder():
         and any(path.iterdir())
     }
     assert folders - named == set()
+
+
+def test_a_package_uses_another_only_through_its_public_surface():
+    # The underscore means "inside this package": what another package needs is exported from
+    # that package's __init__, so a module can change its private layout without breaking others.
+    reaching_in = []
+    for path in sorted((REPO / "eval_pipeline").rglob("*.py")):
+        own = path.relative_to(REPO / "eval_pipeline").parts[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                parts = node.module.split(".")
+                if (
+                    parts[0] == "eval_pipeline"
+                    and len(parts) > 2
+                    and parts[1] != own
+                    and parts[2].startswith("_")
+                ):
+                    reaching_in.append(f"{path.relative_to(REPO)}:{node.lineno} {node.module}")
+    assert reaching_in == []
