@@ -1,7 +1,12 @@
 """Who answers a test: LLM providers, the built-in SQL agent, external HTTP agents, record/replay."""
 
 from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent, LimitExceeded
-from eval_pipeline.agents._cache import CachedChatModel, CompletionCache, MemoryCache
+from eval_pipeline.agents._cache import (
+    CachedChatModel,
+    CompletionCache,
+    MemoryCache,
+    complete_usable,
+)
 from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import (
@@ -32,9 +37,12 @@ from eval_pipeline.agents._replay import (
     Recorder,
     Recording,
     RecordingChatModel,
+    RekeyReport,
     ReplayChatModel,
     ReplayMissing,
     call_context,
+    recording_name,
+    relabel,
 )
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._runner import RunRequest, execute_run, execute_runs
@@ -47,6 +55,8 @@ from eval_pipeline.agents._sandbox import (
     SandboxLimits,
     SqlSandbox,
 )
+from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.agents._sql_result import to_json_safe
 from eval_pipeline.agents._types import (
     AgentRun,
     ChatMessage,
@@ -59,9 +69,11 @@ from eval_pipeline.agents._types import (
     Usage,
     run_key,
 )
+from eval_pipeline.agents._wire import MAX_COUNT
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
+    "MAX_COUNT",
     "PRICE_TABLE_DATE",
     "RECORDINGS_DIR",
     "Agent",
@@ -93,6 +105,7 @@ __all__ = [
     "Recorder",
     "Recording",
     "RecordingChatModel",
+    "RekeyReport",
     "ReplayChatModel",
     "ReplayMissing",
     "RequestRejected",
@@ -102,6 +115,7 @@ __all__ = [
     "RunStatus",
     "SandboxError",
     "SandboxLimits",
+    "ServerSandbox",
     "SqlSandbox",
     "ToolCallRecord",
     "ToolSpec",
@@ -112,13 +126,17 @@ __all__ = [
     "check_model_id",
     "check_models",
     "check_secrets",
+    "complete_usable",
     "cost_usd",
     "costs_for",
     "execute_run",
     "execute_runs",
     "model_id_problem",
+    "recording_name",
     "recording_path",
+    "relabel",
     "run_key",
     "send_with_retry",
     "split_model_id",
+    "to_json_safe",
 ]

@@ -10,8 +10,7 @@ import yaml
 
 from eval_pipeline.agents._sandbox import SqlSandbox
 from eval_pipeline.agents._server_sandbox import ServerSandbox
-from eval_pipeline.suite._context import dbt_doc_files
-from eval_pipeline.suite._yaml import load_yaml
+from eval_pipeline.suite import dbt_doc_files, load_yaml
 
 _HIDDEN_SCHEMAS = ("information_schema", "pg_catalog")
 

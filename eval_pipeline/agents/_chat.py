@@ -11,8 +11,7 @@ from eval_pipeline.agents._errors import check_not_cut
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._types import AgentRun, ChatMessage, Completion, ToolSpec
 from eval_pipeline.agents._wire import BodyReader
-from eval_pipeline.suite._case import Case
-from eval_pipeline.suite._config import ModelCosts
+from eval_pipeline.suite import Case, ModelCosts
 
 __all__ = ["Agent", "ChatModel", "HttpChatModel"]
 

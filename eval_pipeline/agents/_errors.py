@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._types import Completion
-from eval_pipeline.suite._secrets import MIN_PIECE, REDACTED, Redactor, redact
+from eval_pipeline.suite import MIN_PIECE, REDACTED, Redactor, redact
 
 __all__ = [
     "AgentError",

@@ -12,8 +12,7 @@ import httpx
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._types import AgentRun, QueryRecord, ToolCallRecord, Usage
 from eval_pipeline.agents._wire import BodyReader
-from eval_pipeline.suite._case import Case
-from eval_pipeline.suite._config import AgentConfig
+from eval_pipeline.suite import AgentConfig, Case
 
 __all__ = ["AgentReply", "HttpAgent", "agent_request", "parse_agent_reply"]
 

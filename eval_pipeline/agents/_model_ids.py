@@ -8,8 +8,14 @@ from pathlib import Path
 
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._replay import recording_name
-from eval_pipeline.suite import CONFIG_FILE, MissingSecret, Problem, SuiteConfig, SuiteError
-from eval_pipeline.suite._config import recording_name_problem
+from eval_pipeline.suite import (
+    CONFIG_FILE,
+    MissingSecret,
+    Problem,
+    SuiteConfig,
+    SuiteError,
+    recording_name_problem,
+)
 
 RECORDINGS_DIR = "recordings"
 

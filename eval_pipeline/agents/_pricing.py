@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from eval_pipeline.agents._types import Usage
-from eval_pipeline.suite._config import ModelCosts, ProviderConfig, SuiteConfig
+from eval_pipeline.suite import ModelCosts, ProviderConfig, SuiteConfig
 
 __all__ = ["PRICE_TABLE", "PRICE_TABLE_DATE", "cost_usd", "costs_for", "table_costs"]
 

@@ -18,7 +18,7 @@ from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from eval_pipeline.agents._transport import LimitedClient, ReplyLimits, pooled_transport
-from eval_pipeline.suite._config import ProviderConfig, SuiteConfig
+from eval_pipeline.suite import ProviderConfig, SuiteConfig
 
 __all__ = ["ProviderPool", "split_model_id"]
 

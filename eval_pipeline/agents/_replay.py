@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from eval_pipeline.agents._cache import completion_from_dict, completion_to_dict
 from eval_pipeline.agents._errors import AgentError, ReplyTruncated, check_not_cut
 from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec
-from eval_pipeline.suite._secrets import redact_value
+from eval_pipeline.suite import redact_value
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._chat import ChatModel

@@ -25,7 +25,7 @@ from eval_pipeline.agents._errors import (
     scrub,
 )
 from eval_pipeline.agents._transport import DEFAULT_REPLY_LIMITS, LimitedClient, ReplyLimits
-from eval_pipeline.suite._secrets import PUBLIC_HEADERS
+from eval_pipeline.suite import PUBLIC_HEADERS
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",

@@ -10,7 +10,7 @@ import httpx
 
 from eval_pipeline.agents._errors import ProtocolError, scrub
 from eval_pipeline.agents._retry import secret_header_values
-from eval_pipeline.suite._secrets import redact
+from eval_pipeline.suite import redact
 
 __all__ = ["MAX_COUNT", "BodyReader", "parse_arguments"]
 

@@ -17,8 +17,7 @@ from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
 from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
-from eval_pipeline.suite import import_csv, load_config, load_suite
-from eval_pipeline.suite._secrets import redact
+from eval_pipeline.suite import import_csv, load_config, load_suite, redact
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -79,7 +78,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL query on the results (read-only) and print it."""
     import json
 
-    from eval_pipeline.agents._sql_result import to_json_safe
+    from eval_pipeline.agents import to_json_safe
     from eval_pipeline.cli._formats import csv_text
     from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
 
@@ -122,7 +121,7 @@ def latest_day(layout) -> date | None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     """Improved / regressed / still failing tests between two days; exit 1 on regressions."""
-    from eval_pipeline.pipeline._gates import diff_days, since_previous_day
+    from eval_pipeline.pipeline import diff_days, since_previous_day
     from eval_pipeline.store import StoreLayout, query
 
     config = load_config(suite_root(args))

@@ -9,6 +9,7 @@ import duckdb
 from eval_pipeline.cli._exit import CouldNotRun
 from eval_pipeline.suite import (
     CONFIG_FILE,
+    DEFAULT_DATABASE_NAME,
     Case,
     DatabaseConfig,
     Problem,
@@ -16,7 +17,6 @@ from eval_pipeline.suite import (
     SuiteError,
     first_line,
 )
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME
 from eval_pipeline.warehouses import check_databases
 
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file

@@ -16,9 +16,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from eval_pipeline.agents._types import AgentRun, RunStatus
-from eval_pipeline.grading._grader import Grade
-from eval_pipeline.grading._verdict import GradeStatus
+from eval_pipeline.agents import AgentRun, RunStatus
+from eval_pipeline.grading import Grade, GradeStatus
 from eval_pipeline.pipeline import detectable_difference
 
 # Messages are cut (a reply can be long) but wrap in their column rather than hide the cause.

@@ -12,8 +12,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import get_args
 
-from eval_pipeline.agents import check_models, check_secrets
-from eval_pipeline.agents._replay import recording_name
+from eval_pipeline.agents import check_models, check_secrets, recording_name
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
@@ -21,14 +20,15 @@ from eval_pipeline.cli._preflight import check_warehouse
 from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
     EvaluationRequest,
+    accuracy_gate,
     build_results,
+    label_models,
     plan_requests,
     read_run_rows,
+    since_previous_run,
     subscribe,
     write_results_file,
 )
-from eval_pipeline.pipeline._gates import accuracy_gate, since_previous_run
-from eval_pipeline.pipeline._nao_format import label_models
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import (
     MAX_ATTEMPTS,

@@ -6,7 +6,12 @@ from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
 from eval_pipeline.grading._failure_kind import FailureKind, FailureReason, classify_failure
 from eval_pipeline.grading._grader import Grade, Grader
-from eval_pipeline.grading._judges import DEFAULT_CONSISTENCY_PROMPT, Judge
+from eval_pipeline.grading._judges import (
+    DEFAULT_CONSISTENCY_PROMPT,
+    PROMPTS_VERSION,
+    Judge,
+    judge_label,
+)
 from eval_pipeline.grading._metrics import (
     CaseMetrics,
     ModelSummary,
@@ -37,11 +42,17 @@ from eval_pipeline.grading._statistics import (
     wilson_interval,
 )
 from eval_pipeline.grading._tool_calls import JudgeDecision, check_tool_calls
-from eval_pipeline.grading._variants import VariantOptions, WarehouseVariants, build_variants
+from eval_pipeline.grading._variants import (
+    VariantOptions,
+    WarehouseVariants,
+    build_variants,
+    load_variants,
+)
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus
 
 __all__ = [
     "DEFAULT_CONSISTENCY_PROMPT",
+    "PROMPTS_VERSION",
     "Agreement",
     "AttemptsByTest",
     "CaseMetrics",
@@ -78,7 +89,9 @@ __all__ = [
     "detectable_difference_sentence",
     "extract_answer",
     "holm_adjust",
+    "judge_label",
     "judge_self_agreement",
+    "load_variants",
     "mcnemar_exact_p",
     "minimum_detectable_difference",
     "pass_at_k",

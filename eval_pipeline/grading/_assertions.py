@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from eval_pipeline.agents._types import ToolCallRecord
+from eval_pipeline.agents import ToolCallRecord
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus
 from eval_pipeline.suite import ToolCallAssertion
 

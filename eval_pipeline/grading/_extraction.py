@@ -19,15 +19,21 @@ from typing import TYPE_CHECKING, Literal
 import duckdb
 import pandas as pd
 
-from eval_pipeline.agents._cache import complete_usable
-from eval_pipeline.agents._errors import AgentError
-from eval_pipeline.agents._sandbox import SandboxError, SandboxLimits, SqlSandbox
-from eval_pipeline.agents._sql_result import QueryResult
-from eval_pipeline.agents._types import AgentRun, ChatMessage, QueryRecord
+from eval_pipeline.agents import (
+    AgentError,
+    AgentRun,
+    ChatMessage,
+    QueryRecord,
+    QueryResult,
+    SandboxError,
+    SandboxLimits,
+    SqlSandbox,
+    complete_usable,
+)
 from eval_pipeline.grading._reference import frame_from_rows
 
 if TYPE_CHECKING:
-    from eval_pipeline.agents._chat import ChatModel
+    from eval_pipeline.agents import ChatModel
 
 Strategy = Literal["llm", "last_query"]
 NO_ANSWER = "NO_ANSWER"

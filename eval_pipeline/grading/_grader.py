@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_pipeline.agents._replay import call_context, relabel
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
@@ -29,8 +28,7 @@ from eval_pipeline.grading._verdict import CheckResult, GradeStatus, check_to_di
 from eval_pipeline.suite import Case, Tolerance
 
 if TYPE_CHECKING:
-    from eval_pipeline.agents._chat import ChatModel
-    from eval_pipeline.agents._sandbox import SqlSandbox
+    from eval_pipeline.agents import ChatModel, SqlSandbox
 
 #: The warehouse variants of a case's semantic check, opened, or why there are none.
 VariantSource = Callable[[Case], "Sequence[SqlSandbox] | str"]

@@ -9,15 +9,13 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.agents._cache import complete_usable
-from eval_pipeline.agents._errors import AgentError
-from eval_pipeline.agents._types import ChatMessage
+from eval_pipeline.agents import AgentError, ChatMessage, complete_usable
 from eval_pipeline.grading._extraction import EXTRACTION_SYSTEM
 from eval_pipeline.grading._tool_calls import JudgeDecision
 from eval_pipeline.suite import Message
 
 if TYPE_CHECKING:
-    from eval_pipeline.agents._chat import ChatModel
+    from eval_pipeline.agents import ChatModel
 
 JUDGE_MAX_TOKENS = 1024
 

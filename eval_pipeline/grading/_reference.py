@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
+from eval_pipeline.agents import SandboxError, SqlSandbox
 from eval_pipeline.suite import Case
 
 

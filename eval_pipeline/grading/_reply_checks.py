@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from itertools import combinations
 
-from eval_pipeline.agents._replay import relabel
+from eval_pipeline.agents import relabel
 from eval_pipeline.grading._judges import Judge
 from eval_pipeline.grading._tool_calls import JudgeDecision
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus

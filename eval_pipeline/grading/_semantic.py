@@ -8,8 +8,7 @@ from typing import Literal
 
 import pandas as pd
 
-from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
-from eval_pipeline.agents._sql_result import QueryResult
+from eval_pipeline.agents import QueryResult, SandboxError, SqlSandbox
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._reference import frame_from_rows
 

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eval_pipeline.agents._types import ToolCallRecord
+from eval_pipeline.agents import ToolCallRecord
 from eval_pipeline.grading._assertions import strict_equal
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus
 from eval_pipeline.suite import ExpectedToolCall

@@ -23,7 +23,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
+from eval_pipeline.agents import SandboxLimits, SqlSandbox
 from eval_pipeline.grading._warehouse_keys import Column, Table, WarehouseSchema, read_schema
 
 __all__ = ["MANIFEST", "VariantOptions", "WarehouseVariants", "build_variants", "load_variants"]

@@ -3,7 +3,15 @@
 from eval_pipeline.pipeline._cases import record_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
-from eval_pipeline.pipeline._gates import PartitionChecks, check_partition, regressions_sql
+from eval_pipeline.pipeline._gates import (
+    PartitionChecks,
+    accuracy_gate,
+    check_partition,
+    diff_days,
+    regressions_sql,
+    since_previous_day,
+    since_previous_run,
+)
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
     compute_references,
@@ -18,8 +26,10 @@ from eval_pipeline.pipeline._import_results import (
     import_results,
     read_results_file,
 )
+from eval_pipeline.pipeline._nao_format import label_models
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
 from eval_pipeline.pipeline._results import (
     build_results,
     decode_run_rows,
@@ -47,18 +57,23 @@ __all__ = [
     "PartitionSummary",
     "ResultsFileError",
     "VariantSandboxes",
+    "accuracy_gate",
     "attempts_for",
     "build_results",
     "build_suite_variants",
     "check_partition",
     "compute_references",
+    "day_leaderboard",
     "decode_run_rows",
     "detectable_difference",
+    "diff_days",
     "ensure_variants",
+    "failure_kinds_markdown",
     "grade_partition",
     "grade_runs",
     "import_results",
     "judge_model",
+    "label_models",
     "load_references",
     "plan_requests",
     "publish",
@@ -72,9 +87,12 @@ __all__ = [
     "run_rows_parameters",
     "run_rows_sql",
     "run_to_row",
+    "since_previous_day",
+    "since_previous_run",
     "subscribe",
     "summarize_grades",
     "summarize_partition",
     "tool_call_rows",
+    "write_report",
     "write_results_file",
 ]

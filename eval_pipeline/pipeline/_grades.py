@@ -9,16 +9,17 @@ from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from eval_pipeline.agents._sandbox import SandboxLimits
-from eval_pipeline.grading._grader import Grade, Grader
-from eval_pipeline.grading._metrics import (
+from eval_pipeline.agents import SandboxLimits
+from eval_pipeline.grading import (
     CaseMetrics,
+    Grade,
+    Grader,
     ModelSummary,
+    ReferenceResult,
     RunOutcome,
     case_metrics,
     summarize_models,
 )
-from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.pipeline._comparisons import model_intervals
 from eval_pipeline.pipeline._records import run_from_row
 from eval_pipeline.pipeline._references import references_by_database

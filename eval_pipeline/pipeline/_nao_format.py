@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from eval_pipeline.agents._sql_result import to_json_safe
+from eval_pipeline.agents import to_json_safe
 from eval_pipeline.grading import CaseMetrics
 
 # How many rows of a query nao's `tool_calls[].result.data` carries: the file stays readable

@@ -11,8 +11,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.agents._types import AgentRun, QueryRecord, RunStatus, ToolCallRecord, Usage
-from eval_pipeline.agents._wire import MAX_COUNT
+from eval_pipeline.agents import MAX_COUNT, AgentRun, QueryRecord, RunStatus, ToolCallRecord, Usage
 
 log = logging.getLogger("eval_pipeline.store")
 

@@ -8,10 +8,8 @@ from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
-from eval_pipeline.agents._factory import AgentFactory
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._replay import RekeyReport, recording_name
-from eval_pipeline.grading._grader import Grader
+from eval_pipeline.agents import AgentFactory, ProviderPool, RekeyReport, recording_name
+from eval_pipeline.grading import Grader
 from eval_pipeline.pipeline._grades import compute_references, grade_partition
 from eval_pipeline.pipeline._runs import run_partition
 from eval_pipeline.store import StoreLayout

@@ -19,7 +19,7 @@ from eval_pipeline.pipeline._comparisons import (
     record_comparisons,
 )
 from eval_pipeline.store import StoreLayout, query
-from eval_pipeline.suite._secrets import redact
+from eval_pipeline.suite import redact
 
 
 def _cell(value: object) -> str:

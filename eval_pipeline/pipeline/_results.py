@@ -25,7 +25,7 @@ from eval_pipeline.pipeline._nao_format import (
     pass_metrics_by_test,
 )
 from eval_pipeline.store import StoreLayout, decode_json, query
-from eval_pipeline.suite._secrets import redact_value
+from eval_pipeline.suite import redact_value
 
 
 def _none_if_nan(value: Any) -> Any:

@@ -6,9 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
-from eval_pipeline.agents._chat import Agent
-from eval_pipeline.agents._runner import RunRequest, execute_runs
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import Agent, AgentRun, RunRequest, RunStatus, execute_runs
 from eval_pipeline.pipeline._records import (
     journaled_runs,
     make_storable,

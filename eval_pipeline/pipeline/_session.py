@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
-from eval_pipeline.agents._cache import CachedChatModel
-from eval_pipeline.agents._chat import ChatModel
-from eval_pipeline.agents._factory import AgentFactory
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._replay import recording_name
-from eval_pipeline.grading._grader import Grade, Grader
+from eval_pipeline.agents import (
+    AgentFactory,
+    CachedChatModel,
+    ChatModel,
+    ProviderPool,
+    recording_name,
+)
+from eval_pipeline.grading import Grade, Grader
 from eval_pipeline.pipeline._grades import grade_partition
 from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._runs import PartitionRuns, run_partition

@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 from eval_pipeline.store._layout import StoreLayout
-from eval_pipeline.suite._secrets import redact_value
+from eval_pipeline.suite import redact_value
 
 
 class FileCompletionCache:

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from eval_pipeline.store._layout import TABLES, StoreLayout
 from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
-from eval_pipeline.suite._secrets import redact_value
+from eval_pipeline.suite import redact_value
 
 log = logging.getLogger("eval_pipeline.store")
 

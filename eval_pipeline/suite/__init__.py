@@ -25,10 +25,16 @@ from eval_pipeline.suite._config import (
     ThresholdMode,
     WarehouseConfig,
     load_config,
+    recording_name_problem,
 )
-from eval_pipeline.suite._context import AgentContext, ContextFile, load_agent_context
+from eval_pipeline.suite._context import (
+    AgentContext,
+    ContextFile,
+    dbt_doc_files,
+    load_agent_context,
+)
 from eval_pipeline.suite._csv_import import import_csv
-from eval_pipeline.suite._databases import DatabaseConfig
+from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig
 from eval_pipeline.suite._errors import (
     Problem,
     SelectionError,
@@ -44,6 +50,14 @@ from eval_pipeline.suite._nao import (
     to_model_id,
 )
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_CONSISTENCY_RUNS
+from eval_pipeline.suite._secrets import (
+    MIN_PIECE,
+    PUBLIC_HEADERS,
+    REDACTED,
+    Redactor,
+    redact,
+    redact_value,
+)
 from eval_pipeline.suite._suite import (
     CASES_DIR,
     Suite,
@@ -52,13 +66,18 @@ from eval_pipeline.suite._suite import (
     load_cases,
     load_suite,
 )
+from eval_pipeline.suite._yaml import load_yaml
 
 __all__ = [
     "CASES_DIR",
     "CONFIG_FILE",
+    "DEFAULT_DATABASE_NAME",
     "MAX_ATTEMPTS",
     "MAX_CONSISTENCY_RUNS",
+    "MIN_PIECE",
     "NAO_CONFIG_FILE",
+    "PUBLIC_HEADERS",
+    "REDACTED",
     "AgentConfig",
     "AgentContext",
     "ArgumentMatcher",
@@ -76,6 +95,7 @@ __all__ = [
     "ModelCosts",
     "Problem",
     "ProviderConfig",
+    "Redactor",
     "SelectionError",
     "Semantic",
     "Suite",
@@ -87,6 +107,7 @@ __all__ = [
     "Tolerance",
     "ToolCallAssertion",
     "WarehouseConfig",
+    "dbt_doc_files",
     "describe_error",
     "discover_case_files",
     "find_suite_root",
@@ -98,5 +119,9 @@ __all__ = [
     "load_config",
     "load_nao_config",
     "load_suite",
+    "load_yaml",
+    "recording_name_problem",
+    "redact",
+    "redact_value",
     "to_model_id",
 ]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from eval_pipeline.grading._agreement import Agreement, agreement
+from eval_pipeline.grading import Agreement, agreement
 from eval_pipeline.store import StoreLayout, write_rows
 
 MAX_NOTE = 4000

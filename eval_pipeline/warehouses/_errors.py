@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.suite._secrets import redact
+from eval_pipeline.suite import redact
 
 
 class WarehouseError(Exception):

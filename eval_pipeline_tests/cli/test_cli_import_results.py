@@ -7,8 +7,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
 from eval_pipeline_tests.suite.nao_project import write_nao_project
+
+pytestmark = pytest.mark.slow  # the real console script, in subprocesses
 
 NAO_FILE = Path(__file__).parents[1] / "pipeline" / "nao_results" / "results_20260105_143022.json"
 

@@ -19,12 +19,14 @@ from eval_pipeline.grading import Grade, GradeStatus
 from eval_pipeline.pipeline import (
     check_partition,
     compute_references,
+    day_leaderboard,
+    failure_kinds_markdown,
     grade_runs,
     run_agents,
     summarize_partition,
+    write_report,
 )
-from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
-from eval_pipeline.suite._secrets import redact
+from eval_pipeline.suite import redact
 
 EAGER = dg.AutomationCondition.eager()
 with warnings.catch_warnings():

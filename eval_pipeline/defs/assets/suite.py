@@ -7,7 +7,7 @@ import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.grading._judges import PROMPTS_VERSION, judge_label
+from eval_pipeline.grading import PROMPTS_VERSION, judge_label
 from eval_pipeline.pipeline import record_cases
 from eval_pipeline.suite import Case
 
