@@ -249,6 +249,7 @@ def test_holm_by_hand():
     assert holm_adjust([]) == []
 
 
+@pytest.mark.slow  # statsmodels' multipletests costs ~0.25 s a call: seconds in all
 def test_holm_matches_statsmodels_on_random_p_values():
     multipletests = pytest.importorskip("statsmodels.stats.multitest").multipletests
     rng = np.random.default_rng(1979)
