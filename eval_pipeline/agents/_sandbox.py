@@ -111,6 +111,14 @@ class SandboxLimits:
         if not 1 <= self.model_max_rows <= self.store_max_rows:
             raise ValueError("need 1 <= model_max_rows <= store_max_rows")
 
+    def render(self, result: QueryResult) -> str:
+        """What goes back to the model: `result.to_text` capped at these limits."""
+        return result.to_text(
+            max_rows=self.model_max_rows,
+            max_cell_chars=self.max_cell_chars,
+            max_chars=self.model_max_chars,
+        )
+
 
 class SqlSandbox:
     """Runs one read-only statement per call against a locked-down DuckDB database.
@@ -256,11 +264,7 @@ class SqlSandbox:
 
     def render(self, result: QueryResult) -> str:
         """What goes back to the model: `result.to_text` capped at this sandbox's limits."""
-        return result.to_text(
-            max_rows=self.limits.model_max_rows,
-            max_cell_chars=self.limits.max_cell_chars,
-            max_chars=self.limits.model_max_chars,
-        )
+        return self.limits.render(result)
 
     def close(self) -> None:
         """Release the database (and its file lock); queries still running are cut off."""

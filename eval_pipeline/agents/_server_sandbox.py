@@ -256,11 +256,7 @@ class ServerSandbox:
 
     def render(self, result: QueryResult) -> str:
         """What goes back to the model: `result.to_text` capped at this sandbox's limits."""
-        return result.to_text(
-            max_rows=self.limits.model_max_rows,
-            max_cell_chars=self.limits.max_cell_chars,
-            max_chars=self.limits.model_max_chars,
-        )
+        return self.limits.render(result)
 
     def close(self) -> None:
         with self._lock:
