@@ -7,10 +7,14 @@ import itertools
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.grading._compare import compare_results
+
+# ~11 s of generated tables in all: CI runs them; the fast lane keeps test_compare.py's examples.
+pytestmark = pytest.mark.slow
 
 RTOL, ATOL = 1e-5, 1e-8
 PROPERTY = settings(max_examples=100, deadline=None)
