@@ -111,6 +111,15 @@ class SandboxLimits:
         if not 1 <= self.model_max_rows <= self.store_max_rows:
             raise ValueError("need 1 <= model_max_rows <= store_max_rows")
 
+    def fetch_caps(self) -> FetchCaps:
+        """What one query may keep for the store, with its deadline starting now."""
+        return FetchCaps(
+            max_rows=self.store_max_rows,
+            max_bytes=self.store_max_bytes,
+            max_cell_bytes=self.max_stored_cell_bytes,
+            deadline=time.monotonic() + self.timeout_s,
+        )
+
     def render(self, result: QueryResult) -> str:
         """What goes back to the model: `result.to_text` capped at these limits."""
         return result.to_text(
@@ -222,12 +231,7 @@ class SqlSandbox:
         timer = threading.Timer(self.limits.timeout_s, interrupt)
         timer.daemon = True
         started = time.perf_counter()
-        caps = FetchCaps(
-            max_rows=self.limits.store_max_rows,
-            max_bytes=self.limits.store_max_bytes,
-            max_cell_bytes=self.limits.max_stored_cell_bytes,
-            deadline=time.monotonic() + self.limits.timeout_s,
-        )
+        caps = self.limits.fetch_caps()
         try:
             # Rolled back below: undoes writes that get past the statement check, such as a
             # DELETE ... RETURNING inside a CTE, which DuckDB reports as a SELECT.

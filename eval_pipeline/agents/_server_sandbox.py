@@ -22,7 +22,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from eval_pipeline.agents._errors import AgentError
-from eval_pipeline.agents._result_fetch import FetchCaps, FetchTimeout, fetch_capped_batches
+from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
 from eval_pipeline.agents._sandbox import (
     ForbiddenStatement,
     QueryFailed,
@@ -205,12 +205,7 @@ class ServerSandbox:
         backstop = threading.Timer(self.limits.timeout_s + CANCEL_GRACE_S, cancel)
         backstop.daemon = True
         started = time.perf_counter()
-        caps = FetchCaps(
-            max_rows=self.limits.store_max_rows,
-            max_bytes=self.limits.store_max_bytes,
-            max_cell_bytes=self.limits.max_stored_cell_bytes,
-            deadline=time.monotonic() + self.limits.timeout_s,
-        )
+        caps = self.limits.fetch_caps()
         try:
             connection = self._ready(connection)
             backstop.start()
