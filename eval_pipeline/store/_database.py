@@ -175,8 +175,9 @@ def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
     """Create the store folders, schema files and the views, unless they are already current.
 
     The views are written once (and again only when the store is compacted or their
-    definition changed), because writing needs the one read-write lock DuckDB allows per file: writers
-    of results never open results.duckdb, so a person's SQL session never blocks a run.
+    definition changed), because writing needs the one read-write lock DuckDB allows per
+    file: writers of results never open results.duckdb, so a person's SQL session never
+    blocks a run. A copied or moved suite keeps its views: their paths are relative.
     """
     ensure_schema_files(layout)
     if views_current(layout):
