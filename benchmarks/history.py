@@ -41,7 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_pipeline.defs import materialize
 from eval_pipeline.pipeline import summarize_grades
-from eval_pipeline.store import StoreLayout, compact_store, ensure_database, write_rows
+from eval_pipeline.store import (
+    StoreLayout,
+    compact_store,
+    ensure_database,
+    reading_config,
+    write_rows,
+)
 from eval_pipeline_tests.pipeline.small_suite import (
     EVALUATION,
     MODELS,
@@ -180,7 +186,9 @@ def time_queries(
     for label, sql in queries(last_day).items():
         timings, rows = [], 0
         for _ in range(repeats + 1):
-            with duckdb.connect(str(layout.database), read_only=True) as connection:
+            with duckdb.connect(
+                str(layout.database), read_only=True, config=reading_config(layout)
+            ) as connection:
                 started = time.perf_counter()
                 rows = len(connection.execute(sql).fetchall())
                 timings.append(time.perf_counter() - started)
@@ -189,7 +197,9 @@ def time_queries(
 
 
 def check_counts(layout: StoreLayout, *, days: int, models: int, cases: int, k: int) -> None:
-    with duckdb.connect(str(layout.database), read_only=True) as connection:
+    with duckdb.connect(
+        str(layout.database), read_only=True, config=reading_config(layout)
+    ) as connection:
         for table, expected in (
             ("grades", days * models * cases * k),
             ("agent_runs", days * models * cases * k),

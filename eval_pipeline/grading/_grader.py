@@ -118,7 +118,41 @@ def _dates_as_timestamps(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _compare_as_data(actual: pd.DataFrame, expected: pd.DataFrame, **options: Any) -> Comparison:
-    return compare_results(_dates_as_timestamps(actual), _dates_as_timestamps(expected), **options)
+    compared = _dates_as_timestamps(actual), _dates_as_timestamps(expected)
+    comparison = compare_results(*compared, **options)
+    if comparison.diff.empty or (compared[0] is actual and compared[1] is expected):
+        return comparison
+    return replace(comparison, diff=_as_written(comparison.diff, (actual, expected), compared))
+
+
+def _as_written(
+    diff: pd.DataFrame,
+    written: tuple[pd.DataFrame, pd.DataFrame],
+    compared: tuple[pd.DataFrame, pd.DataFrame],
+) -> pd.DataFrame:
+    """The diff with each date or timestamp as the result spelled it (`2024-01-03`), not as the
+    UTC timestamp it was compared as (which a person would read as `2024-01-03T00:00:00Z`).
+
+    A diff row is row `_row` of its side's frame, so a cell is looked up in that row: in the
+    column of the same name, else the same place, else any converted cell of the same time."""
+    shown = diff.astype(object)
+    for index, (side, row) in enumerate(zip(diff["_side"], diff["_row"], strict=True)):
+        which = 0 if str(side).startswith("actual") else 1
+        original, converted = written[which], compared[which]
+        names = [str(name).casefold() for name in converted.columns]
+        for column, name in enumerate(shown.columns[2:]):
+            value = shown.iat[index, column + 2]
+            if not isinstance(value, pd.Timestamp):
+                continue
+            named = [p for p, n in enumerate(names) if n == str(name).casefold()]
+            for position in [*named, column, *range(len(names))]:
+                if position >= len(names):
+                    continue
+                candidate = converted.iat[row, position]
+                if isinstance(candidate, pd.Timestamp) and candidate == value:
+                    shown.iat[index, column + 2] = original.iat[row, position]
+                    break
+    return shown
 
 
 def _final_sql(run: AgentRun, extraction: Extraction) -> str | None:

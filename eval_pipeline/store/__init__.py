@@ -18,6 +18,7 @@ from eval_pipeline.store._database import (
     fetch,
     fetch_read_only,
     query,
+    reading_config,
     try_ensure_database,
     view_statements,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "quote_part",
     "read_journals",
     "read_latest",
+    "reading_config",
     "reading_files",
     "remove_files",
     "try_ensure_database",

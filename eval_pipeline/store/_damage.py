@@ -179,7 +179,8 @@ def recover(layout: StoreLayout, error: BaseException) -> list[DamagedFile]:
     store = layout.tables_dir.resolve()
     named = []
     for match in _NAMED_FILE.findall(str(error)):
-        path = Path(match).resolve()
+        # results.duckdb's views name files relative to its folder (`view_statements`)
+        path = (layout.root / match).resolve()
         if path.is_relative_to(store) and path.exists():
             named.append(path)
     found = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,8 @@ from eval_pipeline.store._layout import TABLES, StoreLayout
 from eval_pipeline.store._locks import views_lock
 
 # Bump when a view's definition changes; the views are then recreated on next use.
-VIEWS_VERSION = 4
+# (5: paths relative to results.duckdb's folder, so a copied or moved suite reads at once.)
+VIEWS_VERSION = 5
 
 # How long a process reads through views of its own after finding results.duckdb held
 # (rather than waiting out the lock again on every query).
@@ -36,11 +38,26 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+def _path_sql(layout: StoreLayout, path: Path | str) -> str:
+    """A store path as a SQL string relative to results.duckdb's folder (`layout.root`).
+
+    DuckDB resolves a relative path in a view against the connection's `file_search_path`,
+    else the working folder, never against the database file's folder (measured, duckdb
+    2.0.1): so every connection this package opens sets `file_search_path` to the folder
+    (`reading_config`), and a person's own session runs from it or sets it too (README)."""
+    return _sql_string(Path(path).relative_to(layout.root).as_posix())
+
+
+def reading_config(layout: StoreLayout) -> dict[str, str]:
+    """The DuckDB settings a connection needs to read the views (`duckdb.connect(config=…)`)."""
+    return {"file_search_path": layout.root.resolve().as_posix()}
+
+
 def _latest_files(layout: StoreLayout, name: str) -> str:
     """SQL listing each partition's newest file, its current state. Files are named by the
     moment they were written, so the newest is the greatest name in its folder (the rule
     `latest_file` follows), and a partition whose newest write holds no row shows no row."""
-    pattern = _sql_string(layout.glob(name))
+    pattern = _path_sql(layout, layout.glob(name))
     schema_file = _sql_string(layout.empty_file(name).name)
     return (
         f"SELECT max(file) FROM glob({pattern}) WHERE parse_filename(file) <> {schema_file} "
@@ -49,9 +66,14 @@ def _latest_files(layout: StoreLayout, name: str) -> str:
 
 
 def relative_dir_sql(layout: StoreLayout, name: str, column: str) -> str:
-    """SQL for the partition key (`StoreLayout.partition_key`) of the file in `column`."""
-    prefix = _sql_string(layout.table_dir(name).as_posix())
-    return f"substr(parse_dirpath({column}), length({prefix}) + 2)"
+    """SQL for the partition key (`StoreLayout.partition_key`) of the file in `column`.
+
+    The glob spells a file from wherever the path was resolved (the search path, or the
+    working folder), so the key is what follows the table's folder, matched from the end: a
+    key never holds the table's folder name (model ids are quoted, `quote_part`)."""
+    table = Path(layout.table_dir(name)).relative_to(layout.root).as_posix()
+    pattern = _sql_string(f"^(.*/)?{re.escape(table)}(/(.*))?$")
+    return f"regexp_extract(parse_dirpath({column}), {pattern}, 3)"
 
 
 def _compacted_statements(layout: StoreLayout, name: str, cutoff: str) -> list[str]:
@@ -65,25 +87,25 @@ def _compacted_statements(layout: StoreLayout, name: str, cutoff: str) -> list[s
     (Hence also: a file named after the cutoff must hold every column of the schema file; a
     column added to a table shows once the files written before the change are compacted.)"""
     spec = TABLES[name]
-    schema_file = _sql_string(layout.empty_file(name).as_posix())
-    data_glob = _sql_string(layout.data_glob(name))
+    schema_file = _path_sql(layout, layout.empty_file(name))
+    data_glob = _path_sql(layout, layout.data_glob(name))
     since = _sql_string(cutoff)
     # The whole-table glob also matches the schema file (zero rows), so it never matches
     # nothing, which `read_parquet` refuses.
-    everything = _sql_string(layout.glob(name))
+    everything = _path_sql(layout, layout.glob(name))
     files = (
         f"SELECT * EXCLUDE (filename) FROM read_parquet([{schema_file}, {everything}], "
         "hive_partitioning = false, filename = true) "
         f"WHERE parse_filename(filename) >= {since}"
     )
-    history = _sql_string(layout.segment(name, cutoff, "history").as_posix())
+    history = _path_sql(layout, layout.segment(name, cutoff, "history"))
     statements = [
         f"CREATE OR REPLACE VIEW {name}_history AS {files} "
         f"UNION ALL BY NAME SELECT * FROM read_parquet({history})"
     ]
     if spec.partitioning == "append":
         return statements
-    current = _sql_string(layout.segment(name, cutoff, "current").as_posix())
+    current = _path_sql(layout, layout.segment(name, cutoff, "current"))
     recent = f"FROM glob({data_glob}) WHERE parse_filename(file) >= {since}"
     statements.append(
         f"CREATE OR REPLACE VIEW {name} AS {files} AND filename IN "
@@ -102,11 +124,12 @@ def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]
     person's label), and `<table>_latest` holds the newest row per item (`latest_by`).
     Once the store is compacted (`compact_store`), the files written before the generation's
     cutoff are read from its two segments per table instead (`cutoff`: the current one).
+    Paths are relative to results.duckdb's folder: run them with `reading_config(layout)`.
     """
     cutoff = cutoff or current_generation(layout)
     statements = []
     for name, spec in TABLES.items():
-        pattern = _sql_string(layout.glob(name))
+        pattern = _path_sql(layout, layout.glob(name))
         # A table added since the last compaction has no segments yet: read as uncompacted.
         compacted = cutoff is not None and layout.segment(name, cutoff, "history").exists()
         if compacted:
@@ -140,7 +163,7 @@ def _marker_text(layout: StoreLayout) -> str:
     return json.dumps(
         {
             "version": VIEWS_VERSION,
-            "store": str(layout.tables_dir.resolve()),
+            # No folder: the views' paths are relative, so a moved suite's views stay current.
             "generation": current_generation(layout),
             # A table added to the store (a new release) needs its views.
             "tables": sorted(TABLES),
@@ -151,9 +174,10 @@ def _marker_text(layout: StoreLayout) -> str:
 def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
     """Create the store folders, schema files and the views, unless they are already current.
 
-    The views are written once (and again only when the store moved or their definition
-    changed), because writing needs the one read-write lock DuckDB allows per file: writers
-    of results never open results.duckdb, so a person's SQL session never blocks a run.
+    The views are written once (and again only when the store is compacted or their
+    definition changed), because writing needs the one read-write lock DuckDB allows per
+    file: writers of results never open results.duckdb, so a person's SQL session never
+    blocks a run. A copied or moved suite keeps its views: their paths are relative.
     """
     ensure_schema_files(layout)
     if views_current(layout):
@@ -172,7 +196,7 @@ def _open_for_writing(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConn
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(str(layout.database))
+            return duckdb.connect(str(layout.database), config=reading_config(layout))
         except (duckdb.IOException, duckdb.ConnectionException) as error:
             if time.monotonic() > deadline:
                 raise StoreBusy(
@@ -202,7 +226,7 @@ def writing_views(layout: StoreLayout, *, wait_s: float) -> Iterator[Callable[[]
 
 
 def views_current(layout: StoreLayout) -> bool:
-    """Whether results.duckdb's views match the store as it is (folder, generation, version)."""
+    """Whether results.duckdb's views match the store as it is (generation, version, tables)."""
     marker = layout.views_marker
     return (
         layout.database.exists() and marker.exists() and marker.read_text() == _marker_text(layout)
@@ -213,7 +237,7 @@ def try_ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> bool:
     """`ensure_database`, except that results.duckdb held open elsewhere is not an error.
 
     Writers never need results.duckdb, and readers can build the same views in memory, so a
-    DuckDB shell left open on stale views (the suite was moved, or compacted) must not stop an
+    DuckDB shell left open on stale views (the store was compacted) must not stop an
     evaluation. Returns False, warning once per process, when the views could not be written;
     the next `_BUSY_RETRY_S` seconds do not wait for the lock again.
     """
@@ -241,7 +265,9 @@ def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnec
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(str(layout.database), read_only=True)
+            return duckdb.connect(
+                str(layout.database), read_only=True, config=reading_config(layout)
+            )
         except (duckdb.IOException, duckdb.ConnectionException):
             if time.monotonic() > deadline:
                 raise
@@ -250,7 +276,7 @@ def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnec
 
 def _open_in_memory(layout: StoreLayout) -> duckdb.DuckDBPyConnection:
     """The same views as results.duckdb's, in a connection of this process alone."""
-    connection = duckdb.connect(":memory:")
+    connection = duckdb.connect(":memory:", config=reading_config(layout))
     for statement in view_statements(layout):
         connection.execute(statement)
     return connection
@@ -321,8 +347,7 @@ def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tupl
 
     def run() -> tuple[list[str], list[tuple]]:
         with connect(layout) as connection:
-            allowed = layout.tables_dir.resolve().as_posix() + "/"
-            connection.execute("SET allowed_directories = [?]", [allowed])
+            connection.execute("SET allowed_directories = ?", [_store_directories(layout)])
             connection.execute("SET enable_external_access = false")
             connection.execute("SET lock_configuration = true")
             cursor = connection.execute(sql)
@@ -330,3 +355,14 @@ def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tupl
             return columns, cursor.fetchall()
 
     return with_recovery(layout, run)
+
+
+def _store_directories(layout: StoreLayout) -> list[str]:
+    """The folders `fetch_read_only` may read: the tables folder, and each table's and the
+    segments' folder as the views spell them (relative). DuckDB checks the path as written,
+    and looks a relative path up in the working folder too when the store lacks it, so the
+    relative ones name the table folders, not all of `store/`."""
+    relative = [layout.table_dir(name) for name in TABLES] + [layout.segments_root]
+    return [layout.tables_dir.resolve().as_posix() + "/"] + [
+        Path(folder).relative_to(layout.root).as_posix() + "/" for folder in relative
+    ]

@@ -272,7 +272,7 @@ class StoreLayout:
 
     @property
     def views_marker(self) -> Path:
-        """What results.duckdb's views were written for (folder, generation, version)."""
+        """What results.duckdb's views were written for (generation, version, tables)."""
         return self.root / "results.views.json"
 
     @property

@@ -172,7 +172,7 @@ def run_detail(
                g.duration_ms, g.tool_call_count, g.written_at AS graded_at,
                r.status AS run_status, r.final_text, r.messages, r.tool_calls AS run_tool_calls,
                r.error AS run_error, r.input_tokens, r.cached_input_tokens, r.output_tokens,
-               r.turns, r.started_at, r.finished_at, r.reused,
+               r.turns, r.started_at, r.finished_at, r.reused, r.written_at AS stored_at,
                t.sql AS case_sql, t.tags, t.category, t.difficulty, t.notes, t.file
         FROM {reader.partitions("grades", keys)} g
         LEFT JOIN {reader.partitions("agent_runs", keys)} r
@@ -265,19 +265,43 @@ def trend_points(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list
     return points
 
 
-def regressions(con: duckdb.DuckDBPyConnection, day: date) -> list[dict[str, Any]]:
-    """Tests that regressed on `day` since their model's previous evaluated day (the rule of
-    the no_regression check and the history mart, whose SQL this runs)."""
+def day_changes(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list[dict[str, Any]]:
+    """Tests whose verdict flipped between their model's evaluated days, on days in the window
+    (newest first): `regressed` by the rule of the no_regression check and the history mart
+    (`regressions_sql`: every attempt passed on the model's previous day, some did not now),
+    `improved` the other way round (`diff_days`: some attempt did not pass then, all do now)."""
     rows = _rows(
         con,
         f"""
-        SELECT name, model, run_date, attempt, previous_date AS base_date, status,
-               first_failure AS message
-        FROM ({regressions_sql("grades_snapshot")})
-        WHERE run_date = ?
-        ORDER BY model, name
+        WITH case_days AS (
+            SELECT name, model, run_date, bool_and(passed) AS passed
+            FROM grades_snapshot GROUP BY name, model, run_date
+        ),
+        model_days AS (
+            SELECT model, run_date,
+                   lag(run_date) OVER (PARTITION BY model ORDER BY run_date) AS previous_date
+            FROM (SELECT DISTINCT model, run_date FROM case_days)
+        ),
+        improved AS (
+            SELECT today.name, today.model, today.run_date, days.previous_date,
+                   0 AS attempt, 'improved' AS change, 'passed' AS status, NULL AS message
+            FROM case_days AS today
+            JOIN model_days AS days USING (model, run_date)
+            JOIN case_days AS before
+              ON before.name = today.name AND before.model = today.model
+             AND before.run_date = days.previous_date
+            WHERE today.passed AND NOT before.passed
+        ),
+        regressed AS (
+            SELECT name, model, run_date, previous_date, attempt, 'regressed' AS change,
+                   status, first_failure AS message
+            FROM ({regressions_sql("grades_snapshot")})
+        )
+        SELECT * FROM (SELECT * FROM regressed UNION ALL SELECT * FROM improved)
+        WHERE run_date BETWEEN ? AND ?
+        ORDER BY run_date DESC, change DESC, model, name
         """,
-        [day],
+        [start, end],
     )
     for row in rows:
         row["run_id"] = run_id(row["name"], row["model"], row["run_date"], row["attempt"])
@@ -285,17 +309,29 @@ def regressions(con: duckdb.DuckDBPyConnection, day: date) -> list[dict[str, Any
 
 
 def flaky(con: duckdb.DuckDBPyConnection, start: date, end: date) -> list[dict[str, Any]]:
-    """(test, model) pairs that sometimes passed and sometimes not in the window, with each
-    attempt's outcome (oldest first) for a strip."""
+    """(test, model) pairs whose attempts disagreed on some day of the window (some passed,
+    some not: the `flaky_cases` mart's rule, per day), with the number of such days and
+    those days' attempts (oldest first) for a strip. A test that passed one day and failed
+    the next is not flaky but changed (`day_changes`)."""
     return _rows(
         con,
         """
-        SELECT name, model, count(*) AS attempts, sum(passed::INT) AS passes,
-               list(struct_pack(run_date := run_date, attempt := attempt, status := status,
-                                run_id := run_id) ORDER BY run_date, attempt) AS outcomes
-        FROM grades_snapshot WHERE run_date BETWEEN ? AND ?
-        GROUP BY ALL HAVING passes > 0 AND passes < attempts
-        ORDER BY attempts - passes DESC, name, model
+        WITH days AS (
+            SELECT name, model, run_date, count(*) AS attempts, sum(passed::INT) AS passes
+            FROM grades_snapshot WHERE run_date BETWEEN ? AND ?
+            GROUP BY name, model, run_date
+        ),
+        mixed AS (SELECT * FROM days WHERE passes > 0 AND passes < attempts)
+        SELECT m.name, m.model, count(DISTINCT m.run_date) AS flaky_days,
+               (SELECT count(*) FROM days d WHERE d.name = m.name AND d.model = m.model)
+                   AS evaluated_days,
+               list(struct_pack(run_date := g.run_date, attempt := g.attempt,
+                                status := g.status, run_id := g.run_id)
+                    ORDER BY g.run_date, g.attempt) AS outcomes
+        FROM mixed m
+        JOIN grades_snapshot g USING (name, model, run_date)
+        GROUP BY m.name, m.model
+        ORDER BY flaky_days DESC, m.name, m.model
         """,
         [start, end],
     )

@@ -5,8 +5,10 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import urllib.parse
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 
@@ -102,10 +104,21 @@ def fmt_pct(value: Any, digits: int = 1) -> str:
     return "—" if is_missing(value) else f"{100 * value:.{digits}f}%"
 
 
+# How pandas writes a timestamp as ISO text (`to_json(date_format="iso")`): grades written
+# before the data check kept dates as written held their diffs this way, a DATE as
+# `2026-01-01T00:00:00.000Z` (the Z is pandas', not the data's: the comparison made it UTC).
+_PANDAS_ISO = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(\.\d{3})Z?")
+
+
 def fmt_value(value: Any) -> str:
-    """A data cell: NULL visible, floats without noise."""
+    """A data cell: NULL visible, floats without noise, a date as a date."""
     if value is None:
         return "NULL"
+    if isinstance(value, str) and (stamp := _PANDAS_ISO.fullmatch(value)):
+        day, time, fraction = stamp.groups()
+        if time == "00:00:00" and fraction == ".000":
+            return day
+        return f"{day} {time}{'' if fraction == '.000' else fraction}"
     if isinstance(value, float):
         if math.isnan(value):
             return "NaN"
@@ -115,6 +128,24 @@ def fmt_value(value: Any) -> str:
     if isinstance(value, dict | list):
         return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)
+
+
+def fmt_time(value: Any) -> str:
+    """A moment as `2026-06-01 06:00:09 UTC`: ISO text or a datetime, in UTC when it has a
+    zone; one without a zone is shown without one (no zone is made up)."""
+    if is_missing(value) or value == "":
+        return "—"
+    moment = value
+    if isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            return value
+    if not isinstance(moment, datetime):
+        return str(value)
+    if moment.tzinfo is None:
+        return moment.strftime("%Y-%m-%d %H:%M:%S")
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def pretty_json(value: Any) -> str:

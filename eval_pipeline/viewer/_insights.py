@@ -29,7 +29,7 @@ def _run_label(row: dict[str, Any]) -> str:
 
 def trends_body(
     points: list[dict[str, Any]],
-    regressed: list[dict[str, Any]],
+    changes: list[dict[str, Any]],
     flaky: list[dict[str, Any]],
     *,
     start: date,
@@ -65,16 +65,28 @@ def trends_body(
         action="/trends",
         class_="autosubmit filters",
     )
-    regression_rows = [
+    change_rows = [
         el(
             "tr",
+            cell(r["run_date"].isoformat(), class_="nowrap"),
             cell(link(f"/run/{r['run_id']}", r["name"]), sort=r["name"], class_="mono"),
             cell(join(dot(colors.get(r["model"], "#999")), r["model"]), sort=r["model"]),
-            cell(r["base_date"].isoformat()),
-            cell(badge(r["status"]), sort=r["status"]),
-            cell(el("div", r["message"], class_="msg", title=r["message"]), sort=r["message"]),
+            cell(
+                badge(
+                    "failed" if r["change"] == "regressed" else "passed",
+                    "regressed" if r["change"] == "regressed" else "improved",
+                ),
+                sort=r["change"],
+            ),
+            cell(r["previous_date"].isoformat(), class_="nowrap"),
+            cell(
+                el("div", r["message"] or "", class_="msg", title=r["message"] or ""),
+                sort=r["message"] or "",
+                class_="fill",
+            ),
+            data_change=r["change"],
         )
-        for r in regressed
+        for r in changes
     ]
     flaky_rows = []
     for r in flaky:
@@ -97,10 +109,15 @@ def trends_body(
                 "tr",
                 cell(r["name"], class_="mono"),
                 cell(join(dot(colors.get(r["model"], "#999")), r["model"]), sort=r["model"]),
-                cell(f"{r['passes']}/{r['attempts']}", sort=r["passes"] / r["attempts"], num=True),
+                cell(
+                    f"{r['flaky_days']} of {r['evaluated_days']}",
+                    sort=r["flaky_days"],
+                    num=True,
+                ),
                 cell(strip),
             )
         )
+    regressed = sum(r["change"] == "regressed" for r in changes)
     return join(
         page_head(
             "Trends",
@@ -124,21 +141,25 @@ def trends_body(
             class_="two-col",
         ),
         section(
-            f"Regressed on {end.isoformat()}",
+            "Changed between days",
             table(
                 [
+                    ("Day", "text"),
                     ("Test", "text"),
                     ("Model", "text"),
-                    ("Passed on", "text"),
-                    ("Now", "text"),
+                    ("Change", "text"),
+                    ("Since", "text"),
                     ("Why", "text"),
                 ],
-                regression_rows,
-                id_="regressions",
-                empty="No test that passed on the model's previous day fails now.",
+                change_rows,
+                id_="changes",
+                empty="No test changed verdict between its model's evaluated days in this window.",
             ),
             extra=el(
-                "span", "passed on the model's previous day with results, fails now", class_="extra"
+                "span",
+                f"{regressed} regressed, {len(changes) - regressed} improved · against the "
+                "model's previous day with results",
+                class_="extra",
             ),
         ),
         section(
@@ -147,14 +168,18 @@ def trends_body(
                 [
                     ("Test", "text"),
                     ("Model", "text"),
-                    ("Passed", "num"),
-                    ("Attempts, oldest first", ""),
+                    ("Mixed days", "num"),
+                    ("Attempts on those days, oldest first", ""),
                 ],
                 flaky_rows,
                 id_="flaky",
-                empty="No flaky test in this window.",
+                empty="No test whose attempts disagreed on a day of this window.",
             ),
-            extra=el("span", "0 < passes < attempts over the window", class_="extra"),
+            extra=el(
+                "span",
+                "some attempts passed and some did not on the same day",
+                class_="extra",
+            ),
         ),
     )
 

@@ -16,6 +16,7 @@ from eval_pipeline.store import (
     current_generation,
     ensure_schema_files,
     latest_sources,
+    reading_config,
     reading_files,
     view_statements,
 )
@@ -58,7 +59,7 @@ class StoreReader:
     def __init__(self, layout: StoreLayout) -> None:
         ensure_schema_files(layout)
         self.layout = layout
-        self._database = duckdb.connect(":memory:")
+        self._database = duckdb.connect(":memory:", config=reading_config(layout))
         self._database.execute("SET parquet_metadata_cache = true")  # the files never change
         self._lock = threading.Lock()
         self._marks: dict[str, frozenset[str]] = {}

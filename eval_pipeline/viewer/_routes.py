@@ -260,11 +260,11 @@ class ViewerApp:
             end = _day(params.get("end"), "end") or days[0]
             start = end - timedelta(days=window - 1)
             points = data.trend_points(con, start, end)
-            regressed = data.regressions(con, end)
+            changes = data.day_changes(con, start, end)
             flaky = data.flaky(con, start, end)
             colors = model_colors(data.all_models(con))
         body = trends_body(
-            points, regressed, flaky, start=start, end=end, window=window, colors=colors
+            points, changes, flaky, start=start, end=end, window=window, colors=colors
         )
         return html(200, "Trends", body, active="trends")
 

@@ -12,6 +12,7 @@ from eval_pipeline.viewer._html import (
     fmt_cost,
     fmt_int,
     fmt_ms,
+    fmt_time,
     join,
     section,
     url,
@@ -33,6 +34,25 @@ def _kv(items: list[tuple[str, Child]]) -> Markup:
     return el(
         "dl", [join(el("dt", k), el("dd", v)) for k, v in items if v not in (None, "")], class_="kv"
     )
+
+
+def _when(run: dict[str, Any]) -> list[tuple[str, Child]]:
+    """When the run was made. A reused run was made by an earlier invocation: its start is
+    that one's, so the page says so and when this invocation took it over."""
+    started = fmt_time(run.get("started_at")) if run.get("started_at") else None
+    if not run.get("reused"):
+        return [("Started", started)]
+    return [
+        (
+            "Reused",
+            join(
+                "yes: an earlier invocation made this run, and the one of ",
+                fmt_time(run.get("stored_at")),
+                " reused it (its test, model, context, attempt and day were unchanged)",
+            ),
+        ),
+        ("Started", join(started, el("span", " (by the earlier invocation)", class_="muted"))),
+    ]
 
 
 def numbers_panel(run: dict[str, Any]) -> Markup:
@@ -61,8 +81,7 @@ def numbers_panel(run: dict[str, Any]) -> Markup:
                 ("Time", fmt_ms(run["duration_ms"])),
                 ("Turns", fmt_int(run.get("turns"))),
                 ("Tool calls", fmt_int(run["tool_call_count"])),
-                ("Reused", "yes (cached run)" if run.get("reused") else None),
-                ("Started", run.get("started_at")),
+                *_when(run),
                 ("Run key", el("span", run.get("run_key"), class_="mono")),
             ]
         ),

@@ -96,7 +96,11 @@ def runs_body(
                     else el("span", "—", class_="muted"),
                     sort="" if human is None else str(human),
                 ),
-                cell(el("div", r["message"], class_="msg", title=r["message"]), sort=r["message"]),
+                cell(
+                    el("div", r["message"], class_="msg", title=r["message"]),
+                    sort=r["message"],
+                    class_="fill",
+                ),
                 cell(fmt_int(r["tokens"]), sort=r["tokens"], num=True),
                 cell(fmt_cost(r["cost_usd"]), sort=r["cost_usd"], num=True),
                 cell(fmt_ms(r["duration_ms"]), sort=r["duration_ms"], num=True),

@@ -65,6 +65,10 @@ td.empty { color: var(--muted); text-align: center; padding: 22px; }
 tr[data-href] { cursor: pointer; }
 tr.selected td { background: var(--accent-soft); }
 .msg { max-width: 380px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; color: var(--muted); }
+/* A message column takes the width the other columns leave and cuts its text there, so a wide
+   table never pushes its number columns out of view (`cell(..., class_="fill")`). */
+table.data td.fill { width: 100%; max-width: 0; }
+td.fill .msg { max-width: none; }
 .mono, code, pre { font-family: var(--mono); font-size: 12.5px; }
 .muted { color: var(--muted); }
 .badge { display: inline-flex; align-items: center; gap: 4px; padding: 1px 8px 1px 6px; border-radius: 999px;

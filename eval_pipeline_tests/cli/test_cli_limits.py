@@ -129,7 +129,11 @@ def test_a_huge_query_result_is_cut_in_the_store_and_the_model_is_told(tmp_path,
     assert runs["wide"]["status"] != "error", runs["wide"]["message"]
     told = openai_server.requests[1].messages[-1]["content"]  # what the model read back
     assert "limits.query_max_bytes" in told and len(told) < 25_000
-    with duckdb.connect(str(suite / ".eval" / "results.duckdb"), read_only=True) as db:
+    with duckdb.connect(
+        str(suite / ".eval" / "results.duckdb"),
+        read_only=True,
+        config={"file_search_path": str(suite / ".eval")},
+    ) as db:
         (queries,) = db.execute("SELECT queries FROM agent_runs WHERE name = 'wide'").fetchone()
     (query,) = json.loads(queries)
     assert query["truncated"] and 40 <= len(query["rows"]) <= 50  # ~10 KB a row, 500 KB in all

@@ -289,6 +289,36 @@ def test_a_date_equals_the_midnight_timestamp_of_that_day(warehouse, answer_sql,
     assert graded.passed is passes, graded.message
 
 
+@pytest.mark.parametrize(
+    ("answer_sql", "actual"),
+    [
+        ("SELECT DATE '2024-01-04' AS first_order", "2024-01-04"),
+        ("SELECT TIMESTAMP '2024-01-03 09:30:00' AS first_order", "2024-01-03T09:30:00"),
+    ],
+)
+def test_a_differing_date_is_kept_in_the_diff_as_the_results_wrote_it(
+    warehouse, answer_sql, actual
+):
+    # compared as UTC timestamps, shown as written: no midnight, no zone the data never had
+    case = make_case(sql="SELECT MIN(order_date) AS first_order FROM orders")
+    result = warehouse.execute(answer_sql)
+    query = QueryRecord(
+        "q1", answer_sql, result.columns, result.column_types, [list(r) for r in result.rows], 1
+    )
+    graded = grade_one(
+        case,
+        make_run(queries=[query]),
+        reference_for(case, warehouse),
+        Grader(extraction="last_query"),
+    )
+    diff = graded.checks[0].details["diff"]
+    assert [(row["_side"], row["first_order"]) for row in diff] == [
+        ("actual only", actual),
+        ("expected only", "2024-01-03"),
+    ]
+    assert graded.checks[0].details["expected_data"] == [{"first_order": "2024-01-03"}]
+
+
 # ---- run status and verdicts ---------------------------------------------------------------
 
 

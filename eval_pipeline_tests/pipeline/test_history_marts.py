@@ -131,20 +131,32 @@ def test_the_mart_the_check_and_the_viewer_agree_on_what_regressed(small_suite: 
             "SELECT model, run_date, name, previous_date FROM regressions ORDER BY ALL"
         ).fetchall()
 
-    python = []
+    python, improved = [], []
     for model, day in GAPPED:
         diff = since_previous_day(layout, model, day)
         python += [(model, day, name, diff.base) for name in diff.regressed]
+        improved += [(model, day, name, diff.base) for name in diff.improved]
     reader = StoreReader(layout)
     try:
         with reader.cursor() as con:
-            viewer = [
-                (r["model"], day, r["name"], r["base_date"])
-                for day in (DAY_1, DAY_2, DAY_3)
-                for r in viewer_data.regressions(con, day)
-            ]
+            changes = viewer_data.day_changes(con, DAY_1, DAY_3)
     finally:
         reader.close()
+    viewer = [
+        (r["model"], r["run_date"], r["name"], r["previous_date"])
+        for r in changes
+        if r["change"] == "regressed"
+    ]
+    # the viewer's improvements are `diff_days`' too
+    assert (
+        sorted(
+            (r["model"], r["run_date"], r["name"], r["previous_date"])
+            for r in changes
+            if r["change"] == "improved"
+        )
+        == sorted(improved)
+        == [(A, DAY_3, "orders_by_region", DAY_1)]
+    )  # across the gap too
 
     expected = [
         (A, DAY_3, "total_revenue", DAY_1),  # across the gap

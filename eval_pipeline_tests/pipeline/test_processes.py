@@ -62,7 +62,8 @@ READ_IN_A_LOOP = textwrap.dedent(
     database, stop = sys.argv[1], Path(sys.argv[2])
     reads = 0
     while not stop.exists():
-        with duckdb.connect(database, read_only=True) as connection:
+        folder = str(Path(database).parent)  # the views' paths are relative to it
+        with duckdb.connect(database, read_only=True, config={"file_search_path": folder}) as connection:
             connection.execute("SELECT count(*) FROM agent_runs").fetchone()
             connection.execute("SELECT count(*) FROM grades").fetchone()
         reads += 1

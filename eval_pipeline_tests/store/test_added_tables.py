@@ -15,6 +15,7 @@ from eval_pipeline.store import (
     TableSpec,
     compact_store,
     ensure_database,
+    reading_config,
     write_rows,
 )
 from eval_pipeline_tests.store.conftest import DAY
@@ -36,7 +37,9 @@ def _older_release(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _rows(layout: StoreLayout, sql: str) -> list[tuple]:
-    with duckdb.connect(str(layout.database), read_only=True) as connection:
+    with duckdb.connect(
+        str(layout.database), read_only=True, config=reading_config(layout)
+    ) as connection:
         return connection.execute(sql).fetchall()
 
 

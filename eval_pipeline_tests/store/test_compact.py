@@ -21,6 +21,7 @@ from eval_pipeline.store import (
     latest_file,
     query,
     read_latest,
+    reading_config,
     write_rows,
 )
 from eval_pipeline.viewer._reader import StoreReader
@@ -77,7 +78,9 @@ def snapshot(layout: StoreLayout) -> dict[str, list]:
     """Every row of every view, in a stable order."""
     views = [v for name in TABLES for v in (name, f"{name}_history")] + ["labels_latest"]
     result = {}
-    with duckdb.connect(str(layout.database), read_only=True) as connection:
+    with duckdb.connect(
+        str(layout.database), read_only=True, config=reading_config(layout)
+    ) as connection:
         for view in views:
             cursor = connection.execute(f"SELECT * FROM {view}")
             columns = [c[0] for c in cursor.description]

@@ -19,6 +19,7 @@ from eval_pipeline.store import (
     query,
     read_journals,
     read_latest,
+    reading_config,
     write_rows,
 )
 from eval_pipeline_tests.store.conftest import DAY, grade
@@ -65,13 +66,18 @@ def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
 
 @pytest.mark.slow  # subprocesses
 def test_database_opens_read_only_from_another_process_while_writes_go_on(layout):
-    reader = duckdb.connect(str(layout.database), read_only=True)
+    reader = duckdb.connect(str(layout.database), read_only=True, config=reading_config(layout))
     try:
         write_rows(layout, "grades", [grade("a", "m", "passed")], model="m", run_date=DAY)
         assert reader.execute("SELECT count(*) FROM grades").fetchone()[0] == 1
-        code = f"import duckdb; print(duckdb.connect({str(layout.database)!r}, read_only=True).execute('SELECT count(*) FROM grades').fetchone()[0])"
+        # Another process, from the database's folder (its views' paths are relative to it).
+        code = "import duckdb; print(duckdb.connect('results.duckdb', read_only=True).execute('SELECT count(*) FROM grades').fetchone()[0])"
         out = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=layout.root,
         )
         assert out.stdout.strip() == "1"
     finally:
@@ -131,7 +137,7 @@ def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
         deadline = time.time() + 60
         seen = 0
         while seen < 2000 and time.time() < deadline:
-            with duckdb.connect({str(layout.database)!r}, read_only=True) as c:
+            with duckdb.connect({str(layout.database)!r}, read_only=True, config={reading_config(layout)!r}) as c:
                 seen = c.execute("SELECT count(*) FROM grades").fetchone()[0]
         print(seen)
         """

@@ -6,6 +6,11 @@ What it holds, so tests can point at it:
 * `total_revenue` by gpt on DAY2 failed: an unordered single-cell diff (1234.5 vs 1250.0).
 * `polite_clarification` has an LLM evaluator `asks_for_period` with reasoning; claude fails it on DAY2.
 * `markup_in_reply` by gpt replies with HOSTILE text on every day; claude errors on DAY3.
+* `revenue_by_month` by claude on DAY1 has a second attempt that failed: flaky that day (its
+  attempts disagree), unlike `total_revenue` by gpt (passed, failed, passed: day-to-day flips).
+* `refund_rate` by claude fails from DAY2 on; its diff holds a DATE as grades written before
+  issue 20 did (`2025-01-01T00:00:00.000Z`), its actual and expected data as written.
+* `refund_rate` by gpt on DAY3 was reused: its run was made by an earlier invocation.
 """
 
 from __future__ import annotations
@@ -92,7 +97,13 @@ TOP_EXPECTED = [
 ]
 
 
-def outcome(name: str, model: str, day: date) -> str:
+FLAKY = ("revenue_by_month", CLAUDE, DAY1)  # attempt 1 failed, attempt 0 passed
+REUSED = ("refund_rate", GPT, DAY3)
+
+
+def outcome(name: str, model: str, day: date, attempt: int = 0) -> str:
+    if (name, model, day) == FLAKY and attempt == 1:
+        return "failed"
     if name == "top_customers" and model == CLAUDE and day == DAY3:
         return "failed"
     if name == "total_revenue" and model == GPT and day == DAY2:
@@ -133,12 +144,16 @@ def _data_check(name: str, status: str) -> dict[str, Any]:
             if name == "refund_rate"
             else ("net_revenue_usd", 1250.0, 1234.5)
         )
-        expected = [{column: right}]
-        actual = [{column: wrong if status == "failed" else right}]
+        # refund_rate is per month: a DATE column, which older grades' diffs hold as pandas
+        # wrote it after comparing it as a UTC timestamp
+        month = {"month": "2025-01-01"} if name == "refund_rate" else {}
+        stamped = {"month": "2025-01-01T00:00:00.000Z"} if name == "refund_rate" else {}
+        expected = [{**month, column: right}]
+        actual = [{**month, column: wrong if status == "failed" else right}]
         diff = (
             [
-                {"_side": "actual only", "_row": 0, column: wrong},
-                {"_side": "expected only", "_row": 0, column: right},
+                {"_side": "actual only", "_row": 0, **stamped, column: wrong},
+                {"_side": "expected only", "_row": 0, **stamped, column: right},
             ]
             if status == "failed"
             else []
@@ -194,11 +209,11 @@ def _reply(name: str, model: str, status: str) -> str:
 
 
 def _run_and_grade(
-    case: dict[str, Any], model: str, day: date, index: int
+    case: dict[str, Any], model: str, day: date, index: int, attempt: int = 0
 ) -> tuple[dict, dict, list[dict]]:
-    name, status = case["name"], outcome(case["name"], model, day)
+    name, status = case["name"], outcome(case["name"], model, day, attempt)
     input_hash = f"in-{name}"
-    key = run_key(name, input_hash, model, CONTEXT, 0, day)
+    key = run_key(name, input_hash, model, CONTEXT, attempt, day)
     seed = (index + 1) * (3 if model == GPT else 5) + day.day
     tokens_in, tokens_out = 1800 + 97 * seed, 140 + 11 * seed
     cost = (
@@ -265,7 +280,7 @@ def _run_and_grade(
         "name": name,
         "model": model,
         "run_date": day,
-        "attempt": 0,
+        "attempt": attempt,
         "input_hash": input_hash,
         "context_hash": CONTEXT,
         "status": "error" if error else "completed",
@@ -285,7 +300,7 @@ def _run_and_grade(
         "error": error,
         "started_at": f"{day}T06:00:00+00:00",
         "finished_at": f"{day}T06:00:09+00:00",
-        "reused": False,
+        "reused": (name, model, day) == REUSED,
     }
     if error:
         checks, message = [], error
@@ -299,7 +314,7 @@ def _run_and_grade(
         "name": name,
         "model": model,
         "run_date": day,
-        "attempt": 0,
+        "attempt": attempt,
         "run_key": key,
         "content_hash": f"c-{name}",
         "status": status,
@@ -318,7 +333,7 @@ def _run_and_grade(
             "name": name,
             "model": model,
             "run_date": day,
-            "attempt": 0,
+            "attempt": attempt,
             "call_index": i,
             "tool": c["name"],
             "arguments": c["arguments"],
@@ -356,10 +371,12 @@ def build_store(root: Path) -> StoreLayout:
         for model in MODELS:
             runs, grades, tools = [], [], []
             for index, case in enumerate(CASES):
-                run, grade, tool_rows = _run_and_grade(case, model, day, index)
-                runs.append(run)
-                grades.append(grade)
-                tools.extend(tool_rows)
+                attempts = 2 if (case["name"], model, day) == FLAKY else 1
+                for attempt in range(attempts):
+                    run, grade, tool_rows = _run_and_grade(case, model, day, index, attempt)
+                    runs.append(run)
+                    grades.append(grade)
+                    tools.extend(tool_rows)
             write_rows(layout, "agent_runs", runs, model=model, run_date=day)
             write_rows(layout, "tool_calls", tools, model=model, run_date=day)
             write_rows(layout, "grades", grades, model=model, run_date=day)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.viewer._data import run_id
-from eval_pipeline_tests.viewer.history import CLAUDE, DAY3, GPT, HOSTILE
+from eval_pipeline_tests.viewer.history import CLAUDE, DAY2, DAY3, GPT, HOSTILE, REUSED
 
 CHROMIUM = Path("/usr/bin/chromium")
 try:
@@ -52,6 +52,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 TOP_FAIL = run_id("top_customers", CLAUDE, DAY3, 0)
+REFUND_FAIL = run_id("refund_rate", CLAUDE, DAY3, 0)  # its diff holds a DATE column
 HOSTILE_RUN = run_id("markup_in_reply", GPT, DAY3, 0)
 
 
@@ -101,11 +102,11 @@ def visit(browser, server) -> Iterator[Visit]:
     assert tab.dialogs == [], "a script from the data ran"
 
 
-def shoot(page: Page, name: str, *, height: int | None = None) -> None:
-    """The whole page, or its top `height` pixels."""
+def shoot(page: Page, name: str, *, height: int | None = None, width: int = 1360) -> None:
+    """The whole page, or its top `height` pixels (`width` wide)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     if height:
-        page.set_viewport_size({"width": 1360, "height": height})
+        page.set_viewport_size({"width": width, "height": height})
     page.screenshot(path=str(SCREENSHOTS / name), full_page=height is None)
 
 
@@ -127,7 +128,7 @@ def test_runs_table_filters_and_sorts(visit):
     page.select_option("select[name=model]", CLAUDE)  # submits the filter form on change
     page.wait_for_url(re.compile("model=" + re.escape(urllib.parse.quote_plus(CLAUDE))))
     models = page.locator("#runs tbody tr").evaluate_all("rows => rows.map(r => r.dataset.model)")
-    assert len(models) == 18 and set(models) == {CLAUDE}
+    assert len(models) == 19 and set(models) == {CLAUDE}  # one test tried twice on a day
     page.fill("input[name=q]", "top_customers")  # filters as you type
     assert page.locator("#runs tbody tr:not([hidden])").count() == 3
     assert page.locator("#row-count").inner_text() == "3"
@@ -185,9 +186,51 @@ def test_a_hostile_reply_is_shown_as_text_and_runs_nothing(visit):
     # the visit fixture asserts no dialog opened
 
 
-def test_trends_draw_the_pass_rate_chart_and_list_regressions(visit):
+def test_trends_draw_the_pass_rate_chart_and_list_changes_apart_from_flaky_tests(visit):
     page = visit.go("/trends")
     assert page.locator("#pass-rate-chart svg polyline").count() == 2
     assert page.locator("#cost-chart svg rect").count() == 6
-    assert "top_customers" in page.locator("#regressions").inner_text()
+    # total_revenue by gpt passed, failed, passed: a regression and an improvement, not flaky
+    flips = page.locator("#changes tbody tr", has_text="total_revenue")
+    assert sorted(flips.evaluate_all("rows => rows.map(r => r.dataset.change)")) == [
+        "improved",
+        "regressed",
+    ]
+    assert "total_revenue" not in page.locator("#flaky").inner_text()
+    flaky = page.locator("#flaky tbody tr")
+    assert flaky.count() == 1 and "revenue_by_month" in flaky.inner_text()
+    assert flaky.locator(".sq").count() == 2  # the two attempts of the day they disagreed
     shoot(page, "trends.png")
+
+
+def test_the_runs_table_shows_every_column_at_1400_px(visit):
+    """A long message takes what width is left and is cut there: Cost, Time and Tools stay
+    in view without scrolling the table sideways."""
+    visit.page.set_viewport_size({"width": 1400, "height": 900})
+    page = visit.go("/runs?date=all")
+    wrap = page.locator("#runs").locator("xpath=..")
+    box = wrap.bounding_box()
+    for header in ("Cost", "Time", "Tools"):
+        cell = page.locator("#runs thead th", has_text=header).bounding_box()
+        assert cell["x"] + cell["width"] <= box["x"] + box["width"] + 0.5, header
+    assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth")
+    shoot(page, "runs.png", height=900, width=1400)
+
+
+def test_a_date_in_a_diff_shows_as_a_date(visit):
+    page = visit.go(f"/run/{REFUND_FAIL}")
+    diff = page.locator(f"#r{REFUND_FAIL}-panel-diff")
+    assert diff.is_visible()
+    months = diff.locator("tbody td:nth-child(3)").all_inner_texts()
+    assert months == ["2025-01-01", "2025-01-01"]  # stored as 2025-01-01T00:00:00.000Z
+    assert "T00:00:00" not in page.locator("main").inner_text()
+
+
+def test_a_reused_run_says_its_start_was_an_earlier_invocations(visit):
+    name, model, day = REUSED
+    page = visit.go(f"/run/{run_id(name, model, day, 0)}")
+    numbers = page.locator("#numbers").inner_text()
+    assert "yes: an earlier invocation made this run" in numbers
+    assert f"{day.isoformat()} 06:00:00 UTC (by the earlier invocation)" in numbers
+    fresh = visit.go(f"/run/{run_id(name, model, DAY2, 0)}").locator("#numbers").inner_text()
+    assert "Reused" not in fresh and f"{DAY2.isoformat()} 06:00:00 UTC" in fresh

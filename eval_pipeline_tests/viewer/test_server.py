@@ -87,11 +87,11 @@ def test_overview_bad_date_is_400_and_an_empty_day_says_so(server):
 
 def test_runs_table_filters_by_day_model_status_tag_and_text(server):
     assert len(rows_of(fetch(server, "/runs").text)) == 12  # the latest day by default
-    assert len(rows_of(fetch(server, "/runs?date=all").text)) == 36
+    assert len(rows_of(fetch(server, "/runs?date=all").text)) == 37  # one test tried twice
     failed_claude = rows_of(
         fetch(server, f"/runs?date=all&status=failed&model={urllib.parse.quote(CLAUDE)}").text
     )
-    assert len(failed_claude) == 4 and set(failed_claude) == {("failed", CLAUDE)}
+    assert len(failed_claude) == 5 and set(failed_claude) == {("failed", CLAUDE)}
     assert len(rows_of(fetch(server, "/runs?date=all&tag=security").text)) == 6
     found = fetch(server, "/runs?date=all&q=310.0").text
     assert rows_of(found) == [("failed", CLAUDE)] and "top_customers" in found
@@ -266,17 +266,47 @@ def test_foreign_host_header_head_and_unknown_methods(server):
     assert other.status == 501 and "Traceback" not in other.text
 
 
-def test_trends_chart_regressions_and_flaky_tests(server):
+def _table(text: str, ident: str) -> str:
+    return re.search(rf'<table id="{ident}".*?</table>', text, re.S).group(0)
+
+
+def _changes(text: str) -> set[tuple[str, str, str, str]]:
+    """(day, test, model, change) of each row of the trends page's changes table."""
+    rows = re.findall(r'<tr data-change="(\w+)">(.*?)</tr>', _table(text, "changes"), re.S)
+    found = set()
+    for change, row in rows:
+        cells = [re.sub(r"<[^>]+>", "", c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        found.add((cells[0], cells[1], cells[2], change))
+    return found
+
+
+def test_trends_chart_day_to_day_changes_and_flaky_tests(server):
     text = fetch(server, "/trends").text
     assert text.count("<polyline") == 2 and "Cost per day" in text
-    regressed = re.search(r'<table id="regressions".*?</table>', text, re.S).group(0)
-    assert "top_customers" in regressed and "markup_in_reply" in regressed
-    assert "total_revenue" not in regressed
-    flaky = re.search(r'<table id="flaky".*?</table>', text, re.S).group(0)
-    assert "total_revenue" in flaky and "2/3" in flaky and "revenue_by_month" not in flaky
+    day2, day3 = DAY2.isoformat(), DAY3.isoformat()
+    # total_revenue by gpt passed, failed, passed: two changes, not a flaky test
+    assert _changes(text) == {
+        (day3, "top_customers", CLAUDE, "regressed"),
+        (day3, "markup_in_reply", CLAUDE, "regressed"),
+        (day3, "total_revenue", GPT, "improved"),
+        (day3, "polite_clarification", CLAUDE, "improved"),
+        (day2, "total_revenue", GPT, "regressed"),
+        (day2, "polite_clarification", CLAUDE, "regressed"),
+        (day2, "refund_rate", CLAUDE, "regressed"),
+        (day2, "revenue_by_month", CLAUDE, "improved"),  # all passed after a mixed day
+    }
+    assert "5 regressed, 3 improved" in text
+    # flaky: attempts of one day that disagree (the flaky_cases mart's rule)
+    flaky = _table(text, "flaky")
+    assert "revenue_by_month" in flaky and "1 of 3" in flaky
+    assert "total_revenue" not in flaky and "polite_clarification" not in flaky
     earlier = fetch(server, f"/trends?days=7&end={DAY2}").text
-    regressed = re.search(r'<table id="regressions".*?</table>', earlier, re.S).group(0)
-    assert "total_revenue" in regressed and "polite_clarification" in regressed
+    assert {(d, n, c) for d, n, _, c in _changes(earlier)} == {
+        (day2, "total_revenue", "regressed"),
+        (day2, "polite_clarification", "regressed"),
+        (day2, "refund_rate", "regressed"),
+        (day2, "revenue_by_month", "improved"),
+    }
     assert fetch(server, "/trends?days=3").status == 400
     assert fetch(server, "/trends?days=x").status == 400
     assert fetch(server, "/trends?end=nope").status == 400

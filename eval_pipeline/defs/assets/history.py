@@ -38,7 +38,12 @@ class HistoryTranslator(DagsterDbtTranslator):
 def history_vars(layout: StoreLayout) -> str:
     """The `--vars` pointing the profile at this suite's results and history files."""
     return json.dumps(
-        {"results_path": str(layout.database), "history_path": str(layout.history_database)}
+        {
+            "results_path": str(layout.database),
+            "history_path": str(layout.history_database),
+            # results.duckdb's views name their files relative to its folder
+            "results_dir": str(layout.root.resolve()),
+        }
     )
 
 
