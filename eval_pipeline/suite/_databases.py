@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from eval_pipeline.suite._errors import Problem
 from eval_pipeline.suite._parse import FieldReader
@@ -64,6 +64,7 @@ class DatabaseConfig:
         with contextlib.suppress(ValueError):
             if password := urlsplit(url).password:
                 register_secret(password)
+                register_secret(unquote(password))  # as the driver sends it
         return url
 
 

@@ -70,3 +70,36 @@ def test_a_wrong_server_password_stops_references_naming_the_database(
     assert "database 'finance' (postgres): cannot connect" in str(error.value)
     assert "password authentication failed" in str(error.value)
     assert "Not-The-Password" not in str(error.value)
+
+
+def test_a_nao_project_naming_a_postgres_database_runs_its_references_there(
+    tmp_path, duckdb_warehouse, postgres, monkeypatch
+):
+    """nao's own fields (host, port, database, user, password from the environment)."""
+    project = tmp_path / "nao"
+    (project / "tests").mkdir(parents=True)
+    shutil.copy(duckdb_warehouse, project / "local.duckdb")
+    (project / "nao_config.yaml").write_text(
+        textwrap.dedent(f"""\
+            project_name: shop
+            databases:
+              - name: local
+                type: duckdb
+                path: local.duckdb
+              - name: finance
+                type: postgres
+                host: {postgres.host}
+                port: {postgres.port}
+                database: {postgres.dbname}
+                user: {postgres.user}
+                password: {{{{ env('NAO_PG_PASSWORD') }}}}
+            """)
+    )
+    (project / "tests" / "server_version.yml").write_text(
+        "name: server_version\nprompt: Which server?\n"
+        "sql: SELECT left(version(), 10) AS v\ndatabase: finance\n"
+    )
+    monkeypatch.setenv("NAO_PG_PASSWORD", postgres.password)
+    suite = load_suite(project)
+    (result,) = references_by_database(suite.config, suite.cases, SandboxLimits())
+    assert result.error is None and result.rows == [["PostgreSQL"]]
