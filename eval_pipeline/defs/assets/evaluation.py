@@ -164,9 +164,10 @@ def build_evaluation_assets(
                     },
                 )
             ],
-            data_version=dg.DataVersion(_digest([r.result_hash for r in results])),
+            data_version=dg.DataVersion(_digest([r.data_version for r in results])),
             metadata={
                 "references": len(results),
+                "by_database": dg.MetadataValue.json(dict(Counter(r.database for r in results))),
                 "failed": len(failed),
                 "empty_results": sum(r.row_count == 0 and not r.error for r in results),
                 "rows": sum(r.row_count for r in results),
