@@ -172,6 +172,9 @@ TABLES: dict[str, TableSpec] = {
                     # why a failed data check missed (grading.FailureKind), else NULL
                     ("failure_kind", pa.string()),
                     *_WRITE_COLUMNS,
+                    # Added later (issue 18): with `--rejudge-samples j`, the j verdicts of a
+                    # run with judged checks (its own first), as a JSON list; NULL otherwise.
+                    _json("judge_samples"),
                 ]
             ),
             "The grade of every run: passed, failed (the agent was wrong) or error.",

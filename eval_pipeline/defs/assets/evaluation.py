@@ -52,6 +52,12 @@ class GradesConfig(dg.Config):
         default=False,
         description="ask the judge and extraction model again instead of using cached answers",
     )
+    rejudge_samples: int = Field(
+        default=1,
+        ge=1,
+        description="judge each run with judged checks this many times, to measure the "
+        "judge's self-agreement",
+    )
 
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, date]:
@@ -251,6 +257,7 @@ def build_evaluation_assets(
                 layout=suite.store(),
                 context=suite.agent_context(),
                 rejudge=config.rejudge,
+                rejudge_samples=config.rejudge_samples,
             )
         )
         passed = sum(g.passed for g in graded)
