@@ -204,7 +204,9 @@ def _server_database(
     port = item.get("port", default_port)
     if isinstance(port, str) and port.isdigit():
         port = int(port)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+    if isinstance(port, str) and _ENV_TOKEN.fullmatch(port):
+        port = _template(port)  # read from the environment when connecting
+    elif not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
         r.problem(f"{where}.port", f"expected a port number, got {port!r}", r.line_of(item, "port"))
         return None
     if None in parts.values() or password is None:

@@ -171,7 +171,7 @@ databases:
   - name: crm
     type: mysql
     host: crm.internal
-    port: 3307
+    port: ${{ env('CRM_PORT') }}
     database: crm
     user: "{{ env('CRM_USER') }}"
     password: "p@ss/word:1"
@@ -205,6 +205,7 @@ def test_nao_postgres_and_mysql_databases_become_ours_with_their_secrets_kept_te
     assert "s3cr" not in repr(config)
     assert finance.resolve_url() == "postgresql://reader:s3cr%40t%2Fpw@db.internal:5432/analytics"
     monkeypatch.setenv("CRM_USER", "crm_reader")
+    monkeypatch.setenv("CRM_PORT", "3307")
     assert (crm.type, crm.schema) == ("mysql", None)
     assert crm.resolve_url() == "mysql://crm_reader:p%40ss%2Fword%3A1@crm.internal:3307/crm"
     monkeypatch.delenv("FINANCE_PG_PASSWORD")
