@@ -105,9 +105,9 @@ async def grade_runs(
                 variants=variants,
             )
 
-        resamplers = [grader(sample) for sample in range(1, rejudge_samples)]
-        if config.judge_model is None:
-            resamplers = []  # no judge, nothing to judge again
+        # No judge, nothing to judge again; a recorded judge gives its recorded answer only.
+        live_judge = config.judge_model is not None and recording_name(config.judge_model) is None
+        resamplers = [grader(sample) for sample in range(1, rejudge_samples)] if live_judge else []
         try:
             grades = await grade_partition(
                 suite, model, run_date, layout=layout, grader=grader(0), resamplers=resamplers
