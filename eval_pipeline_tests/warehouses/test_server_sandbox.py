@@ -136,6 +136,8 @@ def test_explain_of_a_select_shows_the_plan_as_on_duckdb(server):
             assert "orders" in plan, (sql, plan)
             if "ANALYZE" in sql:
                 assert "actual" in plan, plan  # the plan as run, with its timings
+        if server.kind == "postgres":  # SHOW, read the same way as EXPLAIN there
+            assert sandbox.execute("SHOW standard_conforming_strings").rows == [("on",)]
         assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
 
 
