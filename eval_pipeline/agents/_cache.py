@@ -88,12 +88,17 @@ class CachedChatModel:
         cache: where answers are kept.
         refresh: ask the model even when the cache has an answer (`--rejudge`); the fresh
             usable answers replace the cached ones.
+        sample: which of several independent answers to the same request this model gives
+            (`--rejudge-samples`): each sample is asked and cached on its own; 0 is the usual.
 
     `hits` and `misses` tell a caller how many calls were really made.
     """
 
-    def __init__(self, model: ChatModel, cache: CompletionCache, *, refresh: bool = False) -> None:
+    def __init__(
+        self, model: ChatModel, cache: CompletionCache, *, refresh: bool = False, sample: int = 0
+    ) -> None:
         self.model = model
+        self.sample = sample
         self.model_id = model.model_id
         self.costs = model.costs
         self.cache = cache
@@ -110,6 +115,8 @@ class CachedChatModel:
         usable: Usable | None = None,
     ) -> Completion:
         key = completion_key(self.model_id, messages, tools, max_tokens)
+        if self.sample:
+            key = f"{key}:sample{self.sample}"
         cached = None if self.refresh else self.cache.get(key)
         if cached is not None:
             completion = completion_from_dict(cached)

@@ -20,6 +20,7 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
@@ -47,7 +48,10 @@ __all__ = ["ServerSandbox", "WarehouseUnavailable", "check_server_statement"]
 #: Seconds past the time limit before the sandbox cancels a statement the server did not stop.
 CANCEL_GRACE_S = 1.0
 
-_ALLOWED = "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, SHOW or DESCRIBE."
+_ALLOWED = (
+    "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, SHOW, "
+    "DESCRIBE or EXPLAIN of a SELECT."
+)
 _WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
 _FILES = (
     "Reading or writing files and running programs on the server is not allowed. "
@@ -112,6 +116,13 @@ def check_server_statement(sql: str, dialect: str) -> exp.Expression:
         raise ForbiddenStatement(f"{_FILES} {_ALLOWED}", sql=sql)
     if dialect == "postgres" and tokens and tokens[0].text.upper() == "SHOW":
         return exp.Command(this="SHOW")  # sqlglot reads PostgreSQL's SHOW as a raw command
+    if dialect == "postgres" and (explained := _explained(sql, tokens)) is not None:
+        # sqlglot reads PostgreSQL's EXPLAIN as a raw command: check what it explains. EXPLAIN
+        # ANALYZE runs that statement, so it must pass every check a query passes, as a read.
+        inner = check_server_statement(explained, dialect) if explained.strip() else None
+        if not isinstance(inner, exp.Query | exp.Values):
+            raise ForbiddenStatement(f"EXPLAIN must be followed by one SELECT. {_ALLOWED}", sql=sql)
+        return exp.Describe(this=inner)
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except ParseError as error:
@@ -136,6 +147,28 @@ def check_server_statement(sql: str, dialect: str) -> exp.Expression:
         raise ForbiddenStatement(f"{word} is not allowed here. {advice} {_ALLOWED}", sql=sql)
     _require_read_only(statement, sql, dialect)
     return statement
+
+
+def _explained(sql: str, tokens: list) -> str | None:
+    """What PostgreSQL's `EXPLAIN [ANALYZE] [VERBOSE]` or `EXPLAIN (options)` applies to (the
+    rest of `sql`), or None when `sql` is no EXPLAIN."""
+    if not tokens or tokens[0].text.upper() != "EXPLAIN":
+        return None
+    # The tokenizer keeps everything after EXPLAIN as one raw string: read that part again.
+    sql = sql[tokens[0].end + 1 :]
+    tokens = sqlglot.tokenize(sql, read="postgres")
+    i = 0
+    if i < len(tokens) and tokens[i].token_type is TokenType.L_PAREN:
+        depth = 0
+        while i < len(tokens):
+            depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[i].token_type, 0)
+            i += 1
+            if depth == 0:
+                break
+    else:
+        while i < len(tokens) and tokens[i].text.upper() in ("ANALYZE", "ANALYSE", "VERBOSE"):
+            i += 1
+    return sql[tokens[i].start :] if i < len(tokens) else ""
 
 
 def _require_read_only(statement: exp.Expression, sql: str, dialect: str) -> None:

@@ -327,6 +327,24 @@ def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
+def judge_noise_table(entries: Sequence[dict[str, Any]]) -> Table:
+    """`--rejudge-samples`: per test, the judge's self-agreement beside the agent's pass@1."""
+    table = _table("Where the noise comes from (judge re-judged the same transcripts)")
+    columns = ("Test", "Model", "Judge agreement", "Samples", "Agent pass@1", "")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("Test", "Model", "") else "right")
+    for e in entries:
+        table.add_row(
+            Text(e["name"]),
+            Text(short_model(e["model"])),
+            f"{e['judge_self_agreement']:.0%}",
+            f"{e['samples']} × {e['judged_runs']} run(s)",
+            f"{e['agent_pass_at_1']:.2f}",
+            Text("flips on the judge alone", style="yellow") if e["flips_on_judge"] else "",
+        )
+    return table
+
+
 def cost_text(summary: dict[str, Any]) -> str:
     """The cost as known: a model with no price (self-hosted) is unknown, never $0."""
     cost = summary.get("total_cost_usd")
@@ -385,6 +403,8 @@ def print_report(
     if several_attempts:
         repeated = [m for m in document["pass_metrics_by_test"] if m["attempts"] > 1]
         console.print(pass_at_k_table(repeated))
+    if document.get("judge_noise"):
+        console.print(judge_noise_table(document["judge_noise"]))
     for line in changes_lines(changes):
         console.print(line)
     summary = document["summary"]

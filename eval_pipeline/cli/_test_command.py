@@ -40,6 +40,9 @@ from eval_pipeline.suite import (
     to_model_id,
 )
 
+#: Judge samples per run are paid LLM calls each: a bound against a typo such as 100.
+MAX_REJUDGE_SAMPLES = 20
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -85,6 +88,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ask the judge and extraction model again instead of using their cached answers",
     )
     parser.add_argument(
+        "--rejudge-samples",
+        type=int,
+        default=1,
+        metavar="J",
+        help="judge each run with judged checks J times in all, and report the judge's "
+        "self-agreement per test beside the agent's flakiness (default: 1, once)",
+    )
+    parser.add_argument(
         "--record",
         action="store_true",
         help="record real model exchanges to recordings/<model>.jsonl",
@@ -125,6 +136,12 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         problems.append(Problem("--threads", None, "expected at least 1"))
     if args.k is not None and not 1 <= args.k <= MAX_ATTEMPTS:
         problems.append(Problem("-k", None, f"expected an integer from 1 to {MAX_ATTEMPTS}"))
+    if not 1 <= args.rejudge_samples <= MAX_REJUDGE_SAMPLES:
+        problems.append(
+            Problem(
+                "--rejudge-samples", None, f"expected an integer from 1 to {MAX_REJUDGE_SAMPLES}"
+            )
+        )
     if args.min_accuracy is not None and not 0 <= args.min_accuracy <= 1:
         problems.append(Problem("--min-accuracy", None, "expected a fraction between 0 and 1"))
     if problems:
@@ -150,6 +167,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         no_cache=args.no_cache,
         record=args.record,
         rejudge=args.rejudge,
+        rejudge_samples=args.rejudge_samples,
     )
 
 

@@ -172,7 +172,12 @@ def run_evaluation(
                     partition_key=model_day_key(model, day),
                     ops={
                         "agent_runs": {"config": agent_config},
-                        "grades": {"config": {"rejudge": request.rejudge}},
+                        "grades": {
+                            "config": {
+                                "rejudge": request.rejudge,
+                                "rejudge_samples": request.rejudge_samples,
+                            }
+                        },
                     },
                 )
                 result.run_ids.append(executed.run_id)

@@ -1,6 +1,12 @@
 """Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
-from eval_pipeline.grading._agreement import Agreement, agreement
+from eval_pipeline.grading._agreement import (
+    Agreement,
+    JudgeNoise,
+    agreement,
+    judge_noise,
+    with_judge_samples,
+)
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
@@ -66,6 +72,7 @@ __all__ = [
     "Grader",
     "Judge",
     "JudgeDecision",
+    "JudgeNoise",
     "ModelSummary",
     "PairedComparison",
     "ReferenceResult",
@@ -90,6 +97,7 @@ __all__ = [
     "extract_answer",
     "holm_adjust",
     "judge_label",
+    "judge_noise",
     "judge_self_agreement",
     "load_variants",
     "mcnemar_exact_p",
@@ -104,4 +112,5 @@ __all__ = [
     "sql_is_ordered",
     "summarize_models",
     "wilson_interval",
+    "with_judge_samples",
 ]

@@ -56,6 +56,8 @@ class Grade:
     tool_call_count: int = 0
     judge: str | None = None  # the judge of its judged checks (model, prompt version), if any
     failure_kind: str | None = None  # why a failed data check missed (a `FailureKind`)
+    #: With `--rejudge-samples j`: the run's j verdicts, its own first (`judge_self_agreement`).
+    judge_samples: list[bool] | None = None
 
     @property
     def passed(self) -> bool:
@@ -80,6 +82,7 @@ class Grade:
             "tool_call_count": self.tool_call_count,
             "judge": self.judge,
             "failure_kind": self.failure_kind,
+            "judge_samples": self.judge_samples,
         }
 
     def outcome(self) -> RunOutcome:

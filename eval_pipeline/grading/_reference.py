@@ -26,6 +26,10 @@ class ReferenceResult:
     error: str | None = None
     #: Reference-health warnings (`ReferenceWarning.to_record()`), never a failure.
     warnings: list[dict[str, str]] = field(default_factory=list)
+    #: The `databases:` entry that answered (None in stores written before it was kept).
+    database: str | None = None
+    #: That database's `DatabaseConfig.fingerprint` when it answered (not stored).
+    database_version: str | None = field(default=None, compare=False)
 
     @property
     def row_count(self) -> int:
@@ -35,6 +39,13 @@ class ReferenceResult:
     def result_hash(self) -> str:
         """Changes when the expected answer changes: the data version downstream grades follow."""
         payload = json.dumps([self.sql, self.columns, self.rows, self.error], default=str)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    @property
+    def data_version(self) -> str:
+        """Changes when the expected answer or the database that gave it changes (its
+        definition too: another server, file or schema), so grades follow either."""
+        payload = json.dumps([self.result_hash, self.database, self.database_version])
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def to_frame(self) -> pd.DataFrame:
@@ -51,6 +62,7 @@ class ReferenceResult:
             "error": self.error,
             "result_hash": self.result_hash,
             "warnings": self.warnings,
+            "database": self.database,
         }
 
     @classmethod
@@ -63,6 +75,7 @@ class ReferenceResult:
             truncated=bool(record.get("truncated")),
             error=record.get("error"),
             warnings=list(record.get("warnings") or []),
+            database=record.get("database"),
         )
 
 

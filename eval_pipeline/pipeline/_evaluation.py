@@ -18,6 +18,8 @@ class EvaluationRequest:
     no_cache: bool = False
     record: bool = False
     rejudge: bool = False
+    #: Judge each run with judged checks this many times (`--rejudge-samples`); 1: once.
+    rejudge_samples: int = 1
 
 
 @dataclass

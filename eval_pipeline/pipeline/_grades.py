@@ -19,6 +19,7 @@ from eval_pipeline.grading import (
     RunOutcome,
     case_metrics,
     summarize_models,
+    with_judge_samples,
 )
 from eval_pipeline.pipeline._comparisons import model_intervals
 from eval_pipeline.pipeline._records import run_from_row
@@ -56,9 +57,17 @@ def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceR
 
 
 async def grade_partition(
-    suite: Suite, model: str, run_date: date, *, layout: StoreLayout, grader: Grader
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    grader: Grader,
+    resamplers: Sequence[Grader] = (),
 ) -> list[Grade]:
-    """Grade the partition's stored runs (no agent call) and store the grades.
+    """Grade the partition's stored runs (no agent call) and store the grades; with
+    `resamplers` (graders whose judge answers as other samples), each run a judge decided is
+    judged again by each and keeps its verdicts (`with_judge_samples`).
 
     The partition is held from reading its runs to writing their grades, so when two
     evaluations of it finish together the grades written last are of the runs written last.
@@ -74,7 +83,9 @@ async def grade_partition(
         async def grade(case):
             async with gate:
                 runs = sorted(runs_by_case[case.name], key=lambda r: r.attempt)
-                return await grader.grade_case(case, runs, references.get(case.name))
+                reference = references.get(case.name)
+                grades = await grader.grade_case(case, runs, reference)
+                return await with_judge_samples(case, runs, reference, grades, resamplers)
 
         cases = [c for c in suite.cases if runs_by_case.get(c.name)]
         graded = await asyncio.gather(*(grade(c) for c in cases))

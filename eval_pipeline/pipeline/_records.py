@@ -83,7 +83,8 @@ def make_storable(run: AgentRun) -> AgentRun:
     return run
 
 
-def run_to_row(run: AgentRun, *, reused: bool) -> dict[str, Any]:
+def run_to_row(run: AgentRun, *, reused: bool, database: str | None = None) -> dict[str, Any]:
+    """A run as an `agent_runs` row; `database`: the `databases:` entry its test names."""
     data = run.to_dict()
     return {
         "key": data["key"],
@@ -111,6 +112,7 @@ def run_to_row(run: AgentRun, *, reused: bool) -> dict[str, Any]:
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "reused": reused,
+        "database": database,
     }
 
 

@@ -15,7 +15,13 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.grading import RunOutcome, case_metrics, summarize_models
+from eval_pipeline.grading import (
+    RunOutcome,
+    case_metrics,
+    judge_noise,
+    judge_self_agreement,
+    summarize_models,
+)
 from eval_pipeline.pipeline._comparisons import comparisons_of, model_intervals
 from eval_pipeline.pipeline._nao_format import (
     model_pass_metrics,
@@ -92,9 +98,27 @@ def decode_run_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 def read_run_rows(
     layout: StoreLayout, models: Sequence[str], day: date, names: Sequence[str]
 ) -> list[dict[str, Any]]:
-    """One row per graded run of these models and tests on the day, with its run's transcript."""
+    """One row per graded run of these models and tests on the day, with its run's transcript
+    and, when it was judged several times (`--rejudge-samples`), its `judge_samples`."""
     frame = query(layout, run_rows_sql(), run_rows_parameters(day, models, names))
-    return decode_run_rows(frame)
+    rows = decode_run_rows(frame)
+    # Read apart from `run_rows_sql`: the viewer runs that query over partition files, which
+    # predate the column when written before it existed.
+    sampled = query(
+        layout,
+        "SELECT name, model, attempt, judge_samples FROM grades "
+        "WHERE run_date = ? AND list_contains(?, model) AND judge_samples IS NOT NULL",
+        [day, list(models)],
+    )
+    samples = {
+        (row["name"], row["model"], int(row["attempt"])): decode_json("grades", row)[
+            "judge_samples"
+        ]
+        for row in sampled.to_dict("records")
+    }
+    for row in rows:
+        row["judge_samples"] = samples.get((row["name"], row["model"], int(row["attempt"])))
+    return rows
 
 
 def build_results(
@@ -137,6 +161,9 @@ def build_results(
         key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
     )
     per_model = model_pass_metrics(metrics)
+    noise = judge_noise(
+        (r["name"], r["model"], bool(r["passed"]), r.get("judge_samples")) for r in records
+    )
     document = {
         "timestamp": datetime.now().isoformat(),
         "run_date": day.isoformat(),
@@ -146,6 +173,8 @@ def build_results(
         "pass_metrics": pass_metrics(metrics),
         "pass_metrics_by_test": pass_metrics_by_test(metrics),
     }
+    if noise:
+        document["judge_noise"] = [n.to_record() for n in noise]
     return _add_statistics(document, outcomes)
 
 
@@ -160,6 +189,7 @@ def _result_entry(
     # nao's `error` is the reason a run could not be graded: ours is an error status.
     error = (run_error or row["message"]) if row["status"] == "error" else None
     database = _none_if_nan(row.get("database"))
+    samples = row.get("judge_samples")
     return {
         "name": row["name"],
         "model": row["model"],
@@ -175,6 +205,12 @@ def _result_entry(
         "tool_call_count": int(row["tool_call_count"] or 0),
         "error": error,
         "run_date": day.isoformat(),
+        # With `--rejudge-samples`: the run's verdicts, and how many agree with their majority.
+        **(
+            {"judge_samples": samples, "judge_self_agreement": judge_self_agreement(samples)}
+            if samples
+            else {}
+        ),
         "details": {
             "response_text": _none_if_nan(row["final_text"]),
             "actual_data": data.get("actual_data"),

@@ -144,7 +144,11 @@ async def run_partition(
             if run.case_name not in selected_names and run.case_name in suite_names
         ]
         runs = [*current, *carried]
-        rows = [run_to_row(run, reused=run.key not in fresh) for run in runs]
+        database = _database_names(suite)
+        rows = [
+            run_to_row(run, reused=run.key not in fresh, database=database.get(run.case_name))
+            for run in runs
+        ]
         write_rows(
             layout,
             "agent_runs",
@@ -170,3 +174,13 @@ async def run_partition(
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
     rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
     return [run_from_row(row) for row in decode_json_rows("agent_runs", rows)]
+
+
+def _database_names(suite: Suite) -> dict[str, str]:
+    """Each test's database (the one its `database:` names, else the first configured)."""
+    names = {}
+    for case in suite.cases:
+        database = suite.config.database(case.database)
+        if database is not None:
+            names[case.name] = database.name
+    return names

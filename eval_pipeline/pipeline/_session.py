@@ -57,16 +57,22 @@ async def run_agents(
 
 
 def judge_model(
-    factory: AgentFactory, model_id: str | None, layout: StoreLayout, *, rejudge: bool = False
+    factory: AgentFactory,
+    model_id: str | None,
+    layout: StoreLayout,
+    *,
+    rejudge: bool = False,
+    sample: int = 0,
 ) -> ChatModel | None:
     """The judge/extraction model; real ones answer repeated questions from the store's cache
-    (unless `rejudge`: then they are asked again, and their new answers cached)."""
+    (unless `rejudge`: then they are asked again, and their new answers cached). `sample` > 0
+    is another independent answer to each question, cached apart (`--rejudge-samples`)."""
     if model_id is None:
         return None
     model = factory.chat_model(model_id)
     if recording_name(model_id) is not None:
         return model  # a replay is free and must see every call to keep its turns in order
-    return CachedChatModel(model, FileCompletionCache(layout), refresh=rejudge)
+    return CachedChatModel(model, FileCompletionCache(layout), refresh=rejudge, sample=sample)
 
 
 async def grade_runs(
@@ -77,24 +83,35 @@ async def grade_runs(
     layout: StoreLayout,
     context: AgentContext,
     rejudge: bool = False,
+    rejudge_samples: int = 1,
 ) -> list[Grade]:
     """The grading stage of one partition: stored runs in, grades out, no agent call.
-    `rejudge` asks the judge and extraction model again instead of using cached answers."""
+    `rejudge` asks the judge and extraction model again instead of using cached answers;
+    `rejudge_samples` j ≥ 2 judges each run with judged checks j times in all (its grade is
+    the first; `Grade.judge_samples`), to tell judge noise from agent noise."""
     config = suite.config.test
     async with ProviderPool(suite.config, concurrency=8) as pool:
         factory = AgentFactory(suite.config, pool, context=context)
-        judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge)
         # nao's extraction needs a model; without one, the last query is taken as the answer
-        extraction = config.extraction if judge is not None else "last_query"
+        extraction = config.extraction if config.judge_model is not None else "last_query"
         variants = VariantSandboxes(suite, layout)
-        grader = Grader(
-            judge_model=judge,
-            extraction=extraction,
-            tolerance=config.comparison,
-            variants=variants,
-        )
+
+        def grader(sample: int) -> Grader:
+            judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge, sample=sample)
+            return Grader(
+                judge_model=judge,
+                extraction=extraction,
+                tolerance=config.comparison,
+                variants=variants,
+            )
+
+        # No judge, nothing to judge again; a recorded judge gives its recorded answer only.
+        live_judge = config.judge_model is not None and recording_name(config.judge_model) is None
+        resamplers = [grader(sample) for sample in range(1, rejudge_samples)] if live_judge else []
         try:
-            grades = await grade_partition(suite, model, run_date, layout=layout, grader=grader)
+            grades = await grade_partition(
+                suite, model, run_date, layout=layout, grader=grader(0), resamplers=resamplers
+            )
         finally:
             variants.close()
             factory.close()

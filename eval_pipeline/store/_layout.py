@@ -84,9 +84,11 @@ TABLES: dict[str, TableSpec] = {
                     ("result_hash", pa.string()),
                     _json("warnings"),  # reference health: [{kind, message}]
                     *_WRITE_COLUMNS,
+                    # Added later (issue 14): the `databases:` entry that answered (NULL before).
+                    ("database", pa.string()),
                 ]
             ),
-            "What each reference SQL returned on the warehouse, per day.",
+            "What each reference SQL returned on its test's database, per day.",
         ),
         TableSpec(
             "agent_runs",
@@ -119,6 +121,8 @@ TABLES: dict[str, TableSpec] = {
                     ("finished_at", pa.string()),
                     ("reused", pa.bool_()),
                     *_WRITE_COLUMNS,
+                    # Added later (issue 14): the `databases:` entry the test names (NULL before).
+                    ("database", pa.string()),
                 ]
             ),
             "Every agent run: one attempt of one model at one test, with its transcript.",
@@ -168,6 +172,9 @@ TABLES: dict[str, TableSpec] = {
                     # why a failed data check missed (grading.FailureKind), else NULL
                     ("failure_kind", pa.string()),
                     *_WRITE_COLUMNS,
+                    # Added later (issue 18): with `--rejudge-samples j`, the j verdicts of a
+                    # run with judged checks (its own first), as a JSON list; NULL otherwise.
+                    _json("judge_samples"),
                 ]
             ),
             "The grade of every run: passed, failed (the agent was wrong) or error.",

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import yaml
 
@@ -60,6 +60,9 @@ class Templated:
     #: "url_password" for a database URL: only its password is secret, since its host and
     #: database name also appear in ordinary text (queries, messages) that must stay readable.
     secret: Literal["whole", "url_password"] = "whole"
+    #: Each variable's value percent-encoded, for a URL built from parts (a nao database's
+    #: `password: {{ env('X') }}`), so a password holding '@' or '/' stays one URL part.
+    percent_encode: bool = False
 
     def __repr__(self) -> str:
         return f"Templated({self.template!r})"
@@ -86,6 +89,8 @@ class Templated:
         for name in self.env_names:
             # From now on no piece of it is stored, printed or logged.
             register_secret(env[name] if self.secret == "whole" else _url_password(env[name]))
+        if self.percent_encode:
+            return _ENV_CALL.sub(lambda m: quote(env[m.group(1)], safe=""), self.template)
         return _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
 
 

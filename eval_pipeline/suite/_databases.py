@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from eval_pipeline.suite._errors import Problem
+from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import FieldReader
 from eval_pipeline.suite._secrets import register_secret
 
@@ -64,7 +65,24 @@ class DatabaseConfig:
         with contextlib.suppress(ValueError):
             if password := urlsplit(url).password:
                 register_secret(password)
+                register_secret(unquote(password))  # as the driver sends it
         return url
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when the definition of this database changes: its name, type, file, schema,
+        or the server its URL reaches (host, port, user, database name; never the password,
+        so a rotated password is the same database). The reference results' data version."""
+        where: str = str(self.path) if self.path is not None else ""
+        if self.url is not None:
+            try:
+                parts = urlsplit(self.resolve_url())
+                host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+                where = f"{parts.scheme}://{parts.username}@{host}{parts.path}?{parts.query}"
+            except (ValueError, SuiteError):  # an unset variable (MissingSecret)
+                where = self.url.template  # unresolvable here: the definition as written
+        text = "\n".join([self.name, self.type, where, self.schema or "", str(self.dbt_project)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def read_databases(

@@ -6,6 +6,7 @@ import dataclasses
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import yaml
 
@@ -20,9 +21,8 @@ from eval_pipeline.suite._config import (
     TestDefaults,
     WarehouseConfig,
     load_config,
-    warehouse_as_database,
 )
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME
+from eval_pipeline.suite._databases import DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
@@ -38,6 +38,7 @@ _COMPATIBLE_PREFIX = "openaiCompatible/"
 # then turn tokens back into templates: line numbers stay right and no secret is read here.
 _NAO_ENV_CALL = re.compile(r"\$?{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 _ENV_TOKEN = re.compile(r"__nao_env_([A-Za-z_][A-Za-z0-9_]*)__")
+_ENV_TOKEN_SPLIT = re.compile(r"(__nao_env_[A-Za-z_][A-Za-z0-9_]*__)")
 # The key nao reads from the environment when a built-in provider declares none.
 _DEFAULT_KEY_VARIABLE = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 _BUILT_IN = ("openai", "anthropic")
@@ -82,7 +83,7 @@ def load_nao_config(root: Path) -> SuiteConfig:
     if not isinstance(data, dict):
         r.problem(None, "the configuration must be a mapping")
         raise SuiteError(r.problems)
-    warehouse = _databases(r, data, root) if data.get("databases") is not None else None
+    databases = _databases(r, data, root) if data.get("databases") is not None else ()
     providers, unsupported = _providers(r, data) if data.get("llm") is not None else ((), {})
     spellings = _models(r, data)
     test = _test_block(r, data, spellings)
@@ -93,15 +94,23 @@ def load_nao_config(root: Path) -> SuiteConfig:
     config = SuiteConfig(
         root=root,
         test=test,
-        warehouse=warehouse,
+        warehouse=_first_duckdb(databases),
+        databases=databases,
         providers=providers,
         cases_dirname=NAO_TESTS_DIR,
         results_folder=root / NAO_TESTS_DIR / NAO_RESULTS_DIR,
         model_labels={to_model_id(s): s for s in spellings if to_model_id(s) != s},
     )
-    # nao names its database; a test's `database:` may use that name.
-    name = _database_name(data) or DEFAULT_DATABASE_NAME
-    return warehouse_as_database(_merged(config, ours) if ours is not None else config, name)
+    # A test's `database:` names one of nao's databases (the first is the default).
+    return _merged(config, ours) if ours is not None else config
+
+
+def _first_duckdb(databases: tuple[DatabaseConfig, ...]) -> WarehouseConfig | None:
+    """`warehouse` names the first database when it is a DuckDB file (as `databases:` does)."""
+    first = databases[0] if databases else None
+    if first is None or first.path is None:
+        return None
+    return WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
 
 
 def _read(path: Path) -> Any:
@@ -129,18 +138,18 @@ def _template(value: str) -> str:
     return _ENV_TOKEN.sub(lambda m: "{{ env('" + m.group(1) + "') }}", value)
 
 
-def _database_name(data: dict) -> str | None:
-    """The `name` of nao's first DuckDB database."""
-    for item in data.get("databases") or ():
-        if isinstance(item, dict) and item.get("type") == "duckdb":
-            name = item.get("name")
-            return name if isinstance(name, str) and name else None
-    return None
+#: nao's server databases we can query, and the URL scheme each becomes (nao's own field names:
+#: `host`, `port`, `database`, `user`, `password`, `schema_name`; cli/nao_core/config/databases/).
+_SERVER_TYPES = {"postgres": ("postgresql", 5432), "mysql": ("mysql", 3306)}
+_SERVER_KEYS = ("host", "database", "user")
 
 
-def _databases(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None:
-    """nao's `databases` list: the first DuckDB file is the warehouse (path relative to root)."""
-    warehouse = None
+def _databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, ...]:
+    """nao's `databases` list → ours: DuckDB files (path relative to root) and PostgreSQL or
+    MySQL servers (their connection fields made into a URL, each `{{ env() }}` kept a template
+    until a connection is made, so no password is read here)."""
+    databases: list[DatabaseConfig] = []
+    seen: set[str] = set()
     for i, item in r.items(data, "databases", "databases"):
         where = f"databases[{i}]"
         line = r.line_of(data["databases"], i)
@@ -148,31 +157,78 @@ def _databases(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None
             r.problem(where, "expected a mapping with `name` and `type`", line)
             continue
         kind = item.get("type")
-        if kind != "duckdb":
+        if kind != "duckdb" and kind not in _SERVER_TYPES:
             r.problem(
                 f"{where}.type",
-                f"{kind!r} databases are not supported yet; only DuckDB (type: duckdb)",
+                f"{kind!r} databases are not supported yet; use duckdb, postgres or mysql",
                 r.line_of(item, "type") or line,
             )
             continue
-        path = r.text(item, "path", f"{where}.path", required=True)
-        if path is None:
+        name = r.text(item, "name", f"{where}.name", required=True)
+        if name is None:
             continue
-        if path == ":memory:":
-            r.problem(f"{where}.path", "an in-memory database holds no data to test against")
+        if name in seen:
+            r.problem(f"{where}.name", f"database name {name!r} is used twice", line)
             continue
-        if warehouse is not None:
-            r.problem(
-                where,
-                "only one database per project is supported yet; remove the others",
-                line,
-            )
-            continue
-        resolved = Path(_template(path)).expanduser()
-        warehouse = WarehouseConfig(
-            type="duckdb", path=resolved if resolved.is_absolute() else (root / resolved).resolve()
+        database = (
+            _duckdb_database(r, item, where, root, name)
+            if kind == "duckdb"
+            else _server_database(r, item, where, name, kind)
         )
-    return warehouse
+        if database is not None:
+            seen.add(name)
+            databases.append(database)
+    return tuple(databases)
+
+
+def _duckdb_database(
+    r: FieldReader, item: dict, where: str, root: Path, name: str
+) -> DatabaseConfig | None:
+    path = r.text(item, "path", f"{where}.path", required=True)
+    if path is None:
+        return None
+    if path == ":memory:":
+        r.problem(f"{where}.path", "an in-memory database holds no data to test against")
+        return None
+    resolved = Path(_template(path)).expanduser()
+    resolved = resolved if resolved.is_absolute() else (root / resolved).resolve()
+    return DatabaseConfig(name, "duckdb", path=resolved)
+
+
+def _server_database(
+    r: FieldReader, item: dict, where: str, name: str, kind: str
+) -> DatabaseConfig | None:
+    scheme, default_port = _SERVER_TYPES[kind]
+    parts = {key: r.text(item, key, f"{where}.{key}", required=True) for key in _SERVER_KEYS}
+    password = r.text(item, "password", f"{where}.password") if "password" in item else ""
+    port = item.get("port", default_port)
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if isinstance(port, str) and _ENV_TOKEN.fullmatch(port):
+        port = _template(port)  # read from the environment when connecting
+    elif not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        r.problem(f"{where}.port", f"expected a port number, got {port!r}", r.line_of(item, "port"))
+        return None
+    if None in parts.values() or password is None:
+        return None
+    schema = (
+        r.text(item, "schema_name", f"{where}.schema_name") if item.get("schema_name") else None
+    )
+
+    def piece(value: str) -> str:
+        # Written parts are percent-encoded here; `{{ env() }}` parts when resolved.
+        return "".join(
+            _template(chunk) if _ENV_TOKEN.fullmatch(chunk) else quote(chunk, safe="")
+            for chunk in _ENV_TOKEN_SPLIT.split(value)
+            if chunk
+        )
+
+    login = piece(parts["user"]) + (f":{piece(password)}" if password else "")
+    url = f"{scheme}://{login}@{piece(parts['host'])}:{port}/{piece(parts['database'])}"
+    template = Templated(
+        url, f"{NAO_CONFIG_FILE} {where}", secret="url_password", percent_encode=True
+    )
+    return DatabaseConfig(name, kind, url=template, schema=schema)  # type: ignore[arg-type]
 
 
 def _providers(r: FieldReader, data: dict) -> tuple[tuple[ProviderConfig, ...], dict[str, str]]:
@@ -385,7 +441,9 @@ def _merged(nao: SuiteConfig, ours: SuiteConfig) -> SuiteConfig:
     return dataclasses.replace(
         ours,
         test=dataclasses.replace(nao.test, **test_overrides),
-        warehouse=ours.warehouse or nao.warehouse,
+        # Databases come whole from one file: ours when it configures any, else nao's.
+        warehouse=ours.warehouse if ours.databases else nao.warehouse,
+        databases=ours.databases or nao.databases,
         providers=ours.providers + tuple(p for p in nao.providers if p.name not in taken),
         cases_dirname=nao.cases_dirname,
         results_folder=nao.results_folder,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -86,6 +87,10 @@ class PostgresConnection(WarehouseConnection):
 
     def stream(self, sql: str) -> Stream:
         try:
+            # The driver wraps a query in COPY (...) TO STDOUT, which takes no EXPLAIN or SHOW:
+            # those are read over the ordinary protocol (small results, so the speed is moot).
+            plain = _leading_word(sql) in _NOT_COPYABLE
+            self._cursor.adbc_statement.set_options(**{_USE_COPY: "false" if plain else "true"})
             self._cursor.execute(sql)
             reader = self._cursor.fetch_record_batch()
         except self._errors as error:
@@ -146,6 +151,17 @@ _PG_LOST = (
     "SQLSTATE: 08",
     "SQLSTATE: 57P0",
 )
+
+
+_USE_COPY = "adbc.postgresql.use_copy"
+_NOT_COPYABLE = frozenset({"EXPLAIN", "SHOW"})
+_LEADING_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(\w+)", re.DOTALL)
+
+
+def _leading_word(sql: str) -> str:
+    """The statement's first word, past white space and comments (upper case)."""
+    match = _LEADING_WORD.match(sql)
+    return match.group(1).upper() if match else ""
 
 
 def _literal(value: str) -> str:

@@ -15,6 +15,7 @@ from eval_pipeline.store import (
     TableSpec,
     compact_store,
     ensure_database,
+    read_latest,
     reading_config,
     write_rows,
 )
@@ -96,3 +97,40 @@ def test_an_uncompacted_older_store_shows_the_new_column_at_once(tmp_path, monke
         ("n", 0.5),
     ]
     assert _rows(layout, "SELECT count(*) FROM model_comparisons") == [(0,)]
+
+
+def test_a_store_written_before_runs_and_references_kept_their_database_still_reads(
+    tmp_path, monkeypatch
+):
+    """Issue 14 added `database` to `reference_results` and `agent_runs`: an older
+    partition reads with NULL there, beside new rows naming theirs, compacted or not."""
+    layout = StoreLayout(tmp_path / ".eval")
+    with monkeypatch.context() as older:
+        for table in ("reference_results", "agent_runs"):
+            spec = TABLES[table]
+            old = pa.schema([f for f in spec.schema if f.name != "database"])
+            older.setitem(
+                TABLES, table, TableSpec(spec.name, spec.partitioning, old, spec.description)
+            )
+        ensure_database(layout)
+        write_rows(layout, "reference_results", [{"name": "old", "run_date": DAY, "sql": "SELECT 1"}],
+                   run_date=DAY, written_at=PAST)  # fmt: skip
+        write_rows(layout, "agent_runs", [{"key": "k1", "name": "old", "model": "m", "run_date": DAY}],
+                   model="m", run_date=DAY, written_at=PAST)  # fmt: skip
+    assert read_latest(layout, "reference_results", run_date=DAY)[0]["name"] == "old"
+    later = PAST + timedelta(hours=2)
+    write_rows(layout, "agent_runs",
+               [{"key": "k2", "name": "new", "model": "n", "run_date": DAY, "database": "finance"}],
+               model="n", run_date=DAY, written_at=later)  # fmt: skip
+    ensure_database(layout)
+    assert _rows(layout, "SELECT name, database FROM agent_runs ORDER BY name") == [
+        ("new", "finance"),
+        ("old", None),
+    ]
+    assert _rows(layout, "SELECT name, database FROM reference_results") == [("old", None)]
+    assert compact_store(layout, before=later + timedelta(hours=1)).status == "compacted"
+    ensure_database(layout)
+    assert _rows(layout, "SELECT name, database FROM agent_runs ORDER BY name") == [
+        ("new", "finance"),
+        ("old", None),
+    ]

@@ -118,9 +118,9 @@ def test_problems_name_nao_config_and_the_line(project):
         """\
         project_name: shop
         databases:
-          - name: pg
-            type: postgres
-            host: db
+          - name: bq
+            type: bigquery
+            project_id: p
         llm:
           providers:
             - provider: openaiCompatible/vllm
@@ -131,8 +131,8 @@ def test_problems_name_nao_config_and_the_line(project):
         """,
     )
     assert problems == [
-        "nao_config.yaml:4: databases[0].type: 'postgres' databases are not supported yet; "
-        "only DuckDB (type: duckdb)",
+        "nao_config.yaml:4: databases[0].type: 'bigquery' databases are not supported yet; "
+        "use duckdb, postgres or mysql",
         "nao_config.yaml:8: llm.providers[0].base_url: openaiCompatible/vllm needs the "
         "base_url of its OpenAI-compatible server",
         "nao_config.yaml:11: test.models: invalid model 'gpt-4.1', expected "
@@ -153,3 +153,81 @@ def test_a_nao_project_without_tests_folder_says_tests(tmp_path):
     (tmp_path / "nao_config.yaml").write_text(nao_config("http://127.0.0.1:9/v1"))
     with pytest.raises(SuiteError, match="no tests/ folder"):
         load_suite(tmp_path)
+
+
+SERVERS = """\
+project_name: shop
+databases:
+  - name: shop
+    type: duckdb
+    path: data/shop.duckdb
+  - name: finance
+    type: postgres
+    host: db.internal
+    database: analytics
+    user: reader
+    password: {{ env('FINANCE_PG_PASSWORD') }}
+    schema_name: marts
+  - name: crm
+    type: mysql
+    host: crm.internal
+    port: ${{ env('CRM_PORT') }}
+    database: crm
+    user: "{{ env('CRM_USER') }}"
+    password: "p@ss/word:1"
+llm:
+  providers:
+    - provider: openaiCompatible/vllm
+      base_url: http://127.0.0.1:8000/v1
+      models: [{id: qwen3}]
+test:
+  models: [openaiCompatible/vllm:qwen3]
+"""
+
+
+def test_nao_postgres_and_mysql_databases_become_ours_with_their_secrets_kept_templates(
+    project, monkeypatch
+):
+    (project / "nao_config.yaml").write_text(SERVERS)
+    (project / "tests" / "finance_total.yml").write_text(
+        "name: finance_total\nprompt: Total?\nsql: SELECT 1\ndatabase: finance\n"
+    )
+    suite = load_suite(project)
+    config = suite.config
+    shop, finance, crm = config.databases
+    assert (shop.name, shop.type, shop.path) == ("shop", "duckdb", project / "data/shop.duckdb")
+    assert config.database() is shop and config.warehouse.path == shop.path
+    assert (finance.name, finance.type, finance.schema) == ("finance", "postgres", "marts")
+    assert config.database(suite.case("finance_total").database) is finance
+    # nao's fields make the URL; an env password is read only when connecting, and
+    # percent-encoded then, so '@' or '/' in it cannot move the host.
+    monkeypatch.setenv("FINANCE_PG_PASSWORD", "s3cr@t/pw")
+    assert "s3cr" not in repr(config)
+    assert finance.resolve_url() == "postgresql://reader:s3cr%40t%2Fpw@db.internal:5432/analytics"
+    monkeypatch.setenv("CRM_USER", "crm_reader")
+    monkeypatch.setenv("CRM_PORT", "3307")
+    assert (crm.type, crm.schema) == ("mysql", None)
+    assert crm.resolve_url() == "mysql://crm_reader:p%40ss%2Fword%3A1@crm.internal:3307/crm"
+    monkeypatch.delenv("FINANCE_PG_PASSWORD")
+    with pytest.raises(MissingSecret, match="FINANCE_PG_PASSWORD is not set"):
+        finance.resolve_url()
+
+
+def test_a_nao_server_database_missing_a_field_names_it_with_its_line(project):
+    problems = _problems(
+        project,
+        """\
+        databases:
+          - name: finance
+            type: postgres
+            host: db
+            user: reader
+            port: many
+        test:
+          models: [openai:gpt-4.1]
+        """,
+    )
+    assert problems == [
+        "nao_config.yaml:2: databases[0].database: is required (a non-empty string)",
+        "nao_config.yaml:6: databases[0].port: expected a port number, got 'many'",
+    ]

@@ -55,6 +55,11 @@ def test_each_reference_runs_on_the_database_its_test_names(
             connection.execute("DROP TABLE orders_backup")
     by_name = {r.name: r for r in results}
     assert [r.name for r in results] == ["local_count", "server_count", "server_version"]
+    assert [r.database for r in results] == ["local", "finance", "finance"]
+    # Which server answered is part of the data version; its password is not.
+    finance = suite.config.database("finance")
+    monkeypatch.setenv("SHOP_PG_URL", postgres.url.replace(postgres.password, "rotated-pw"))
+    assert finance.fingerprint == suite.config.database("finance").fingerprint
     assert by_name["local_count"].rows == [[5]] and by_name["local_count"].error is None
     assert by_name["server_count"].rows == [[6]]
     assert by_name["server_version"].rows == [["PostgreSQL"]]
@@ -70,3 +75,67 @@ def test_a_wrong_server_password_stops_references_naming_the_database(
     assert "database 'finance' (postgres): cannot connect" in str(error.value)
     assert "password authentication failed" in str(error.value)
     assert "Not-The-Password" not in str(error.value)
+
+
+def test_a_nao_project_naming_a_postgres_database_runs_its_references_there(
+    tmp_path, duckdb_warehouse, postgres, monkeypatch
+):
+    """nao's own fields (host, port, database, user, password from the environment)."""
+    project = tmp_path / "nao"
+    (project / "tests").mkdir(parents=True)
+    shutil.copy(duckdb_warehouse, project / "local.duckdb")
+    (project / "nao_config.yaml").write_text(
+        textwrap.dedent(f"""\
+            project_name: shop
+            databases:
+              - name: local
+                type: duckdb
+                path: local.duckdb
+              - name: finance
+                type: postgres
+                host: {postgres.host}
+                port: {postgres.port}
+                database: {postgres.dbname}
+                user: {postgres.user}
+                password: {{{{ env('NAO_PG_PASSWORD') }}}}
+            """)
+    )
+    (project / "tests" / "server_version.yml").write_text(
+        "name: server_version\nprompt: Which server?\n"
+        "sql: SELECT left(version(), 10) AS v\ndatabase: finance\n"
+    )
+    monkeypatch.setenv("NAO_PG_PASSWORD", postgres.password)
+    suite = load_suite(project)
+    (result,) = references_by_database(suite.config, suite.cases, SandboxLimits())
+    assert result.error is None and result.rows == [["PostgreSQL"]]
+
+
+def test_references_name_their_database_and_its_definition_moves_the_data_version(
+    tmp_path, duckdb_warehouse
+):
+    """Two DuckDB copies with the same rows: the answer is the same, the database is not."""
+    root = tmp_path / "suite"
+    (root / "cases").mkdir(parents=True)
+    for name in ("a.duckdb", "b.duckdb"):
+        shutil.copy(duckdb_warehouse, root / name)
+    config = root / "eval_config.yaml"
+    config.write_text("databases:\n  - {name: shop, type: duckdb, path: a.duckdb}\n")
+    (root / "cases" / "count.yml").write_text(
+        "prompt: How many?\nsql: SELECT count(*) FROM orders\n"
+    )
+
+    def reference():
+        suite = load_suite(root)
+        (result,) = references_by_database(suite.config, suite.cases, SandboxLimits())
+        return result
+
+    first = reference()
+    assert first.database == "shop" and first.to_record()["database"] == "shop"
+    assert reference().data_version == first.data_version  # nothing changed: same version
+    config.write_text("databases:\n  - {name: shop, type: duckdb, path: b.duckdb}\n")
+    moved = reference()
+    assert moved.rows == first.rows and moved.result_hash == first.result_hash
+    assert moved.data_version != first.data_version  # another file answered
+    config.write_text("databases:\n  - {name: copy, type: duckdb, path: b.duckdb}\n")
+    renamed = reference()
+    assert renamed.database == "copy" and renamed.data_version != moved.data_version

@@ -37,6 +37,14 @@ HOSTILE = {
         "SELECT set_config('statement_timeout', '0', false)",
         "SELECT * FROM orders FOR UPDATE",
         "CREATE TABLE stolen AS SELECT * FROM orders",
+        # EXPLAIN ANALYZE runs the statement it explains.
+        "EXPLAIN ANALYZE DELETE FROM orders",
+        "EXPLAIN (ANALYZE, FORMAT JSON) INSERT INTO customers (id, name) VALUES (99, 'x')",
+        "EXPLAIN ANALYZE WITH gone AS (DELETE FROM orders RETURNING *) SELECT * FROM gone",
+        "EXPLAIN ANALYZE SELECT * INTO stolen FROM orders",
+        "EXPLAIN ANALYZE CREATE TABLE stolen AS SELECT * FROM orders",
+        "EXPLAIN (ANALYZE) SELECT lo_export(1, '{path}')",
+        "EXPLAIN ANALYZE SELECT 1; DELETE FROM orders",
     ],
     "mysql": [
         "SELECT * FROM orders INTO OUTFILE '{path}'",
@@ -54,6 +62,8 @@ HOSTILE = {
         "SELECT 1 /*! INTO OUTFILE '{path}' */",
         "SELECT 1 /*!50000 , LOAD_FILE('/etc/hostname') */",
         "SELECT 1 /*M! INTO DUMPFILE '{path}' */",
+        "EXPLAIN ANALYZE DELETE FROM orders",
+        "EXPLAIN SELECT * FROM orders INTO OUTFILE '{path}'",
     ],
 }
 
@@ -109,6 +119,26 @@ def test_every_hostile_statement_is_refused_and_changes_nothing(server):
             # The next query works: no transaction left aborted, no session lost.
             assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)], sql
     assert _snapshot(server) == before
+
+
+def test_explain_of_a_select_shows_the_plan_as_on_duckdb(server):
+    explains = ["EXPLAIN SELECT count(*) FROM orders"]
+    if server.kind == "postgres":
+        explains += [
+            "EXPLAIN ANALYZE SELECT count(*) FROM orders",
+            "EXPLAIN (ANALYZE, COSTS OFF) SELECT id FROM orders WHERE amount > 1",
+        ]
+    with ServerSandbox(database_of(server)) as sandbox:
+        for sql in explains:
+            result = sandbox.execute(sql)
+            assert result.rows and not result.truncated, sql
+            plan = sandbox.render(result).lower()
+            assert "orders" in plan, (sql, plan)
+            if "ANALYZE" in sql:
+                assert "actual" in plan, plan  # the plan as run, with its timings
+        if server.kind == "postgres":  # SHOW, read the same way as EXPLAIN there
+            assert sandbox.execute("SHOW standard_conforming_strings").rows == [("on",)]
+        assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
 
 
 def _running_sleeps(server: Server) -> list:

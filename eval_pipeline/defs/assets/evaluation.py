@@ -52,6 +52,12 @@ class GradesConfig(dg.Config):
         default=False,
         description="ask the judge and extraction model again instead of using cached answers",
     )
+    rejudge_samples: int = Field(
+        default=1,
+        ge=1,
+        description="judge each run with judged checks this many times, to measure the "
+        "judge's self-agreement",
+    )
 
 
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, date]:
@@ -164,9 +170,10 @@ def build_evaluation_assets(
                     },
                 )
             ],
-            data_version=dg.DataVersion(_digest([r.result_hash for r in results])),
+            data_version=dg.DataVersion(_digest([r.data_version for r in results])),
             metadata={
                 "references": len(results),
+                "by_database": dg.MetadataValue.json(dict(Counter(r.database for r in results))),
                 "failed": len(failed),
                 "empty_results": sum(r.row_count == 0 and not r.error for r in results),
                 "rows": sum(r.row_count for r in results),
@@ -250,6 +257,7 @@ def build_evaluation_assets(
                 layout=suite.store(),
                 context=suite.agent_context(),
                 rejudge=config.rejudge,
+                rejudge_samples=config.rejudge_samples,
             )
         )
         passed = sum(g.passed for g in graded)
