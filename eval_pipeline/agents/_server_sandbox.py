@@ -24,12 +24,8 @@ from sqlglot.tokens import TokenType
 
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
-from eval_pipeline.agents._sandbox import (
-    ForbiddenStatement,
-    QueryFailed,
-    QueryTimeout,
-    SandboxLimits,
-)
+from eval_pipeline.agents._sandbox import SandboxLimits
+from eval_pipeline.agents._sandbox_errors import ForbiddenStatement, QueryFailed, QueryTimeout
 from eval_pipeline.agents._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
