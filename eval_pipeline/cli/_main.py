@@ -119,6 +119,22 @@ def latest_day(layout) -> date | None:
     return date.fromisoformat(value) if isinstance(value, str) else None
 
 
+def graded_days(layout) -> list[date]:
+    """Every day with grades in the store, newest first."""
+    from eval_pipeline.store import query
+
+    frame = query(
+        layout, "SELECT DISTINCT CAST(run_date AS VARCHAR) AS d FROM grades ORDER BY d DESC"
+    )
+    return [date.fromisoformat(value) for value in frame["d"]]
+
+
+def _listed(values: Sequence[object], most: int = 10) -> str:
+    """`a, b, c` — the first `most`, then how many more (a year of days is no line)."""
+    shown = ", ".join(str(v) for v in values[:most]) or "none"
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     """Improved / regressed / still failing tests between two days; exit 1 on regressions."""
     from eval_pipeline.pipeline import diff_days, since_previous_day
@@ -131,11 +147,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return ExitCode.USAGE
     base = parse_day(args.base, "--base") if args.base else None
-    models = args.model or list(
+    days = graded_days(layout)
+    for option, day in (("--date", head), ("--base", base)):
+        if day is not None and day not in days:
+            print(
+                f"error: no results on {day} ({option}); days with results: {_listed(days)}",
+                file=sys.stderr,
+            )
+            return ExitCode.USAGE
+    on_head = list(
         query(
             layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [head]
         )["model"]
     )
+    unknown = [m for m in args.model or () if m not in on_head]
+    if unknown:
+        print(
+            f"error: no results for {', '.join(unknown)} on {head}; "
+            f"models with results that day: {_listed(on_head)}",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
+    models = args.model or on_head
     regressions = 0
     for model in models:
         # Without --base: since the model's previous evaluated day, as the no_regression check.
