@@ -8,8 +8,12 @@ The suite is `test_cli_test_command`'s (replay models `good`, right on every tes
 
 from __future__ import annotations
 
+import os
+import pty
 import re
+import select
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -154,3 +158,65 @@ def test_a_regrade_says_what_changed_and_the_results_file_names_the_day(suite, f
     written = re.search(r"^results written to (\S+)$", result.stdout, re.MULTILINE)
     assert written, result.stdout
     assert re.fullmatch(r"results_20260101_\d{6}\.json", Path(written.group(1)).name)
+
+
+def test_sql_without_a_query_reads_statements_read_only_and_goes_on_after_an_error(suite, first):
+    script = (
+        "SELECT model, count(*) AS graded\n  FROM grades GROUP BY model ORDER BY model;\n"
+        ".tables\nDROP VIEW grades;\nSELECT 'still here' AS after;\n"
+    )
+    result = subprocess.run(
+        [str(SCRIPT), "sql", "--format", "csv"],
+        input=script,
+        cwd=suite,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr  # a piped script with a refused statement
+    assert f"model,graded\nreplay:good,{RUNS}\nreplay:mixed,{RUNS}\n" in result.stdout
+    assert "model_summaries\n" in result.stdout  # .tables
+    assert "error: only queries run here (SELECT, DESCRIBE, SUMMARIZE…), not DROP" in result.stderr
+    assert result.stdout.endswith("after\nstill here\n")
+    no_traceback(result)
+
+
+def test_sql_without_a_query_on_a_terminal_is_a_prompt_with_history(suite, first):
+    leader, follower = pty.openpty()
+    process = subprocess.Popen(
+        [str(SCRIPT), "sql"],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        cwd=suite,
+        env={**cli_env(), "TERM": "dumb"},
+    )
+    os.close(follower)
+    seen = b""
+
+    def read_until(token: bytes) -> bytes:
+        nonlocal seen
+        deadline = time.monotonic() + 60
+        while seen.count(token) < 1 and time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                seen += os.read(leader, 65536)
+        assert token in seen, seen.decode(errors="replace")
+        found, seen = seen, b""
+        return found
+
+    try:
+        read_until(b"results> ")
+        os.write(leader, b"SELECT count(*) AS graded_runs\r")
+        read_until(b"...> ")  # a statement goes on until its `;`
+        os.write(leader, b"FROM grades;\r")
+        shown = read_until(b"results> ")
+        assert b"graded_runs" in shown and str(2 * RUNS).encode() in shown, shown
+        os.write(leader, b".quit\r")
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        os.close(leader)
+    history = (suite / ".eval" / "logs" / "sql_history").read_text()
+    assert "FROM grades;" in history  # arrow-up finds it in the next session
