@@ -1,4 +1,4 @@
-"""What `eval-pipeline test` shows a person: live progress while runs execute, then the tables.
+"""What `eval-pipeline test` shows a person once runs are graded: the tables and the summary.
 
 Agent, test and data text reaches rich only as `Text`, never as a markup string: a reply
 holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
@@ -6,11 +6,7 @@ holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
 
 from __future__ import annotations
 
-import os
-import threading
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -18,8 +14,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from eval_pipeline.agents import AgentRun, RunStatus
-from eval_pipeline.grading import Grade, GradeStatus
 from eval_pipeline.pipeline import CAUSES, RunChanges, detectable_difference
 
 # Messages are cut to one line (a reply can be long): to the room the terminal leaves, and
@@ -48,108 +42,6 @@ def short_model(model: str, width: int = MODEL_WIDTH) -> str:
     return model[: keep // 3] + "…" + model[-(keep - keep // 3) :]
 
 
-def _seconds(value: float) -> str:
-    if value < 60:
-        return f"{value:.0f}s"
-    return f"{int(value // 60)}m{int(value % 60):02d}s"
-
-
-class Progress:
-    """Counts runs as they finish and grades as they are decided; prints a line per run
-    (unless quiet) and, on a terminal, keeps a live status line below them.
-
-    Runs finish on the event loop of whichever pipeline step runs them; printing is guarded
-    by a lock so lines never interleave.
-    """
-
-    def __init__(self, console: Console, total: int, *, quiet: bool = False) -> None:
-        self.console = console
-        self.total = total
-        self.quiet = quiet
-        self.done = self.errors = self.passed = self.failed = 0
-        self.cost = 0.0
-        self.runs_started: float | None = None  # ETA counts from the first run, not the setup
-        self._lock = threading.Lock()
-        self._live = console.is_terminal
-        self._status = console.status("") if self._live and not quiet else None
-
-    def __enter__(self) -> Progress:
-        if self._status is not None:
-            self._status.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-    def stage(self, text: str) -> None:
-        if text.startswith("evaluating") and self.runs_started is None:
-            self.runs_started = time.monotonic()
-        if not self.quiet:
-            # Paths below the current folder read as the user typed them; soft_wrap: a path
-            # (the warehouse build's log) is never folded onto a second line.
-            here = f"{Path.cwd()}{os.sep}"
-            line = Text(f"→ {text.replace(here, '')}", style="dim")
-            self.console.print(line, soft_wrap=True, highlight=False)
-        self._refresh()
-
-    def status_line(self) -> str:
-        elapsed = time.monotonic() - (self.runs_started or time.monotonic())
-        eta = ""
-        if 0 < self.done < self.total:
-            eta = f", ETA {_seconds(elapsed / self.done * (self.total - self.done))}"
-        return (
-            f"{self.done}/{self.total} runs, {self.passed} passed, {self.failed} failed, "
-            f"{self.errors} error(s), {_seconds(elapsed)}{eta}, ${self.cost:.4f} so far"
-        )
-
-    def _refresh(self) -> None:
-        if self._status is not None:
-            self._status.update(self.status_line())
-
-    def __call__(self, item: object) -> None:
-        if isinstance(item, AgentRun):
-            self.run_finished(item)
-        elif isinstance(item, Grade):
-            with self._lock:
-                self.passed += item.status is GradeStatus.PASSED
-                self.failed += item.status is GradeStatus.FAILED
-                self._refresh()
-
-    def run_finished(self, run: AgentRun) -> None:
-        with self._lock:
-            self.done += 1
-            self.errors += run.status is RunStatus.ERROR
-            self.cost += run.cost_usd or 0.0
-            self._refresh()
-            if self.quiet:
-                return
-            self.console.print(self.run_line(run), highlight=False, soft_wrap=not self._live)
-
-    def run_line(self, run: AgentRun) -> Text:
-        """One line per finished run. On a terminal it is cut to the width (the status line
-        below counts the rest); in a log (CI, a pipe) it is short and never folded, so a
-        line of the log is a run."""
-        error = run.status is RunStatus.ERROR
-        cause = _with_short_model(run.error, run.model) if run.error else ""
-        if not self._live:
-            return Text(
-                f"[{self.done}/{self.total}] {'error' if error else 'ran'} {run.case_name} "
-                f"{short_model(run.model)}#{run.attempt} {run.duration_ms / 1000:.1f}s"
-                + (f": {_short(cause, 80)}" if cause else "")
-            )
-        return Text.assemble(
-            f"  [{self.done}/{self.total}] ",
-            ("error", "red") if error else ("ran  ", "green"),
-            f" {run.case_name} ",
-            (f"{short_model(run.model)} #{run.attempt}", "dim"),
-            f" {run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok",
-            f" — {_short(cause, 100)}" if cause else "",
-            no_wrap=True,
-            overflow="ellipsis",
-        )
-
-
 def report_console(file=None) -> Console:
     """A console for the tables: the terminal's width on a terminal; elsewhere (a pipe, a CI
     log, a file) plain text, wide enough that rows do not wrap."""
@@ -173,12 +65,12 @@ def _money(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
-def _short(text: str | None, width: int = MESSAGE_WIDTH) -> str:
+def short_text(text: str | None, width: int = MESSAGE_WIDTH) -> str:
     text = (text or "").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _with_short_model(message: str | None, model: str) -> str:
+def with_short_model(message: str | None, model: str) -> str:
     # Messages start with the endpoint ("<model id>: could not connect…"): a long id would
     # fill the cut message and hide the cause.
     return (
@@ -204,7 +96,7 @@ def _results_rows(results: Sequence[dict[str, Any]], model_width: int) -> list[d
             "Model": Text(short_model(r["model"], model_width)),
             "#": str(r["attempt"]),
             "Status": _status_text(r["status"]),
-            "Message": _with_short_model(r["message"], r["model"]),
+            "Message": with_short_model(r["message"], r["model"]),
             "Tokens": f"{r['tokens']:,}",
             "Cost": _money(r["cost_usd"]),
             "Time (s)": f"{r['duration_ms'] / 1000:.1f}",
@@ -230,7 +122,7 @@ def _build_results_table(
         cells = [row[c] for c in columns]
         if "Message" in columns:
             at = columns.index("Message")
-            cells[at] = Text(_short(cells[at], message_width))
+            cells[at] = Text(short_text(cells[at], message_width))
         table.add_row(*cells)
     return table
 
@@ -276,7 +168,7 @@ def results_table(
         model_width = max(MODEL_MIN_WIDTH, longest_model - (MESSAGE_MIN_WIDTH - room))
         rows = _results_rows(results, model_width)
         room = room_for_message()
-    longest = max((len(_short(r["Message"], message_limit)) for r in rows), default=1)
+    longest = max((len(short_text(r["Message"], message_limit)) for r in rows), default=1)
     message_width = max(min(room, message_limit, max(longest, len("Message"))), 12)
     return _build_results_table(rows, columns, message_width)
 

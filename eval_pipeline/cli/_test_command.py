@@ -17,7 +17,8 @@ from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._preflight import check_warehouse
-from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
+from eval_pipeline.cli._progress import Progress
+from eval_pipeline.cli._render import plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
     EvaluationRequest,
     RunChanges,

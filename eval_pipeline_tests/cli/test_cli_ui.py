@@ -56,6 +56,8 @@ def test_ui_serves_the_repository_location_without_warnings_and_stops_on_sigterm
     (suite / "cases").mkdir(parents=True)
     (suite / "eval_config.yaml").write_text("test:\n  models: [replay:demo]\n")
     (suite / "cases" / "hello.yml").write_text("prompt: Hello?\n")
+    (suite / "recordings").mkdir()  # a valid suite: its sensors tick without an error
+    (suite / "recordings" / "demo.jsonl").write_text('{"_comment": "nothing recorded"}\n')
     # A dagster.yaml in the folder the user starts from is not the instance's: no warning.
     (suite / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = free_port()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from eval_pipeline.cli._render import Progress, plain_console
+from eval_pipeline.cli._progress import Progress
+from eval_pipeline.cli._render import plain_console
 
 
 def test_a_stage_line_with_a_long_path_stays_on_one_line_relative_to_the_current_folder(
