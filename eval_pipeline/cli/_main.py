@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import traceback
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
-import duckdb
-
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
 from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
+from eval_pipeline.cli._sql import cmd_sql
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
+from eval_pipeline.cli._ui import cmd_ui
 from eval_pipeline.suite import import_csv, load_config, load_suite, redact
 
 
@@ -74,49 +72,28 @@ def cmd_warehouse(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_sql(args: argparse.Namespace) -> int:
-    """Run one SQL query on the results (read-only) and print it."""
-    import json
-
-    from eval_pipeline.agents import to_json_safe
-    from eval_pipeline.cli._formats import csv_text
-    from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
-
-    config = load_config(suite_root(args))
-    try:
-        columns, rows = fetch_read_only(StoreLayout(config.state_path), args.query)
-    except (duckdb.Error, NotReadOnly) as error:
-        print(f"error: {str(error).strip()}", file=sys.stderr)
-        return ExitCode.USAGE
-    if args.format == "csv":
-        sys.stdout.write(csv_text(columns, rows))
-    elif args.format == "json":
-        records = [dict(zip(columns, map(to_json_safe, row), strict=True)) for row in rows]
-        sys.stdout.write(json.dumps(records, indent=2, ensure_ascii=False) + "\n")
-    else:
-        from rich.table import Table
-        from rich.text import Text
-
-        from eval_pipeline.cli._render import report_console
-
-        # Text, not markup strings: stored agent replies may hold "[/x]" or ":a:".
-        table = Table()
-        for column in columns:
-            table.add_column(Text(column))
-        for row in rows[: args.limit]:
-            table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
-        report_console().print(table)
-        if len(rows) > args.limit:
-            print(f"({len(rows):,} rows, {args.limit:,} shown; --limit N or --format csv for all)")
-    return ExitCode.OK
-
-
 def latest_day(layout) -> date | None:
     """The latest day with grades in the store, None when there is none."""
     from eval_pipeline.store import query
 
     value = query(layout, "SELECT CAST(max(run_date) AS VARCHAR) AS d FROM grades")["d"][0]
     return date.fromisoformat(value) if isinstance(value, str) else None
+
+
+def graded_days(layout) -> list[date]:
+    """Every day with grades in the store, newest first."""
+    from eval_pipeline.store import query
+
+    frame = query(
+        layout, "SELECT DISTINCT CAST(run_date AS VARCHAR) AS d FROM grades ORDER BY d DESC"
+    )
+    return [date.fromisoformat(value) for value in frame["d"]]
+
+
+def _listed(values: Sequence[object], most: int = 10) -> str:
+    """`a, b, c` — the first `most`, then how many more (a year of days is no line)."""
+    shown = ", ".join(str(v) for v in values[:most]) or "none"
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -131,11 +108,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return ExitCode.USAGE
     base = parse_day(args.base, "--base") if args.base else None
-    models = args.model or list(
+    days = graded_days(layout)
+    for option, day in (("--date", head), ("--base", base)):
+        if day is not None and day not in days:
+            print(
+                f"error: no results on {day} ({option}); days with results: {_listed(days)}",
+                file=sys.stderr,
+            )
+            return ExitCode.USAGE
+    on_head = list(
         query(
             layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [head]
         )["model"]
     )
+    unknown = [m for m in args.model or () if m not in on_head]
+    if unknown:
+        print(
+            f"error: no results for {', '.join(unknown)} on {head}; "
+            f"models with results that day: {_listed(on_head)}",
+            file=sys.stderr,
+        )
+        return ExitCode.USAGE
+    models = args.model or on_head
     regressions = 0
     for model in models:
         # Without --base: since the model's previous evaluated day, as the no_regression check.
@@ -221,30 +215,6 @@ def cmd_server(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def cmd_ui(args: argparse.Namespace) -> int:
-    """Start the Dagster UI on the instance the command line writes to."""
-    from eval_pipeline.defs.instance import instance_home
-
-    config = load_config(suite_root(args))
-    env = dict(os.environ, DAGSTER_HOME=str(instance_home(config)), EVAL_SUITE_DIR=str(config.root))
-    beside = Path(sys.executable).with_name("dagster")  # a venv that is not on PATH
-    command = [
-        str(beside) if beside.exists() else "dagster",
-        "dev",
-        "-m",
-        "eval_pipeline.definitions",
-        "-p",
-        str(args.port),
-        "-h",
-        args.host,
-    ]
-    print(
-        f"Dagster UI on http://{args.host}:{args.port} (instance {env['DAGSTER_HOME']})",
-        file=sys.stderr,
-    )
-    return subprocess.call(command, env=env)
-
-
 def cmd_compact(args: argparse.Namespace) -> int:
     """Fold the store's older files into segments, so queries open a few files, not thousands."""
     from eval_pipeline.store import StoreLayout, compact_store
@@ -321,8 +291,17 @@ def build_parser() -> argparse.ArgumentParser:
     test = add("test", cmd_test, "run, grade and summarize the suite for one day, through Dagster")
     add_test_arguments(test)
 
-    sql = add("sql", cmd_sql, "run one SQL query on the results (read-only, no file access)")
-    sql.add_argument("query", help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"')
+    sql = add(
+        "sql",
+        cmd_sql,
+        "run one SQL query on the results, or with none open a SQL prompt (read-only, no file access)",
+    )
+    sql.add_argument(
+        "query",
+        nargs="?",
+        help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"; '
+        "none: a prompt with history",
+    )
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")
 

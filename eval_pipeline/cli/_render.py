@@ -1,4 +1,4 @@
-"""What `eval-pipeline test` shows a person: live progress while runs execute, then the tables.
+"""What `eval-pipeline test` shows a person once runs are graded: the tables and the summary.
 
 Agent, test and data text reaches rich only as `Text`, never as a markup string: a reply
 holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
@@ -6,8 +6,6 @@ holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,11 +14,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from eval_pipeline.agents import AgentRun, RunStatus
-from eval_pipeline.grading import Grade, GradeStatus
-from eval_pipeline.pipeline import detectable_difference
+from eval_pipeline.pipeline import CAUSES, RunChanges, detectable_difference
 
-# Messages are cut (a reply can be long) but wrap in their column rather than hide the cause.
+# Messages are cut to one line (a reply can be long): to the room the terminal leaves, and
+# at most this much, so the table stays readable.
 MESSAGE_WIDTH = 120
 MESSAGE_WIDTH_PLAIN = 160  # a pipe or a file: 200 columns
 MODEL_WIDTH = 44
@@ -43,89 +40,6 @@ def short_model(model: str, width: int = MODEL_WIDTH) -> str:
         return candidate
     keep = width - 1
     return model[: keep // 3] + "…" + model[-(keep - keep // 3) :]
-
-
-def _seconds(value: float) -> str:
-    if value < 60:
-        return f"{value:.0f}s"
-    return f"{int(value // 60)}m{int(value % 60):02d}s"
-
-
-class Progress:
-    """Counts runs as they finish and grades as they are decided; prints a line per run
-    (unless quiet) and, on a terminal, keeps a live status line below them.
-
-    Runs finish on the event loop of whichever pipeline step runs them; printing is guarded
-    by a lock so lines never interleave.
-    """
-
-    def __init__(self, console: Console, total: int, *, quiet: bool = False) -> None:
-        self.console = console
-        self.total = total
-        self.quiet = quiet
-        self.done = self.errors = self.passed = self.failed = 0
-        self.cost = 0.0
-        self.runs_started: float | None = None  # ETA counts from the first run, not the setup
-        self._lock = threading.Lock()
-        self._status = console.status("") if console.is_terminal and not quiet else None
-
-    def __enter__(self) -> Progress:
-        if self._status is not None:
-            self._status.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self._status is not None:
-            self._status.stop()
-
-    def stage(self, text: str) -> None:
-        if text.startswith("evaluating") and self.runs_started is None:
-            self.runs_started = time.monotonic()
-        if not self.quiet:
-            self.console.print(Text(f"→ {text}", style="dim"))
-        self._refresh()
-
-    def status_line(self) -> str:
-        elapsed = time.monotonic() - (self.runs_started or time.monotonic())
-        eta = ""
-        if 0 < self.done < self.total:
-            eta = f", ETA {_seconds(elapsed / self.done * (self.total - self.done))}"
-        return (
-            f"{self.done}/{self.total} runs, {self.passed} passed, {self.failed} failed, "
-            f"{self.errors} error(s), {_seconds(elapsed)}{eta}, ${self.cost:.4f} so far"
-        )
-
-    def _refresh(self) -> None:
-        if self._status is not None:
-            self._status.update(self.status_line())
-
-    def __call__(self, item: object) -> None:
-        if isinstance(item, AgentRun):
-            self.run_finished(item)
-        elif isinstance(item, Grade):
-            with self._lock:
-                self.passed += item.status is GradeStatus.PASSED
-                self.failed += item.status is GradeStatus.FAILED
-                self._refresh()
-
-    def run_finished(self, run: AgentRun) -> None:
-        with self._lock:
-            self.done += 1
-            self.errors += run.status is RunStatus.ERROR
-            self.cost += run.cost_usd or 0.0
-            self._refresh()
-            if self.quiet:
-                return
-            error = run.status is RunStatus.ERROR
-            line = Text.assemble(
-                f"  [{self.done}/{self.total}] ",
-                ("error", "red") if error else ("ran  ", "green"),
-                f" {run.case_name} ",
-                (f"{short_model(run.model)} #{run.attempt}", "dim"),
-                f" {run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok",
-                f" — {_short(_with_short_model(run.error, run.model), 100)}" if run.error else "",
-            )
-            self.console.print(line, highlight=False)
 
 
 def report_console(file=None) -> Console:
@@ -151,12 +65,12 @@ def _money(value: float | None) -> str:
     return "—" if value is None else f"{value:.4f}"
 
 
-def _short(text: str | None, width: int = MESSAGE_WIDTH) -> str:
+def short_text(text: str | None, width: int = MESSAGE_WIDTH) -> str:
     text = (text or "").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _with_short_model(message: str | None, model: str) -> str:
+def with_short_model(message: str | None, model: str) -> str:
     # Messages start with the endpoint ("<model id>: could not connect…"): a long id would
     # fill the cut message and hide the cause.
     return (
@@ -166,11 +80,65 @@ def _with_short_model(message: str | None, model: str) -> str:
     )
 
 
-def results_table(
-    results: Sequence[dict[str, Any]], *, show_attempts: bool, table_width: int | None = None
+# On a narrow terminal the table gives up these columns, in this order, before the message
+# gets narrower than MESSAGE_MIN_WIDTH (the model table below totals the numbers; one model
+# is named there too); then the model ids are cut, down to MODEL_MIN_WIDTH. Test names stay.
+DROPPABLE = ("Tools", "Time (s)", "Cost", "Tokens", "Model")
+MESSAGE_MIN_WIDTH = 40
+MODEL_MIN_WIDTH = 12
+NUMERIC = ("Tokens", "Cost", "Time (s)", "Tools", "#")
+
+
+def _results_rows(results: Sequence[dict[str, Any]], model_width: int) -> list[dict[str, Any]]:
+    return [
+        {
+            "Test": Text(r["name"]),
+            "Model": Text(short_model(r["model"], model_width)),
+            "#": str(r["attempt"]),
+            "Status": _status_text(r["status"]),
+            "Message": with_short_model(r["message"], r["model"]),
+            "Tokens": f"{r['tokens']:,}",
+            "Cost": _money(r["cost_usd"]),
+            "Time (s)": f"{r['duration_ms'] / 1000:.1f}",
+            "Tools": str(r["tool_call_count"]),
+        }
+        for r in results
+    ]
+
+
+def _build_results_table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str], message_width: int
 ) -> Table:
     table = _table("Results")
-    for column in (
+    for column in columns:
+        table.add_column(
+            column,
+            justify="right" if column in NUMERIC else "left",
+            # Every column keeps its width; only the message is cut to the room left.
+            no_wrap=True,
+            width=message_width if column == "Message" else None,
+        )
+    for row in rows:
+        cells = [row[c] for c in columns]
+        if "Message" in columns:
+            at = columns.index("Message")
+            cells[at] = Text(short_text(cells[at], message_width))
+        table.add_row(*cells)
+    return table
+
+
+def results_table(
+    results: Sequence[dict[str, Any]],
+    *,
+    show_attempts: bool,
+    width: int,
+    message_limit: int = MESSAGE_WIDTH,
+) -> Table:
+    """The runs, one line each, fitted to `width` columns: test names stay whole; the message
+    is cut to the room left (at most `message_limit`); on a narrow terminal the per-run
+    numbers (and the model, when there is one) go, then model ids are cut, before the
+    message gets narrower than MESSAGE_MIN_WIDTH."""
+    columns = [
         "Test",
         "Model",
         *(["#"] if show_attempts else []),
@@ -180,27 +148,29 @@ def results_table(
         "Cost",
         "Time (s)",
         "Tools",
-    ):
-        table.add_column(
-            column,
-            justify="right" if column in ("Tokens", "Cost", "Time (s)", "Tools", "#") else "left",
-            # A narrow table wraps the message rather than cutting it.
-            overflow="fold" if column == "Message" else "ellipsis",
-        )
-    for r in results:
-        message = _with_short_model(r["message"], r["model"])
-        table.add_row(
-            Text(r["name"]),
-            Text(short_model(r["model"])),
-            *([str(r["attempt"])] if show_attempts else []),
-            _status_text(r["status"]),
-            Text(_short(message, MESSAGE_WIDTH if table_width is None else MESSAGE_WIDTH_PLAIN)),
-            f"{r['tokens']:,}",
-            _money(r["cost_usd"]),
-            f"{r['duration_ms'] / 1000:.1f}",
-            str(r["tool_call_count"]),
-        )
-    return table
+    ]
+    several_models = len({r["model"] for r in results}) > 1
+    droppable = [c for c in DROPPABLE if c != "Model" or not several_models]
+    model_width = MODEL_WIDTH
+    rows = _results_rows(results, model_width)
+    console = plain_console(width=10_000)  # only measures: natural widths, nothing printed
+
+    def room_for_message() -> int:
+        without = console.measure(_build_results_table(rows, columns, 1)).maximum
+        return width - (without - 1)
+
+    room = room_for_message()
+    while room < MESSAGE_MIN_WIDTH and droppable:
+        columns.remove(droppable.pop(0))
+        room = room_for_message()
+    if room < MESSAGE_MIN_WIDTH and "Model" in columns:
+        longest_model = max(len(short_model(r["model"])) for r in results)
+        model_width = max(MODEL_MIN_WIDTH, longest_model - (MESSAGE_MIN_WIDTH - room))
+        rows = _results_rows(results, model_width)
+        room = room_for_message()
+    longest = max((len(short_text(r["Message"], message_limit)) for r in rows), default=1)
+    message_width = max(min(room, message_limit, max(longest, len("Message"))), 12)
+    return _build_results_table(rows, columns, message_width)
 
 
 def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
@@ -364,19 +334,46 @@ def pass_hat_k_text(document: dict[str, Any]) -> str:
     return f", pass^k {metrics['aggregate']['pass_hat_k']:.2f} (k={metrics['k']})"
 
 
-def changes_lines(changes: dict[str, tuple[list[str], list[str], list[str]]]) -> list[Text]:
-    """'regressed / improved since the previous run' lines per model, and the tests whose
+def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
+    """'regressed / improved since the previous run' lines per model, each test with what
+    changed besides the answer ("total_revenue (reference SQL changed)"), and the tests whose
     status changed with a new judge (not the model: neither regressed nor improved)."""
     lines = []
-    for model, (regressed, improved, rejudged) in changes.items():
+    for model, change in changes.items():
         for label, style, names in (
-            (f"regressed since the previous run of {model}:", "red", regressed),
-            (f"improved since the previous run of {model}:", "green", improved),
-            (f"changed with a new judge, not by {model}:", "yellow", rejudged),
+            (
+                f"regressed since the previous run of {model}:",
+                "red",
+                [change.label(n) for n in change.regressed],
+            ),
+            (
+                f"improved since the previous run of {model}:",
+                "green",
+                [change.label(n) for n in change.improved],
+            ),
+            (f"changed with a new judge, not by {model}:", "yellow", change.rejudged),
         ):
             if names:
                 lines.append(Text.assemble((label, style), f" {', '.join(names)}"))
     return lines
+
+
+def reuse_line(executed: int, reused: int, changes: dict[str, RunChanges]) -> str:
+    """How many runs were made and reused; when none was made, what changed the verdicts
+    (a reused run is the same answer: only the grading inputs can have changed)."""
+    if executed or not reused:
+        return f"{executed} agent run(s) executed, {reused} reused."
+    causes = sorted(
+        {c for change in changes.values() for found in change.causes.values() for c in found},
+        key=CAUSES.index,
+    )
+    rejudged = any(change.rejudged for change in changes.values())
+    if causes or rejudged:
+        what = ", ".join([*causes, *(["judge"] if rejudged else [])])
+        return f"No agent run executed: all {reused} runs reused; verdicts changed by: {what}."
+    moved = any(change.regressed or change.improved for change in changes.values())
+    tail = "" if moved else "; no verdict changed since the previous run"
+    return f"No agent run executed: all {reused} runs reused{tail}."
 
 
 def print_report(
@@ -384,14 +381,29 @@ def print_report(
     document: dict[str, Any],
     models: Sequence[str],
     *,
-    changes: dict[str, tuple[list[str], list[str], list[str]]],
+    changes: dict[str, RunChanges],
     executed: int,
     reused: int,
+    failures_only: bool = False,
 ) -> None:
+    """The tables and the summary of an evaluation. `failures_only`: the per-run, grid and
+    pass@k tables leave out what passed (the summary and the model table still count it)."""
     results = document["results"]
     several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics_by_test"])
-    wide = None if console.is_terminal else console.width
-    console.print(results_table(results, show_attempts=several_attempts, table_width=wide))
+    shown = [r for r in results if r["status"] != "passed"] if failures_only else results
+    console.print(
+        results_table(
+            shown,
+            show_attempts=several_attempts,
+            width=console.width,
+            message_limit=MESSAGE_WIDTH if console.is_terminal else MESSAGE_WIDTH_PLAIN,
+        )
+    )
+    if failures_only:
+        console.print(
+            f"{len(results) - len(shown)} passing run(s) not shown (--failures-only)",
+            highlight=False,
+        )
     console.print(models_table(document["by_model"]))
     comparisons = document.get("comparisons") or []
     if comparisons:
@@ -399,9 +411,14 @@ def print_report(
         sentence = detectable_difference(comparisons) or ""
         console.print(sentence[:1].upper() + sentence[1:] + ".\n", highlight=False)
     if len(models) > 1:
-        console.print(grid_table(results, models))
+        failing = {r["name"] for r in shown}
+        console.print(grid_table([r for r in results if r["name"] in failing], models))
     if several_attempts:
-        repeated = [m for m in document["pass_metrics_by_test"] if m["attempts"] > 1]
+        repeated = [
+            m
+            for m in document["pass_metrics_by_test"]
+            if m["attempts"] > 1 and not (failures_only and m["pass_hat_k"])
+        ]
         console.print(pass_at_k_table(repeated))
     if document.get("judge_noise"):
         console.print(judge_noise_table(document["judge_noise"]))
@@ -414,9 +431,4 @@ def print_report(
         f"{summary['total_tokens']:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
         highlight=False,
     )
-    if executed == 0 and reused:
-        console.print(
-            f"No agent run executed: all {reused} runs reused (nothing changed).", highlight=False
-        )
-    else:
-        console.print(f"{executed} agent run(s) executed, {reused} reused.", highlight=False)
+    console.print(reuse_line(executed, reused, changes), highlight=False)

@@ -17,9 +17,11 @@ from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._preflight import check_warehouse
-from eval_pipeline.cli._render import Progress, plain_console, print_report, report_console
+from eval_pipeline.cli._progress import Progress
+from eval_pipeline.cli._render import plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
     EvaluationRequest,
+    RunChanges,
     accuracy_gate,
     build_results,
     label_models,
@@ -123,6 +125,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines; tables and summary only"
     )
+    parser.add_argument(
+        "--failures-only",
+        action="store_true",
+        help="the pretty report lists only the runs that did not pass (the summary counts all)",
+    )
 
 
 def _run_date(text: str | None) -> date:
@@ -171,16 +178,13 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     )
 
 
-def _changes(
-    layout: StoreLayout, models, day: date, names
-) -> dict[str, tuple[list[str], list[str], list[str]]]:
-    """Per model: tests regressed and improved since the previous run, and tests whose
-    status changed with a new judge (neither: the verdicts are not comparable)."""
+def _changes(layout: StoreLayout, models, day: date, names) -> dict[str, RunChanges]:
+    """Per model: the tests whose verdict changed since its previous run, and why."""
     changes = {}
     for model in models:
         found = since_previous_run(layout, model, day, names)
         if found is not None:
-            changes[model] = (found.regressed, found.improved, found.rejudged)
+            changes[model] = found
     return changes
 
 
@@ -295,6 +299,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             changes=changes,
             executed=evaluated.executed,
             reused=evaluated.reused,
+            failures_only=args.failures_only,
         )
         if output:
             _emit(report.file.getvalue(), output)

@@ -31,6 +31,27 @@ def instance_home(config: SuiteConfig) -> Path:
     return home
 
 
+# The code location the UI loads: the repository's workspace.yaml says the same (a test
+# keeps them equal), so `eval-pipeline ui` and `dagster dev` / `dg dev` show one location
+# and the daemon keeps one schedule state.
+LOCATION_NAME = "eval_pipeline"
+WORKSPACE_YAML = f"""\
+# Written by `eval-pipeline ui`; the repository's workspace.yaml loads the same location.
+load_from:
+  - python_module:
+      module_name: eval_pipeline.definitions
+      location_name: {LOCATION_NAME}
+"""
+
+
+def write_workspace(home: Path) -> Path:
+    """`<home>/workspace.yaml`, the workspace `eval-pipeline ui` starts Dagster with."""
+    path = home / "workspace.yaml"
+    if not path.exists() or path.read_text(encoding="utf-8") != WORKSPACE_YAML:
+        path.write_text(WORKSPACE_YAML, encoding="utf-8")
+    return path
+
+
 def default_instance_yaml() -> str:
     """The instance settings shipped with the package (`eval_pipeline/dagster.yaml`, the one copy)."""
     return resources.files("eval_pipeline").joinpath("dagster.yaml").read_text(encoding="utf-8")

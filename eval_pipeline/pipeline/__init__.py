@@ -4,7 +4,9 @@ from eval_pipeline.pipeline._cases import record_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
 from eval_pipeline.pipeline._gates import (
+    CAUSES,
     PartitionChecks,
+    RunChanges,
     accuracy_gate,
     check_partition,
     diff_days,
@@ -48,6 +50,7 @@ from eval_pipeline.pipeline._variants import (
 )
 
 __all__ = [
+    "CAUSES",
     "BuiltVariants",
     "EvaluationRequest",
     "EvaluationResult",
@@ -56,6 +59,7 @@ __all__ = [
     "PartitionRuns",
     "PartitionSummary",
     "ResultsFileError",
+    "RunChanges",
     "VariantSandboxes",
     "accuracy_gate",
     "attempts_for",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -244,15 +245,30 @@ def regressions_sql(grades: str) -> str:
 class RunChanges:
     """Tests whose verdict changed since the model's previous run. A change that came with a
     new judge is the judge's, not the model's: it is in `rejudged`, neither regressed nor
-    improved ("name (passed → not passed; judge A → B)")."""
+    improved ("name (passed → not passed; judge A → B)"). `causes`: for a changed test, what
+    changed besides the agent's answer (`CAUSES`), e.g. `["reference SQL"]` when the same
+    stored run was regraded against an edited reference."""
 
     regressed: list[str]
     improved: list[str]
     rejudged: list[str] = field(default_factory=list)
+    causes: dict[str, list[str]] = field(default_factory=dict)
+
+    def label(self, name: str) -> str:
+        """`name`, or `name (reference SQL changed)` when something besides the answer did."""
+        causes = self.causes.get(name)
+        return f"{name} ({', '.join(causes)} changed)" if causes else name
+
+
+# What can change a verdict besides the agent's answer, in the order they are named.
+CAUSES = ("test", "reference SQL", "reference result", "tolerance", "context")
 
 
 def _verdict(passed: bool) -> str:
     return "passed" if passed else "not passed"
+
+
+_GRADE_COLUMNS = "name, attempt, passed, judge, run_key, content_hash, checks"
 
 
 def since_previous_run(
@@ -263,35 +279,38 @@ def since_previous_run(
     then). A test counts when both have it; None when the model has no grades on `day`."""
     now = query(
         layout,
-        "SELECT name, bool_and(passed) AS passed, max(written_at) AS at, max(judge) AS judge "
-        "FROM grades WHERE model = ? AND run_date = ? GROUP BY name",
+        f"SELECT {_GRADE_COLUMNS}, written_at FROM grades WHERE model = ? AND run_date = ?",
         [model, day],
     )
     if now.empty:
         return None
-    written: datetime = now["at"].min().to_pydatetime()
+    written: datetime = now["written_at"].min().to_pydatetime()
     before = query(
         layout,
-        """
+        f"""
         WITH previous AS (
             SELECT max(written_at) AS at FROM grades_history WHERE model = ? AND written_at < ?
         )
-        SELECT name, bool_and(passed) AS passed, max(judge) AS judge
+        SELECT {_GRADE_COLUMNS}
         FROM grades_history, previous
-        WHERE model = ? AND written_at = previous.at GROUP BY name
+        WHERE model = ? AND written_at = previous.at
         """,
         [model, written, model],
     )
-    passed_now = dict(zip(now["name"], now["passed"].astype(bool), strict=True))
-    passed_before = dict(zip(before["name"], before["passed"].astype(bool), strict=True))
-    judge_now = dict(zip(now["name"], now["judge"].map(_text_or_none), strict=True))
-    judge_before = dict(zip(before["name"], before["judge"].map(_text_or_none), strict=True))
+    rows_now, rows_before = _by_test(now), _by_test(before)
+    passed_now = {n: all(r["passed"] for r in rows) for n, rows in rows_now.items()}
+    passed_before = {n: all(r["passed"] for r in rows) for n, rows in rows_before.items()}
+    judge_now = {n: _judge(rows) for n, rows in rows_now.items()}
+    judge_before = {n: _judge(rows) for n, rows in rows_before.items()}
     changed = [
         n
         for n in names
         if n in passed_now and n in passed_before and passed_now[n] != passed_before[n]
     ]
     rejudged = [n for n in changed if judge_now[n] != judge_before[n]]
+    inputs = _run_inputs(
+        layout, {r["run_key"] for n in changed for r in rows_now[n] + rows_before[n]}
+    )
     return RunChanges(
         regressed=[n for n in changed if passed_before[n] and n not in rejudged],
         improved=[n for n in changed if passed_now[n] and n not in rejudged],
@@ -300,8 +319,78 @@ def since_previous_run(
             f"{judge_before[n] or 'none'} → {judge_now[n] or 'none'})"
             for n in rejudged
         ],
+        causes={
+            n: found
+            for n in changed
+            if (found := _causes(rows_before[n], rows_now[n], inputs)) and n not in rejudged
+        },
     )
 
 
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
+def _by_test(frame) -> dict[str, list[dict]]:
+    rows: dict[str, list[dict]] = {}
+    for row in frame.to_dict("records"):
+        rows.setdefault(row["name"], []).append(row)
+    return rows
+
+
+def _judge(rows: Sequence[Mapping]) -> str | None:
+    judges = [r["judge"] for r in rows if isinstance(r["judge"], str)]
+    return max(judges) if judges else None
+
+
+def _run_inputs(layout: StoreLayout, keys: set[str]) -> dict[str, tuple[str, str]]:
+    """Run key → (input hash, context hash) of those runs, from every run ever stored."""
+    if not keys:
+        return {}
+    frame = query(
+        layout,
+        "SELECT DISTINCT key, input_hash, context_hash FROM agent_runs_history "
+        "WHERE list_contains(?, key)",
+        [sorted(keys)],
+    )
+    return {k: (i, c) for k, i, c in frame.itertuples(index=False)}
+
+
+def _data_check(row: Mapping) -> dict:
+    checks = row["checks"]
+    if isinstance(checks, str):
+        try:
+            checks = json.loads(checks)
+        except ValueError:
+            return {}
+    for check in checks or []:
+        if isinstance(check, dict) and check.get("kind") == "data":
+            return check.get("details") or {}
+    return {}
+
+
+def _causes(
+    before: Sequence[Mapping], now: Sequence[Mapping], inputs: Mapping[str, tuple[str, str]]
+) -> list[str]:
+    """What changed between two gradings of a test besides the agent's answer (`CAUSES`)."""
+    found: set[str] = set()
+    earlier = {r["attempt"]: r for r in before}
+    for row in now:
+        old = earlier.get(row["attempt"])
+        if old is None:
+            continue
+        if old["content_hash"] != row["content_hash"]:
+            found.add("test")
+        was, is_ = _data_check(old), _data_check(row)
+        if (was.get("reference_sql") or "").strip() != (is_.get("reference_sql") or "").strip():
+            found.add("reference SQL")
+        elif was.get("expected_data") != is_.get("expected_data"):
+            found.add("reference result")  # the same SQL answers differently: the warehouse
+        if (was.get("comparison"), was.get("ordered")) != (
+            is_.get("comparison"),
+            is_.get("ordered"),
+        ):
+            found.add("tolerance")
+        old_inputs, new_inputs = inputs.get(old["run_key"]), inputs.get(row["run_key"])
+        if old_inputs and new_inputs and old_inputs[1] != new_inputs[1]:
+            found.add("context")
+    # "test" says only what the named parts do not: an edited reference is a test edit too.
+    if found & {"reference SQL", "tolerance"}:
+        found.discard("test")
+    return [cause for cause in CAUSES if cause in found]

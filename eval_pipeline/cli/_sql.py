@@ -1,0 +1,153 @@
+"""`eval-pipeline sql`: one read-only query on the results, or, with none, a read-only SQL prompt."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import duckdb
+
+from eval_pipeline.cli._exit import ExitCode
+from eval_pipeline.cli._options import suite_root
+from eval_pipeline.suite import load_config
+
+HISTORY_FILE = "sql_history"
+HISTORY_LENGTH = 1000
+HELP = """Statements end with `;` and may span lines. Only reading statements run (SELECT,
+DESCRIBE, SUMMARIZE, EXPLAIN); nothing can be changed and no file outside the store read.
+  .tables   the tables and views       .help   this text       .quit (or Ctrl-D)   leave"""
+
+
+def print_rows(columns: Sequence[str], rows: Sequence[tuple], *, fmt: str, limit: int) -> None:
+    """A query's result on stdout as a table (the first `limit` rows), CSV or JSON."""
+    from eval_pipeline.agents import to_json_safe
+    from eval_pipeline.cli._formats import csv_text
+
+    if fmt == "csv":
+        sys.stdout.write(csv_text(columns, rows))
+    elif fmt == "json":
+        records = [dict(zip(columns, map(to_json_safe, row), strict=True)) for row in rows]
+        sys.stdout.write(json.dumps(records, indent=2, ensure_ascii=False) + "\n")
+    else:
+        from rich.table import Table
+        from rich.text import Text
+
+        from eval_pipeline.cli._render import report_console
+
+        # Text, not markup strings: stored agent replies may hold "[/x]" or ":a:".
+        table = Table()
+        for column in columns:
+            table.add_column(Text(column))
+        for row in rows[:limit]:
+            table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
+        report_console().print(table)
+        if len(rows) > limit:
+            print(f"({len(rows):,} rows, {limit:,} shown; --limit N or --format csv for all)")
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run one SQL query on the results (read-only) and print it; no query: the prompt."""
+    from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
+
+    layout = StoreLayout(load_config(suite_root(args)).state_path)
+    if args.query is None:
+        return sql_prompt(layout, fmt=args.format, limit=args.limit)
+    try:
+        columns, rows = fetch_read_only(layout, args.query)
+    except (duckdb.Error, NotReadOnly) as error:
+        print(f"error: {str(error).strip()}", file=sys.stderr)
+        return ExitCode.USAGE
+    print_rows(columns, rows, fmt=args.format, limit=args.limit)
+    return ExitCode.OK
+
+
+def _statements(interactive: bool) -> Iterator[str]:
+    """Statements as typed: lines gathered until one ends with `;`, a dot-command alone.
+    Ctrl-C drops what is being typed; Ctrl-D (or the end of piped input) ends."""
+    pending: list[str] = []
+    while True:
+        prompt = ("   ...> " if pending else "results> ") if interactive else ""
+        try:
+            line = input(prompt)
+        except KeyboardInterrupt:
+            print()
+            pending.clear()
+            continue
+        except EOFError:
+            if interactive:
+                print()
+            if "".join(pending).strip():
+                yield "\n".join(pending)
+            return
+        if not pending and line.strip().startswith("."):
+            yield line.strip()
+            continue
+        pending.append(line)
+        if line.rstrip().endswith(";"):
+            statement = "\n".join(pending).strip()
+            pending.clear()
+            if statement.strip("; \n"):
+                yield statement
+
+
+@contextlib.contextmanager
+def _history(path: Path, interactive: bool) -> Iterator[None]:
+    """Line editing and the history of earlier sessions (arrow up), kept beside the store's
+    logs. Without a terminal (piped input) there is nothing to edit or remember."""
+    readline = None
+    if interactive:
+        with contextlib.suppress(ImportError):  # not on every platform (Windows)
+            import readline
+    if readline is not None:
+        with contextlib.suppress(OSError):
+            readline.read_history_file(path)
+        readline.set_history_length(HISTORY_LENGTH)
+    try:
+        yield
+    finally:
+        if readline is not None:
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+                readline.write_history_file(path)
+
+
+def sql_prompt(layout, *, fmt: str, limit: int) -> int:
+    """Read statements from the terminal (or piped input) and run each read-only, as
+    `eval-pipeline sql "…"` does; a refused or failing statement says why and the prompt
+    goes on."""
+    from eval_pipeline.store import NotReadOnly, fetch_read_only
+
+    interactive = sys.stdin.isatty()
+    if interactive:
+        print(f"Read-only SQL on {layout.root / 'results.duckdb'}'s tables.\n{HELP}")
+    failed = False
+    with _history(layout.logs_dir / HISTORY_FILE, interactive):
+        for statement in _statements(interactive):
+            if statement in (".quit", ".exit", ".q"):
+                break
+            if statement == ".help":
+                print(HELP)
+                continue
+            if statement == ".tables":
+                statement = "SELECT table_name AS name FROM information_schema.tables ORDER BY 1"
+            elif statement.startswith("."):
+                print(
+                    f"error: unknown command {statement.split()[0]}; .help lists them",
+                    file=sys.stderr,
+                )
+                failed = True
+                continue
+            try:
+                columns, rows = fetch_read_only(layout, statement.rstrip("; \n"))
+            except (duckdb.Error, NotReadOnly) as error:
+                print(f"error: {str(error).strip()}", file=sys.stderr)
+                failed = True
+                continue
+            print_rows(columns, rows, fmt=fmt, limit=limit)
+            sys.stdout.flush()
+    # A script piped in fails (exit 2) when a statement did; a person at the prompt saw it.
+    return ExitCode.USAGE if failed and not interactive else ExitCode.OK
