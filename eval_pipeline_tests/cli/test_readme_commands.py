@@ -16,10 +16,12 @@ import io
 import os
 import pty
 import re
+import select
 import shlex
 import struct
 import subprocess
 import termios
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -148,8 +150,11 @@ def run_on_terminal(args: list[str], cwd: Path) -> tuple[int, list[str]]:
     )
     os.close(follower)
     raw = b""
+    deadline = time.monotonic() + 600
     try:
-        while True:
+        while time.monotonic() < deadline:
+            if not select.select([leader], [], [], 1)[0]:
+                continue
             try:
                 chunk = os.read(leader, 65536)
             except OSError:  # the command ended and closed the terminal
@@ -157,7 +162,7 @@ def run_on_terminal(args: list[str], cwd: Path) -> tuple[int, list[str]]:
             if not chunk:
                 break
             raw += chunk
-        code = process.wait(timeout=600)
+        code = process.wait(timeout=60)
     finally:
         if process.poll() is None:
             process.kill()
