@@ -234,7 +234,13 @@ def cmd_test(args: argparse.Namespace) -> int:
     settings = suite.config.test
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
     machine = args.format != "pretty" or args.output
-    progress_console = plain_console(stderr=True) if machine else plain_console()
+    progress_console = plain_console(stderr=bool(machine))
+    # Whether it is a terminal is decided now: while a Dagster step runs, its log capture puts
+    # a pipe on the console's file, and a console asking then drops the cursor codes that
+    # keep each run line off the live status line (they ended up glued to it).
+    progress_console = plain_console(
+        stderr=bool(machine), force_terminal=progress_console.is_terminal
+    )
     warning = replayed_judge_warning(settings.judge_model, request.models)
     if warning:
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
