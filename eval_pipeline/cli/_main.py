@@ -49,7 +49,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     for path in report.imported:
         print(f"imported {path}")
     for path in report.already_imported:
-        print(f"already imported {path} (nothing added)")
+        print(f"already in the store: {path} (nothing added)")
     for path, why in report.skipped:
         print(f"skipped {path}: {why}", file=sys.stderr)
     days = ", ".join(day.isoformat() for day in report.days) or "none"

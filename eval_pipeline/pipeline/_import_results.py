@@ -52,6 +52,8 @@ class ImportedRun:
     final_text: str
     error: str | None
     checks: list[dict[str, Any]]
+    # The key our results files give each run: a run the store already holds is not added again.
+    run_key: str | None = None
 
 
 @dataclass
@@ -75,7 +77,8 @@ def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> Impor
     the date of the file's `timestamp` (nao's).
 
     Idempotent: rows are keyed by the file's content hash, so importing a file again (under
-    any name) adds nothing. A file that cannot be read is named in `skipped` with the reason
+    any name) adds nothing, and a run of one of our files that the store already holds (its
+    `run_key`: the file `eval-pipeline test` wrote) is not added again. A file that cannot be read is named in `skipped` with the reason
     and nothing of it is written; it never stops the other files.
 
     Args:
@@ -230,6 +233,7 @@ def _run(
         else "",
         error=str(error) if error else None,
         checks=_checks(details, status, message) if not ours else details.get("checks") or [],
+        run_key=result["run_key"] if isinstance(result.get("run_key"), str) else None,
     )
 
 
@@ -311,6 +315,11 @@ def _store_partition(
         for row in read_latest(layout, "tool_calls", model=model, run_date=day)
         if not str(row["run_key"]).startswith(mine)
     ]
+    # A run of ours that the partition holds (the file `eval-pipeline test` wrote) is there.
+    stored = {(row["name"], row["key"]) for row in runs}
+    items = [(i, run) for i, run in items if (run.name, run.run_key) not in stored]
+    if not items:
+        return 0
     # Attempts go after those the partition already holds, so no (test, attempt) repeats.
     offset: dict[str, int] = defaultdict(int)
     for row in runs:

@@ -64,7 +64,7 @@ def run_rows_sql(
     `run_rows_parameters`. A run is joined by its key, test, model and day: two tests with
     the same content share a key, and a key is only unique within a partition."""
     return f"""
-        SELECT g.name, g.model, g.attempt, g.status, g.passed, g.message, g.verified, g.checks,
+        SELECT g.name, g.model, g.attempt, g.run_key, g.status, g.passed, g.message, g.verified, g.checks,
                g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
                r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
                r.queries AS run_queries, t.sql AS reference_sql, t.database
@@ -196,6 +196,8 @@ def _result_entry(
         "passed": bool(row["passed"]),
         "status": row["status"],
         "attempt": int(row["attempt"]),
+        # The stored run's key: importing this file into a store that has the run adds nothing.
+        "run_key": row.get("run_key"),
         "message": row["message"],
         "verified": bool(row["verified"]),
         "tokens": int(row["tokens"] or 0),

@@ -56,5 +56,5 @@ def test_import_results_brings_a_teams_history_in_once_and_names_a_broken_file(t
 
     again = run_cli("import-results", files[0], cwd=project)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "already imported" in again.stdout and "0 run(s) from 0 file(s)" in again.stdout
+    assert "already in the store" in again.stdout and "0 run(s) from 0 file(s)" in again.stdout
     assert _count(project) == "4"  # no duplicate

@@ -148,3 +148,32 @@ def test_an_import_stopped_half_way_is_completed_not_doubled(layout):
         layout, "SELECT (SELECT count(*) FROM agent_runs) AS runs, count(*) AS grades FROM grades"
     )
     assert counts.to_dict("records") == [{"runs": 4, "grades": 4}]
+
+
+def test_a_run_of_ours_the_store_already_holds_is_not_added_again(layout, tmp_path):
+    """The results file `eval-pipeline test` wrote names each run's key: importing it into
+    the store that made it adds nothing; a run the store does not hold still comes in."""
+    import_results([NAO_FILE], layout=layout)
+    stored = query(layout, "SELECT key FROM agent_runs WHERE name = 'order_count' AND attempt = 0")
+    key = stored["key"].iloc[0]
+    result = {
+        "name": "order_count",
+        "model": "vllm:qwen3",
+        "passed": False,
+        "status": "failed",
+        "attempt": 0,
+        "message": "row count differs",
+        "run_date": "2026-01-05",
+        "details": {"tool_calls": [], "checks": []},
+    }
+    path = tmp_path / "results_20260105_090000.json"
+    path.write_text(json.dumps({"results": [{**result, "run_key": key}]}))
+    before = _grades(layout)
+
+    report = import_results([path], layout=layout)
+
+    assert (report.runs, report.already_imported) == (0, [path])
+    assert _grades(layout) == before
+    path.write_text(json.dumps({"results": [{**result, "run_key": "elsewhere"}]}))
+    assert import_results([path], layout=layout).runs == 1
+    assert len(_grades(layout)) == len(before) + 1
