@@ -92,9 +92,9 @@ def test_schedules_and_sensors_run_by_default(defs):
     schedule = defs.resolve_schedule_def("daily_evaluation")
     assert schedule.cron_schedule == "0 6 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    for name in ("sync_model_partitions", "evaluation_automation"):
+    for name in ("sync_model_partitions", "watch_suite_files", "evaluation_automation"):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
-    for name in ("daily_suite_refresh", "daily_history_marts", "compact_store"):
+    for name in ("daily_history_marts", "compact_store"):
         assert defs.resolve_schedule_def(name).default_status == dg.DefaultScheduleStatus.RUNNING
 
 
