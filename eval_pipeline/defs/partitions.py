@@ -46,10 +46,12 @@ def today() -> date:
 
 def history_start(config: SuiteConfig, *, include: date | None = None) -> date:
     """The first daily partition: `test.start_date`, else the day of the suite's first
-    evaluation, else today; moved back to `include` (an evaluation of an earlier day), so the
-    UI shows no partition before the history begins and every evaluated day has one."""
-    start = config.test.start_date or first_evaluated_day(StoreLayout(config.state_path)) or today()
-    return min(start, include) if include is not None else start
+    evaluation, else today; moved back to an earlier evaluated day or `include` (an
+    evaluation of an earlier day starting), so the UI shows no partition before the history
+    begins and every evaluated day has one."""
+    first = first_evaluated_day(StoreLayout(config.state_path))
+    days = [config.test.start_date or first or today(), first, include]
+    return min(day for day in days if day is not None)
 
 
 def model_day_key(model: str, day: str) -> dg.MultiPartitionKey:
