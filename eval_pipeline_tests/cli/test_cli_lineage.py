@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +11,7 @@ import yaml
 
 from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.instance import default_instance_yaml
-from eval_pipeline.defs.partitions import today
+from eval_pipeline.defs.partitions import model_day_key, today
 from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli, write_suite
 from eval_pipeline_tests.pipeline.test_lineage_automation import evaluate_conditions
 
@@ -78,3 +79,27 @@ def test_partitions_start_where_the_history_starts_and_an_earlier_date_extends_t
     assert result.returncode == 2
     assert "test.start_date: expected a day as YYYY-MM-DD, got 'first of may'" in result.stderr
     no_traceback(result)
+
+
+def test_the_min_accuracy_check_reports_the_accuracy_the_cli_gates_on(tmp_path):
+    suite = write_suite(tmp_path / "suite")
+    config = yaml.safe_load((suite / "eval_config.yaml").read_text())
+    config["test"]["min_accuracy"] = 0.9
+    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    result = run_cli("test", "-m", "replay:mixed", "--format", "json", cwd=suite)
+    assert result.returncode == 1, result.stderr  # one test fails: the gate is missed
+    gate = json.loads(result.stdout)["threshold"]
+
+    home = suite / ".eval" / "dagster_home"
+    key = dg.AssetCheckKey(dg.AssetKey("model_summaries"), "min_accuracy")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [record] = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [key]
+        ).values()
+    evaluation = record.event.dagster_event.event_specific_data
+    assert evaluation.passed is gate["passed"] is False
+    assert evaluation.metadata["accuracy"].value == f"{gate['accuracy']:.1%}"  # one definition
+    assert evaluation.metadata["minimum"].value == "90.0%"
+    assert evaluation.partition == str(model_day_key("replay:mixed", today().isoformat()))
+    assert evaluation.description.startswith(f"replay:mixed on {today().isoformat()}: ")

@@ -64,7 +64,9 @@ def context_hashes(loaded: AgentContext) -> dict[str, str]:
     group_name=groups.SUITE,
     kinds={"yaml", "duckdb"},
     description="The suite's test files, validated. Its data version is the suite hash, so "
-    "editing a test marks the runs and grades that depend on it as unsynced.",
+    "editing a test marks the runs and grades that depend on it as unsynced; the "
+    "watch_suite_files sensor re-reads the files within a minute of an edit, and "
+    "`changed_tests` names the tests added, edited or removed.",
 )
 def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
     loaded = suite.load()
@@ -97,7 +99,8 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
     group_name=groups.SUITE,
     kinds={"markdown", "dbt"},
     description="What the built-in agent is told besides the question: the configured context "
-    "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced.",
+    "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced "
+    "(re-read by the watch_suite_files sensor; `changed_files` names them).",
 )
 def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
     loaded = suite.agent_context()
