@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
@@ -12,12 +13,13 @@ from eval_pipeline.defs.assets.history import build_history_assets
 from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
 from eval_pipeline.defs.assets.variants import build_variants_asset
 from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
+from eval_pipeline.defs.assets.warehouse_reads import models_read
 from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
-from eval_pipeline.defs.partitions import model_day_partitions
+from eval_pipeline.defs.partitions import day_partitions, history_start
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import find_suite_root, load_config
+from eval_pipeline.suite import SuiteError, find_suite_root, load_config, load_suite
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
@@ -30,8 +32,9 @@ def default_suite_root() -> Path:
     return Path(configured).resolve() if configured else find_suite_root()
 
 
-def build_definitions(suite_root: Path) -> dg.Definitions:
-    """Every asset, check, job, schedule and sensor for one suite folder."""
+def build_definitions(suite_root: Path, *, include_day: date | None = None) -> dg.Definitions:
+    """Every asset, check, job, schedule and sensor for one suite folder; its daily
+    partitions start where its history does (`history_start`), or at `include_day` if earlier."""
     config = load_config(suite_root)
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
     assets: list[dg.AssetsDefinition] = [test_cases, agent_context, judge]
@@ -41,7 +44,7 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
         warehouse_assets, dbt = build_warehouse_assets(config.warehouse)
         assets.append(warehouse_assets)
         resources["dbt"] = dbt
-        warehouse_keys = list(warehouse_assets.keys)
+        warehouse_keys = _models_read(suite_root, warehouse_assets)
         jobs.append(
             dg.define_asset_job(
                 WAREHOUSE_JOB,
@@ -50,7 +53,8 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
             )
         )
     variants = build_variants_asset(warehouse_keys)
-    evaluation = build_evaluation_assets(warehouse_keys, variants)
+    partitions = day_partitions(history_start(config, include=include_day))
+    evaluation = build_evaluation_assets(warehouse_keys, variants, partitions)
     assets += [variants, *evaluation.all]
     history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
     assets.append(history_marts)
@@ -59,14 +63,14 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
         dg.define_asset_job(
             EVALUATE_JOB,
             selection=dg.AssetSelection.assets(*evaluation.per_model_day),
-            partitions_def=model_day_partitions,
             description="Run, grade and summarize one model on one day.",
         )
     )
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
-        suite_assets=[test_cases, agent_context, judge],
+        test_cases=test_cases,
+        agent_context=agent_context,
         agent_runs=evaluation.agent_runs,
     )
     jobs.append(compact_store_job)
@@ -74,6 +78,17 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
     return dg.Definitions(
         assets=assets, resources=resources, jobs=jobs, schedules=schedules, sensors=sensors
     )
+
+
+def _models_read(suite_root: Path, warehouse: dg.AssetsDefinition) -> list[dg.AssetKey]:
+    """The dbt models the evaluation depends on: those its reference SQL reads (the marts
+    while a test file is broken: the definitions still load, the CLI names the problem)."""
+    upstream = {key: warehouse.asset_deps.get(key, set()) for key in warehouse.keys}
+    try:
+        suite = load_suite(suite_root)
+    except SuiteError:
+        suite = None
+    return models_read(suite, warehouse.keys, upstream)
 
 
 def materialize(

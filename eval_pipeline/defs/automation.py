@@ -6,8 +6,10 @@ import dagster as dg
 
 from eval_pipeline.agents import check_models
 from eval_pipeline.defs import groups
+from eval_pipeline.defs.conditions import automation_sensor
 from eval_pipeline.defs.partitions import model_day_key, models_partitions
 from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
@@ -36,14 +38,15 @@ def build_automation(
     suite_root: str,
     cron: str,
     *,
-    suite_assets: list[dg.AssetsDefinition],
+    test_cases: dg.AssetsDefinition,
+    agent_context: dg.AssetsDefinition,
     agent_runs: dg.AssetsDefinition,
 ) -> tuple[list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
-    """`daily_evaluation` requests today's runs for every configured model, and
-    `daily_suite_refresh` re-reads the test files and context at the same time; the day's
+    """`daily_evaluation` requests today's runs for every configured model; the day's
     reference results, grades, summaries, leaderboard and report follow by declarative
-    automation as their inputs land. `sync_model_partitions` adds configured models to the
-    `models` partitions and never removes one, so history stays reachable."""
+    automation as their inputs land (`conditions`). `watch_suite_files` re-reads the test
+    files and context when they change on disk. `sync_model_partitions` adds configured
+    models to the `models` partitions and never removes one, so history stays reachable."""
 
     _check_cron(cron)
 
@@ -76,14 +79,6 @@ def build_automation(
                 run_key=f"runs-{model}-{day}", partition_key=model_day_key(model, day)
             )
 
-    daily_suite_refresh = dg.ScheduleDefinition(
-        name="daily_suite_refresh",
-        cron_schedule=cron,
-        target=dg.AssetSelection.assets(*suite_assets),
-        default_status=RUNNING,
-        description="Re-read the test files and the agent context, so changes show as unsynced.",
-    )
-
     # Declarative automation cannot chain these (an unpartitioned child of Dynamic×Daily
     # parents always sees missing parent partitions), so they have a schedule of their own.
     daily_history_marts = dg.ScheduleDefinition(
@@ -109,14 +104,9 @@ def build_automation(
             dynamic_partitions_requests=[models_partitions.build_add_request(missing)]
         )
 
-    automation = dg.AutomationConditionSensorDefinition(
-        "evaluation_automation",
-        target=dg.AssetSelection.all(),
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description="Materializes references, grades, summaries, leaderboard and report once "
-        "their inputs land.",
-    )
-    return [daily_evaluation, daily_suite_refresh, daily_history_marts], [
+    watch = build_watch_sensor(suite_root, test_cases=test_cases, agent_context=agent_context)
+    return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,
-        automation,
+        watch,
+        automation_sensor(),
     ]

@@ -12,7 +12,7 @@ import dagster as dg
 
 from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
 from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, instance_home, open_instance
-from eval_pipeline.defs.partitions import add_models, daily_partitions, model_day_key
+from eval_pipeline.defs.partitions import add_models, model_day_key, today
 from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Problem, Suite, SuiteConfig, SuiteError, describe_error, first_line
@@ -37,17 +37,16 @@ class EvaluationFailed(Exception):
 
 
 def check_day(run_date: date) -> None:
-    """Refuse a day outside the daily partitions (before 2025-01-01, or after today UTC)."""
-    first = daily_partitions.get_first_partition_key()
-    last = daily_partitions.get_last_partition_key()
-    day = run_date.isoformat()
-    if first is None or last is None or not first <= day <= last:
+    """Refuse a day after today (UTC). An earlier day than the history's first is fine: its
+    evaluation extends the daily partitions back to it (`build_definitions(include_day=…)`)."""
+    if run_date > today():
         raise SuiteError(
             [
                 Problem(
                     "--date",
                     None,
-                    f"{day} is outside the days that can be evaluated, {first} to {last} (today, UTC)",
+                    f"{run_date.isoformat()} is in the future; the last day that can be "
+                    f"evaluated is today, {today().isoformat()} (UTC)",
                 )
             ],
             headline="bad option; nothing was run",
@@ -110,7 +109,7 @@ def run_evaluation(
     config = suite.config
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    defs = build_definitions(suite.root)
+    defs = build_definitions(suite.root, include_day=request.run_date)
     day = request.run_date.isoformat()
     result = EvaluationResult()
     # Each step's events go to the instance (the UI); the terminal shows our own progress,

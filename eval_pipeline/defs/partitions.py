@@ -1,17 +1,57 @@
-"""Partitions: results are kept per model (a dynamic dimension) and per day."""
+"""Partitions: results are kept per model (a dynamic dimension) and per day, from where the history starts."""
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
 
 import dagster as dg
 
-HISTORY_START = "2025-01-01"
+from eval_pipeline.pipeline import first_evaluated_day
+from eval_pipeline.store import StoreLayout
+from eval_pipeline.suite import SuiteConfig
+
+# Dagster tags the run of a MultiPartitionKey with its own `dagster/partition/<dimension>`
+# keys and then warns that they are not compliant (two slashes); no code of ours sets them.
+warnings.filterwarnings(
+    "ignore",
+    message=r"Non-compliant tag keys like \['dagster/partition/",
+    category=DeprecationWarning,
+)
 
 models_partitions = dg.DynamicPartitionsDefinition(name="models")
-# end_offset=1: today's partition exists today, so a morning run evaluates today.
-daily_partitions = dg.DailyPartitionsDefinition(start_date=HISTORY_START, end_offset=1)
-model_day_partitions = dg.MultiPartitionsDefinition(
-    {"date": daily_partitions, "model": models_partitions}
-)
+
+
+@dataclass(frozen=True)
+class DayPartitions:
+    """The daily partitions of a suite and the model × day grid over them."""
+
+    daily: dg.DailyPartitionsDefinition
+    model_day: dg.MultiPartitionsDefinition
+
+
+def day_partitions(start: date) -> DayPartitions:
+    # end_offset=1: today's partition exists today, so a morning run evaluates today.
+    daily = dg.DailyPartitionsDefinition(start_date=start.isoformat(), end_offset=1)
+    return DayPartitions(
+        daily=daily,
+        model_day=dg.MultiPartitionsDefinition({"date": daily, "model": models_partitions}),
+    )
+
+
+def today() -> date:
+    """The last day that can be evaluated: today, UTC (the daily partitions' clock)."""
+    return datetime.now(UTC).date()
+
+
+def history_start(config: SuiteConfig, *, include: date | None = None) -> date:
+    """The first daily partition: `test.start_date`, else the day of the suite's first
+    evaluation, else today; moved back to an earlier evaluated day or `include` (an
+    evaluation of an earlier day starting), so the UI shows no partition before the history
+    begins and every evaluated day has one."""
+    first = first_evaluated_day(StoreLayout(config.state_path))
+    days = [config.test.start_date or first or today(), first, include]
+    return min(day for day in days if day is not None)
 
 
 def model_day_key(model: str, day: str) -> dg.MultiPartitionKey:

@@ -159,6 +159,15 @@ def previous_evaluated_day(layout: StoreLayout, model: str, day: date) -> date |
     return date.fromisoformat(value) if isinstance(value, str) else None
 
 
+def first_evaluated_day(layout: StoreLayout) -> date | None:
+    """The first day any model has runs in the store (None before the suite's first evaluation)."""
+    if not layout.tables_dir.exists():
+        return None  # nothing stored yet: no need to create the results database to say so
+    frame = query(layout, "SELECT CAST(min(run_date) AS VARCHAR) AS day FROM agent_runs")
+    value = frame["day"][0]
+    return date.fromisoformat(value) if isinstance(value, str) else None
+
+
 def since_previous_day(
     layout: StoreLayout,
     model: str,

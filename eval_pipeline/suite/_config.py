@@ -7,6 +7,7 @@ import dataclasses
 import os
 import re
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit
@@ -168,6 +169,8 @@ class TestDefaults:
     # `regression: {significant_only: true}`: no_regression fails only on a drop the paired
     # test between the two days calls significant (issue 18); default: any regressed test.
     regression_significant_only: bool = False
+    # The first day of the daily partitions (None: the day of the suite's first evaluation).
+    start_date: date | None = None
 
 
 @dataclass(frozen=True)
@@ -236,6 +239,7 @@ _TEST_KEYS = (
     "threshold_mode",
     "semantic",
     "regression",
+    "start_date",
 )
 
 
@@ -452,7 +456,24 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
             values["regression_significant_only"] = r.boolean(
                 regression, "significant_only", "test.regression.significant_only"
             )
+    if "start_date" in block:
+        values["start_date"] = _start_date(r, block)
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
+
+
+def _start_date(r: FieldReader, block: dict) -> date | None:
+    value = block["start_date"]
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return value  # YAML reads an unquoted 2026-01-31 as a date
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        r.problem(
+            "test.start_date",
+            f"expected a day as YYYY-MM-DD, got {value!r}",
+            r.line_of(block, "start_date"),
+        )
+        return None
 
 
 def _warehouse(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None:

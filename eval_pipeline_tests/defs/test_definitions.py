@@ -88,13 +88,32 @@ def test_asset_graph_has_every_stage_with_its_partitions(defs):
     assert "dbt" in graph.get(dg.AssetKey(["warehouse", "orders"])).kinds
 
 
+def test_runs_and_references_depend_on_the_models_the_suite_sql_reads(defs):
+    graph = defs.resolve_asset_graph()
+    read = {
+        "warehouse/customers",
+        "warehouse/marketing_channels",
+        "warehouse/order_items",
+        "warehouse/orders",
+        "warehouse/payments",
+        "warehouse/products",
+        "warehouse/refunds",
+    }
+    for asset in ("agent_runs", "reference_results", "warehouse_variants"):
+        parents = {k.to_user_string() for k in graph.get(dg.AssetKey(asset)).parent_keys}
+        assert {p for p in parents if p.startswith("warehouse/")} == read, asset
+    # staging and raw models reach them through the marts, as the data flows
+    orders = graph.get(dg.AssetKey(["warehouse", "orders"])).parent_keys
+    assert dg.AssetKey(["warehouse", "staging", "stg_orders"]) in orders
+
+
 def test_schedules_and_sensors_run_by_default(defs):
     schedule = defs.resolve_schedule_def("daily_evaluation")
     assert schedule.cron_schedule == "0 6 * * *"
     assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    for name in ("sync_model_partitions", "evaluation_automation"):
+    for name in ("sync_model_partitions", "watch_suite_files", "evaluation_automation"):
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
-    for name in ("daily_suite_refresh", "daily_history_marts", "compact_store"):
+    for name in ("daily_history_marts", "compact_store"):
         assert defs.resolve_schedule_def(name).default_status == dg.DefaultScheduleStatus.RUNNING
 
 

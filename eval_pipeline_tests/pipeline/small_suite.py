@@ -169,6 +169,7 @@ def write_suite(root: Path, agent: ScriptedServer, judge: ScriptedServer) -> dic
             "judge_model": "judge:gpt-judge",
             "extraction": "last_query",
             "schedule": "0 6 * * *",
+            "start_date": "2026-05-01",  # the daily partitions hold DAY and the days around it
         },
         "warehouse": {"type": "duckdb", "path": "warehouse.duckdb"},
         "context": ["RULES.md"],

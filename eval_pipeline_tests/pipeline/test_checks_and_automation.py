@@ -42,23 +42,40 @@ def test_min_accuracy_in_average_and_all_modes(small_suite, instance):
     assert min_accuracy(0.7, "average").passed
     below = min_accuracy(0.8, "average")
     assert not below.passed
-    assert below.description == "average accuracy 75.0% is below the minimum 80.0%"
-    assert below.metadata["accuracy"].value == pytest.approx(0.75)
+    assert below.description == (
+        f"{MODELS[0]} on {DAY}: average accuracy 75.0% is below the minimum 80.0% (3/4 runs passed)"
+    )
+    assert below.metadata["accuracy"].value == "75.0%"
+    # one result per (model, day) partition, so the check's history says which it was
+    assert below.partition == model_day_key(MODELS[0], DAY)
     every = min_accuracy(0.7, "all")
     assert not every.passed
     assert "total_revenue: 0.0%" in every.description
     assert min_accuracy(0.0, "all").passed
 
 
+def test_min_accuracy_without_a_minimum_is_skipped_not_passed(small_suite, instance):
+    defs = prepare(small_suite, instance)
+    result = evaluate(defs, instance, MODELS[0])
+    assert set(checks(result)) == {"no_regression"}  # min_accuracy has no result: skipped
+    summary = metadata(result, "model_summaries")
+    assert summary["pass_rate"] == 100.0 and summary["pass_rate_ci95"][1] == 100.0
+
+
 def test_no_regression_names_the_case_that_passed_yesterday_and_fails_today(small_suite, instance):
     defs = prepare(small_suite, instance, DAY, NEXT_DAY)
     first = checks(evaluate(defs, instance, MODELS[0], DAY))["no_regression"]
-    assert first.passed and first.description == "no earlier evaluated day to compare with"
+    assert first.passed
+    assert first.description == f"{MODELS[0]} on {DAY}: no earlier evaluated day to compare with"
+    assert first.metadata["previous_day"].value == "none"
 
     small_suite.analyst.sql["orders_by_region"] = WRONG_SQL["orders_by_region"]
     second = checks(evaluate(defs, instance, MODELS[0], NEXT_DAY))["no_regression"]
     assert not second.passed
-    assert second.description == f"regressed since {DAY}: orders_by_region"
+    assert (
+        second.description == f"{MODELS[0]} on {NEXT_DAY}: regressed since {DAY}: orders_by_region"
+    )
+    assert second.partition == model_day_key(MODELS[0], NEXT_DAY)
     assert second.metadata["regressed"].value == ["orders_by_region"]
 
     # the other model has no regression: its previous day is missing, not failing

@@ -23,7 +23,7 @@ def test_the_compaction_job_keeps_the_results_and_the_reuse(small_suite, instanc
     assert before
 
     monkeypatch.setattr(_compact, "SAFETY_MARGIN", timedelta(0))  # fold what was just written
-    job = defs.get_job_def("compact_store")
+    job = defs.resolve_job_def("compact_store")
     assert job.execute_in_process(instance=instance, run_config=QUIET).success
     assert current_generation(small_suite.layout) is not None
     assert query(small_suite.layout, sql).values.tolist() == before
@@ -34,5 +34,5 @@ def test_the_compaction_job_keeps_the_results_and_the_reuse(small_suite, instanc
     assert agent_requests(small_suite.agent) == requests
     assert query(small_suite.layout, sql).values.tolist() == before
     assert query(small_suite.layout, "SELECT count(*) AS n FROM grades_history").n[0] > history
-    schedule = defs.get_schedule_def("compact_store")
+    schedule = defs.resolve_schedule_def("compact_store")
     assert schedule.cron_schedule == "0 3 * * *"

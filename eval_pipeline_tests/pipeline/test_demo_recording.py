@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import date
 from pathlib import Path
 
 import dagster as dg
@@ -53,7 +54,8 @@ def _copy_suite(destination: Path, warehouse: SampleWarehouse) -> Path:
 def demo(sample_warehouse: SampleWarehouse, tmp_path_factory: pytest.TempPathFactory):
     """The sample suite evaluated twice from scratch (`no_cache`), as Dagster materializations."""
     root = _copy_suite(tmp_path_factory.mktemp("demo") / "suite", sample_warehouse)
-    defs = build_definitions(root)
+    # an evaluation of a day before the suite's history, as `test --date` makes one
+    defs = build_definitions(root, include_day=date.fromisoformat(DAY))
     layout = StoreLayout(root / ".eval")
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("models", [MODEL])

@@ -13,7 +13,12 @@ from pydantic import Field
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
-from eval_pipeline.defs.partitions import daily_partitions, model_day_partitions
+from eval_pipeline.defs.conditions import (
+    follows_parents,
+    leaderboard_condition,
+    references_condition,
+)
+from eval_pipeline.defs.partitions import DayPartitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading import Grade, GradeStatus
 from eval_pipeline.pipeline import (
@@ -28,7 +33,6 @@ from eval_pipeline.pipeline import (
 )
 from eval_pipeline.suite import redact
 
-EAGER = dg.AutomationCondition.eager()
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", dg.BetaWarning)  # stable in practice; only the name is beta
     BY_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="date")
@@ -63,6 +67,11 @@ class GradesConfig(dg.Config):
 def _partition(context: dg.AssetExecutionContext) -> tuple[str, date]:
     keys = context.partition_key.keys_by_dimension
     return keys["model"], date.fromisoformat(keys["date"])
+
+
+def _percent(fraction: float) -> float:
+    """A fraction as the percentage the CLI prints (76.0, not 0.7596899224806203)."""
+    return round(100 * fraction, 1)
 
 
 def _digest(parts: Sequence[str]) -> str:
@@ -121,17 +130,42 @@ class EvaluationAssets:
 
 
 def build_evaluation_assets(
-    warehouse_keys: Sequence[dg.AssetKey], warehouse_variants: dg.AssetsDefinition
+    warehouse_keys: Sequence[dg.AssetKey],
+    warehouse_variants: dg.AssetsDefinition,
+    partitions: DayPartitions,
 ) -> EvaluationAssets:
     """The partitioned assets and their checks; `warehouse_keys` are the dbt models they
-    query, `warehouse_variants` the variants that grades re-run semantic checks on."""
+    query, `warehouse_variants` the variants that grades re-run semantic checks on,
+    `partitions` the suite's days (from where its history starts)."""
+    daily, model_day = partitions.daily, partitions.model_day
+    with warnings.catch_warnings():
+        # Partitioned checks are a preview in Dagster 1.13; without them a check's history
+        # cannot say which model and day a result belongs to.
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        summary_checks = [
+            dg.AssetCheckSpec(
+                "min_accuracy",
+                asset="model_summaries",
+                partitions_def=model_day,
+                description="Accuracy (the mean of each test's pass@1, as `eval-pipeline test "
+                "--min-accuracy` computes it) reaches test.min_accuracy (oxy's average / all "
+                "modes); skipped when no minimum is configured.",
+            ),
+            dg.AssetCheckSpec(
+                "no_regression",
+                asset="model_summaries",
+                partitions_def=model_day,
+                description="No test that passed on the model's previous evaluated day fails now "
+                "(with test.regression.significant_only: no significant drop, paired test).",
+            ),
+        ]
 
     @dg.asset(
         group_name=groups.EVALUATION,
-        partitions_def=daily_partitions,
+        partitions_def=daily,
         deps=[test_cases, *warehouse_keys],
         kinds={"duckdb", "sql"},
-        automation_condition=EAGER,
+        automation_condition=references_condition("agent_runs"),
         description="Each test's reference SQL run on the warehouse, kept per day.",
         check_specs=[
             dg.AssetCheckSpec(
@@ -182,7 +216,7 @@ def build_evaluation_assets(
 
     @dg.asset(
         group_name=groups.EVALUATION,
-        partitions_def=model_day_partitions,
+        partitions_def=model_day,
         deps=[test_cases, agent_context, *warehouse_keys],
         kinds={"duckdb", "python"},
         description="Every agent run of the model on the day. Completed runs whose key (test, "
@@ -231,7 +265,7 @@ def build_evaluation_assets(
 
     @dg.asset(
         group_name=groups.EVALUATION,
-        partitions_def=model_day_partitions,
+        partitions_def=model_day,
         deps=[
             agent_runs,
             dg.AssetDep(reference_results, partition_mapping=BY_DATE),
@@ -240,7 +274,9 @@ def build_evaluation_assets(
             warehouse_variants,
         ],
         kinds={"duckdb", "python"},
-        automation_condition=EAGER,
+        automation_condition=follows_parents(
+            ["agent_runs", "reference_results"], caches=["warehouse_variants"]
+        ),
         description="The grade of every run: passed, failed (the agent was wrong) or error. "
         "Grading reads stored runs and never calls the agent under test; a new judge "
         "(model or prompt version) regrades them.",
@@ -266,7 +302,9 @@ def build_evaluation_assets(
                 _digest([f"{g.name}:{g.attempt}:{g.status.value}" for g in graded])
             ),
             metadata={
-                "pass_rate": dg.MetadataValue.float(passed / len(graded) if graded else 0.0),
+                "pass_rate": dg.MetadataValue.float(
+                    _percent(passed / len(graded) if graded else 0.0)
+                ),
                 "passed": passed,
                 "failed": sum(g.status is GradeStatus.FAILED for g in graded),
                 "errors": sum(g.status is GradeStatus.ERROR for g in graded),
@@ -275,26 +313,25 @@ def build_evaluation_assets(
             },
         )
 
-    @dg.asset(
-        group_name=groups.EVALUATION,
-        partitions_def=model_day_partitions,
-        deps=[grades],
-        kinds={"duckdb", "python"},
-        automation_condition=EAGER,
-        check_specs=[
-            dg.AssetCheckSpec(
-                "min_accuracy",
-                asset="model_summaries",
-                description="Accuracy reaches test.min_accuracy (oxy's average / all modes).",
-            ),
-            dg.AssetCheckSpec(
-                "no_regression",
-                asset="model_summaries",
-                description="No test that passed on the model's previous evaluated day fails now "
-                "(with test.regression.significant_only: no significant drop, paired test).",
-            ),
+    # A multi-asset only so its checks are optional outputs: min_accuracy without a minimum
+    # is left unexecuted (skipped), which an @asset's required check output cannot be.
+    @dg.multi_asset(
+        specs=[
+            dg.AssetSpec(
+                "model_summaries",
+                group_name=groups.EVALUATION,
+                partitions_def=model_day,
+                deps=[grades],
+                kinds={"duckdb", "python"},
+                automation_condition=follows_parents(["grades"]),
+                description="One row per model and day: pass rate (percent of runs passed), "
+                "counts, tokens, cost, latency.",
+            )
         ],
-        description="One row per model and day: pass rate (a fraction), counts, tokens, cost, latency.",
+        check_specs=summary_checks,
+        partitions_def=model_day,
+        can_subset=True,
+        name="model_summaries",
     )
     def model_summaries(context: dg.AssetExecutionContext, suite: SuiteResource):
         model, day = _partition(context)
@@ -313,8 +350,11 @@ def build_evaluation_assets(
         gate, diff = checks.accuracy, checks.regression
         summary = result.summary if result else None
         yield dg.MaterializeResult(
+            asset_key="model_summaries",
             metadata={
-                "pass_rate": dg.MetadataValue.float(summary.pass_rate if summary else 0.0),
+                "pass_rate": dg.MetadataValue.float(
+                    _percent(summary.pass_rate) if summary else 0.0
+                ),
                 "passed": summary.passed if summary else 0,
                 "total": summary.total if summary else 0,
                 "errors": summary.errors if summary else 0,
@@ -326,34 +366,47 @@ def build_evaluation_assets(
                 if summary
                 else None,
                 "flaky_tests": sum(c.flaky for c in result.cases) if result else 0,
-                "pass_rate_ci95": dg.MetadataValue.json(list(result.interval)) if result else None,
+                "pass_rate_ci95": dg.MetadataValue.json([_percent(v) for v in result.interval])
+                if result
+                else None,
             },
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name="min_accuracy",
-                    passed=gate.passed,
-                    description=gate.message,
-                    metadata={"accuracy": dg.MetadataValue.float(gate.accuracy)},
-                ),
-                dg.AssetCheckResult(
-                    check_name="no_regression",
-                    passed=checks.regression_passed,
-                    description=checks.regression_message,
-                    metadata={
-                        "regressed": dg.MetadataValue.json(diff.regressed),
-                        "improved": dg.MetadataValue.json(diff.improved),
-                        "paired_test": diff.paired_line,
-                    },
-                ),
-            ],
+        )
+        where = f"{model} on {day.isoformat()}"
+        if gate.threshold is not None:
+            # Without a minimum nothing is checked: the check is left unexecuted (Dagster
+            # shows it skipped), never a green pass.
+            runs = f"{summary.passed}/{summary.total} runs passed" if summary else "no runs"
+            yield dg.AssetCheckResult(
+                check_name="min_accuracy",
+                passed=gate.passed,
+                description=f"{where}: {gate.message} ({runs})",
+                metadata={
+                    "accuracy": f"{gate.accuracy:.1%}",
+                    "minimum": f"{gate.threshold:.1%}",
+                    "mode": gate.mode,
+                    "runs_passed": f"{summary.pass_rate:.1%}" if summary else "",
+                },
+            )
+        else:
+            context.log.info("min_accuracy skipped: test.min_accuracy is not configured")
+        yield dg.AssetCheckResult(
+            check_name="no_regression",
+            passed=checks.regression_passed,
+            description=f"{where}: {checks.regression_message}",
+            metadata={
+                "previous_day": diff.base.isoformat() if diff.base else "none",
+                "regressed": dg.MetadataValue.json(diff.regressed),
+                "improved": dg.MetadataValue.json(diff.improved),
+                "paired_test": diff.paired_line,
+            },
         )
 
     @dg.asset(
         group_name=groups.EVALUATION,
-        partitions_def=daily_partitions,
+        partitions_def=daily,
         deps=[dg.AssetDep(model_summaries, partition_mapping=BY_DATE)],
         kinds={"duckdb"},
-        automation_condition=EAGER,
+        automation_condition=leaderboard_condition("model_summaries"),
         description="The day's models ranked by pass rate, then cost, with 95% intervals; "
         "each pair compared by a paired test (stored in model_comparisons), neighbours the "
         "test cannot tell apart marked as ties.",
@@ -376,10 +429,10 @@ def build_evaluation_assets(
 
     @dg.asset(
         group_name=groups.EVALUATION,
-        partitions_def=daily_partitions,
+        partitions_def=daily,
         deps=[leaderboard],
         kinds={"markdown"},
-        automation_condition=EAGER,
+        automation_condition=follows_parents(["leaderboard"]),
         description="The day's report: leaderboard, pass/fail grid and failures, as Markdown.",
     )
     def report(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:

@@ -2,6 +2,7 @@
 
 import hashlib
 from collections import Counter
+from collections.abc import Mapping
 
 import dagster as dg
 
@@ -9,7 +10,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading import PROMPTS_VERSION, judge_label
 from eval_pipeline.pipeline import record_cases
-from eval_pipeline.suite import Case
+from eval_pipeline.suite import AgentContext, Case, Suite
 
 
 def _cases_table(cases: list[Case]) -> str:
@@ -23,11 +24,49 @@ def _cases_table(cases: list[Case]) -> str:
     return "\n".join(lines)
 
 
+def changes(before: Mapping[str, str] | None, after: Mapping[str, str]) -> dict[str, list[str]]:
+    """What differs between two {name: content hash} maps: added, edited and removed names
+    (everything is "added" when there is no earlier map)."""
+    before = before or {}
+    return {
+        "added": sorted(set(after) - set(before)),
+        "edited": sorted(n for n in after if n in before and before[n] != after[n]),
+        "removed": sorted(set(before) - set(after)),
+    }
+
+
+def _changes_text(changed: dict[str, list[str]]) -> str:
+    parts = [f"{kind}: {', '.join(names)}" for kind, names in changed.items() if names]
+    return "; ".join(parts) or "nothing changed"
+
+
+def _previous_hashes(context: dg.AssetExecutionContext, key: str) -> dict[str, str] | None:
+    """The per-item hashes the asset's previous materialization recorded (None before one)."""
+    event = context.instance.get_latest_materialization_event(context.asset_key)
+    if event is None or event.asset_materialization is None:
+        return None
+    value = event.asset_materialization.metadata.get(key)
+    return dict(value.value) if isinstance(value, dg.JsonMetadataValue) else None
+
+
+def suite_hashes(suite: Suite) -> dict[str, str]:
+    return {case.name: case.content_hash for case in suite.cases}
+
+
+def context_hashes(loaded: AgentContext) -> dict[str, str]:
+    return {
+        f.label: hashlib.sha256(f.text.encode()).hexdigest()[:16]
+        for f in (*loaded.files, *loaded.dbt_docs)
+    }
+
+
 @dg.asset(
     group_name=groups.SUITE,
     kinds={"yaml", "duckdb"},
     description="The suite's test files, validated. Its data version is the suite hash, so "
-    "editing a test marks the runs and grades that depend on it as unsynced.",
+    "editing a test marks the runs and grades that depend on it as unsynced; the "
+    "watch_suite_files sensor re-reads the files within a minute of an edit, and "
+    "`changed_tests` names the tests added, edited or removed.",
 )
 def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
     loaded = suite.load()
@@ -35,16 +74,23 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
     cases = list(loaded.cases)
     kinds = Counter(kind for case in cases for kind in case.kinds)
     unverified = [case.name for case in cases if not case.kinds]
+    hashes = suite_hashes(loaded)
+    changed = changes(_previous_hashes(context, "case_hashes"), hashes)
     context.log.info(f"{len(cases)} test cases loaded from {loaded.cases_dir}")
+    context.log.info(f"changed tests: {_changes_text(changed)}")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(loaded.hash),
         metadata={
+            # What a reader of "test_cases has a new data version" wants to know first.
+            "changed_tests": _changes_text(changed),
+            "changes": dg.MetadataValue.json(changed),
             "cases": len(cases),
             **{f"cases_with_{kind}": count for kind, count in sorted(kinds.items())},
             "without_verification": len(unverified),
             "suite_hash": loaded.hash,
             "suite": dg.MetadataValue.path(str(loaded.root)),
             "cases_table": dg.MetadataValue.md(_cases_table(cases)),
+            "case_hashes": dg.MetadataValue.json(hashes),
         },
     )
 
@@ -53,21 +99,27 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
     group_name=groups.SUITE,
     kinds={"markdown", "dbt"},
     description="What the built-in agent is told besides the question: the configured context "
-    "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced.",
+    "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced "
+    "(re-read by the watch_suite_files sensor; `changed_files` names them).",
 )
 def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
     loaded = suite.agent_context()
     rows = ["| file | kind | characters |", "|---|---|---|"]
     rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
     rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
-    context.log.info(f"agent context hash {loaded.hash}")
+    hashes = context_hashes(loaded)
+    changed = changes(_previous_hashes(context, "file_hashes"), hashes)
+    context.log.info(f"agent context hash {loaded.hash}; changed files: {_changes_text(changed)}")
     return dg.MaterializeResult(
         data_version=dg.DataVersion(loaded.hash),
         metadata={
+            "changed_files": _changes_text(changed),
+            "changes": dg.MetadataValue.json(changed),
             "context_hash": loaded.hash,
             "context_files": len(loaded.files),
             "dbt_doc_files": len(loaded.dbt_docs),
             "files": dg.MetadataValue.md("\n".join(rows)),
+            "file_hashes": dg.MetadataValue.json(hashes),
         },
     )
 

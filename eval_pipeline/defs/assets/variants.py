@@ -8,6 +8,7 @@ import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import test_cases
+from eval_pipeline.defs.conditions import cache_condition
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.pipeline import build_suite_variants
 
@@ -20,7 +21,7 @@ def build_variants_asset(warehouse_keys: Sequence[dg.AssetKey]) -> dg.AssetsDefi
         group_name=groups.EVALUATION,
         deps=[test_cases, *warehouse_keys],
         kinds={"duckdb"},
-        automation_condition=dg.AutomationCondition.eager(),
+        automation_condition=cache_condition(),
         description="Perturbed copies of each DuckDB warehouse that tests with `semantic:` "
         "re-run their reference and the agent's SQL on (Zhong et al. 2020). Keyed by the "
         "warehouse's data version and the seed: an unchanged warehouse reuses them.",

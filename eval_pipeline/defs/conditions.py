@@ -1,0 +1,178 @@
+"""When the evaluation assets materialize by themselves: after their parents land, never while a parent is in progress or unsynced, never again for what a command-line run did."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import dagster as dg
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+
+# The command line tags its runs so; it evaluates the whole chain of its day itself, so its
+# materializations are no reason for automation to run anything again.
+SOURCE_TAG = "eval_pipeline/source"
+CLI_SOURCE = "cli"
+
+AC = dg.AutomationCondition
+
+
+class AnyParentUnsynced(dg.AutomationCondition):
+    """A partition with a parent partition Dagster marks unsynced (STALE): grading runs that
+    are about to be redone would be wasted, and the badge would lie. The same status the UI
+    shows, from the same resolver."""
+
+    @property
+    def name(self) -> str:
+        return "any_parent_unsynced"
+
+    @property
+    def description(self) -> str:
+        return "A parent partition is unsynced"
+
+    @property
+    def requires_cursor(self) -> bool:
+        return False
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        view = context.asset_graph_view
+        resolver = CachingStaleStatusResolver(view.instance, context.asset_graph, view)
+        true = context.get_empty_subset()
+        for parent in context.asset_graph.get(context.key).parent_keys:
+            parents = context.candidate_subset.compute_parent_subset(parent)
+            if parents.is_empty:
+                continue
+            if parents.is_partitioned:
+                stale_keys = {
+                    key
+                    for key in parents.expensively_compute_partition_keys()
+                    if resolver.get_status(parent, key) is StaleStatus.STALE
+                }
+                stale = parents.compute_intersection_with_partition_keys(stale_keys)
+            elif resolver.get_status(parent) is StaleStatus.STALE:
+                stale = parents
+            else:
+                continue
+            children = stale.compute_child_subset(context.key)
+            true = true.compute_union(children.compute_intersection(context.candidate_subset))
+        return dg.AutomationResult(context=context, true_subset=true)
+
+
+class RunsWithoutReferences(dg.AutomationCondition):
+    """Days on which some model's runs exist (a backfill, an import) while the day's reference
+    results do not: the grades of those runs need them."""
+
+    runs_key: dg.AssetKey
+
+    def __init__(self, runs_key: dg.AssetKey) -> None:
+        self.runs_key = runs_key
+
+    @property
+    def name(self) -> str:
+        return "runs_without_references"
+
+    @property
+    def description(self) -> str:
+        return "Runs exist on this day"
+
+    @property
+    def requires_cursor(self) -> bool:
+        return False
+
+    async def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        view = context.asset_graph_view
+        runs = view.get_full_subset(key=self.runs_key)
+        missing = await view.compute_missing_subset(key=self.runs_key, from_subset=runs)
+        present = runs.compute_difference(missing)
+        grid = context.asset_graph.get(self.runs_key).partitions_def
+        assert isinstance(grid, dg.MultiPartitionsDefinition)
+        days = {
+            grid.get_partition_key_from_str(key).keys_by_dimension["date"]
+            for key in present.expensively_compute_partition_keys()
+        }
+        true = context.candidate_subset.compute_intersection_with_partition_keys(days)
+        return dg.AutomationResult(context=context, true_subset=true)
+
+
+def _landed() -> dg.AutomationCondition:
+    """A new materialization, not made by the run that also made the asset being evaluated
+    (runs → grades → summaries in one run) nor by the command line."""
+    return (
+        AC.newly_updated()
+        & ~AC.executed_with_root_target()
+        & ~AC.executed_with_tags(tag_values={SOURCE_TAG: CLI_SOURCE})
+    ).with_label("newly_updated, not by this run nor the command line")
+
+
+def follows_parents(
+    partitioned_parents: Sequence[str], *, caches: Sequence[str] = ()
+) -> dg.AutomationCondition:
+    """A daily or model × day partition runs once a parent of the same partition lands (any
+    day: a backfill of runs carries through), or, today only, once an unpartitioned parent
+    (the tests, the judge) lands; it waits while a parent is missing, in progress or
+    unsynced, and never joins its parent's tick (each runs after the other). `caches` are
+    parents the step rebuilds itself when missing (the warehouse variants): neither a
+    reason to run nor to wait."""
+    same_partition = AC.any_deps_match(_landed()).allow(
+        dg.AssetSelection.assets(*partitioned_parents)
+    )
+    ignored = dg.AssetSelection.assets(*caches)
+    today = AC.in_latest_time_window() & AC.any_deps_match(_landed()).ignore(ignored)
+    return (
+        (same_partition | today).since_last_handled()
+        & ~AC.any_deps_match(AC.missing()).ignore(ignored)
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+        & ~AnyParentUnsynced()
+    ).with_label("follows_parents")
+
+
+def leaderboard_condition(summaries: str) -> dg.AutomationCondition:
+    """The day's leaderboard follows each model's summary of the day: a model not evaluated
+    that day (a retired one, a later one) is no reason to wait."""
+    return (
+        AC.any_deps_match(_landed()).allow(dg.AssetSelection.assets(summaries)).since_last_handled()
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+    ).with_label("follows_summaries")
+
+
+def references_condition(runs: str) -> dg.AutomationCondition:
+    """Today's references when the day starts or the tests or warehouse change (as `eager`),
+    and a past day's once runs exist for it without references (a backfill of runs)."""
+    today = (
+        AC.in_latest_time_window()
+        & (AC.newly_missing() | AC.any_deps_match(_landed())).since_last_handled()
+    )
+    backfilled = (AC.missing() & RunsWithoutReferences(dg.AssetKey(runs))).newly_true()
+    return (
+        (today | backfilled)
+        & ~AC.any_deps_match(AC.missing())
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+    ).with_label("references_follow_tests_and_runs")
+
+
+def cache_condition() -> dg.AutomationCondition:
+    """A cache the steps using it build when missing (the warehouse variants): rebuilt ahead
+    of them when a parent lands, never just because it is missing."""
+    return (
+        AC.any_deps_match(_landed()).since_last_handled()
+        & ~AC.any_deps_match(AC.missing())
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+    ).with_label("follows_parents")
+
+
+def automation_sensor() -> dg.AutomationConditionSensorDefinition:
+    with warnings.catch_warnings():
+        # Conditions of our own (unsynced parents) are evaluated with the code, as sensors are.
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.AutomationConditionSensorDefinition(
+            "evaluation_automation",
+            target=dg.AssetSelection.all(),
+            default_status=dg.DefaultSensorStatus.RUNNING,
+            use_user_code_server=True,
+            description="Materializes references, grades, summaries, leaderboard and report "
+            "once their inputs land (also for the days a backfill of runs fills).",
+        )

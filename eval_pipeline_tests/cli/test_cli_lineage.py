@@ -1,0 +1,105 @@
+"""Through the real CLI: what an evaluation leaves for Dagster's daemon and UI (issue 13.2, 13.6)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline.defs import build_definitions
+from eval_pipeline.defs.instance import default_instance_yaml
+from eval_pipeline.defs.partitions import model_day_key, today
+from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli, write_suite
+from eval_pipeline_tests.pipeline.test_lineage_automation import evaluate_conditions
+
+pytestmark = pytest.mark.slow
+
+EARLY = "2026-01-05"
+
+
+def first_day(suite: Path) -> str | None:
+    """The first daily partition the code location shows for the suite."""
+    graph = build_definitions(suite).resolve_asset_graph()
+    return graph.get(dg.AssetKey("reference_results")).partitions_def.get_first_partition_key()
+
+
+def requested(defs: dg.Definitions, result) -> set[tuple[str, str | None]]:
+    return {
+        (key.to_user_string(), partition)
+        for key in defs.resolve_asset_graph().get_all_asset_keys()
+        for partition in result.get_requested_partitions(key)
+    }
+
+
+def test_a_daemon_tick_after_a_cli_run_requests_nothing(tmp_path):
+    suite = write_suite(tmp_path / "suite")
+    home = suite / ".eval" / "dagster_home"  # the instance `eval-pipeline ui` shows
+    home.mkdir(parents=True)
+    (home / "dagster.yaml").write_text(default_instance_yaml())
+    defs = build_definitions(suite)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        before = evaluate_conditions(defs, instance)  # the daemon, running before the CLI
+        assert requested(defs, before) == set()
+
+        result = run_cli("test", cwd=suite)
+        assert result.returncode == 0, result.stderr
+        no_traceback(result)
+        assert instance.get_materialized_partitions(dg.AssetKey("report")) == {today().isoformat()}
+
+        after = evaluate_conditions(defs, instance, before.cursor)
+        assert requested(defs, after) == set()  # the CLI ran the whole chain of its day
+        sensor = defs.resolve_sensor_def("watch_suite_files")
+        with dg.build_sensor_context(instance=instance, definitions=defs) as context:
+            assert not sensor.evaluate_tick(context).run_requests  # the CLI read the tests
+
+
+def test_partitions_start_where_the_history_starts_and_an_earlier_date_extends_them(tmp_path):
+    suite = write_suite(tmp_path / "suite")
+    assert first_day(suite) == today().isoformat()  # no history yet: no empty past days
+
+    result = run_cli("test", "--date", EARLY, cwd=suite)
+    assert result.returncode == 0, result.stderr
+    no_traceback(result)
+    assert first_day(suite) == EARLY  # the first evaluation's day
+
+    config = yaml.safe_load((suite / "eval_config.yaml").read_text())
+    config["test"]["start_date"] = "2025-12-01"
+    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert first_day(suite) == "2025-12-01"
+    config["test"]["start_date"] = "2026-02-01"  # later than the history: its days stay
+    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert first_day(suite) == EARLY
+
+    config["test"]["start_date"] = "first of may"
+    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    result = run_cli("test", cwd=suite)
+    assert result.returncode == 2
+    assert "test.start_date: expected a day as YYYY-MM-DD, got 'first of may'" in result.stderr
+    no_traceback(result)
+
+
+def test_the_min_accuracy_check_reports_the_accuracy_the_cli_gates_on(tmp_path):
+    suite = write_suite(tmp_path / "suite")
+    config = yaml.safe_load((suite / "eval_config.yaml").read_text())
+    config["test"]["min_accuracy"] = 0.9
+    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+    result = run_cli("test", "-m", "replay:mixed", "--format", "json", cwd=suite)
+    assert result.returncode == 1, result.stderr  # one test fails: the gate is missed
+    gate = json.loads(result.stdout)["threshold"]
+
+    home = suite / ".eval" / "dagster_home"
+    key = dg.AssetCheckKey(dg.AssetKey("model_summaries"), "min_accuracy")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        [record] = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            [key]
+        ).values()
+    evaluation = record.event.dagster_event.event_specific_data
+    assert evaluation.passed is gate["passed"] is False
+    assert evaluation.metadata["accuracy"].value == f"{gate['accuracy']:.1%}"  # one definition
+    assert evaluation.metadata["minimum"].value == "90.0%"
+    assert evaluation.partition == str(model_day_key("replay:mixed", today().isoformat()))
+    assert evaluation.description.startswith(f"replay:mixed on {today().isoformat()}: ")

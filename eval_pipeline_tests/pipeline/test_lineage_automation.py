@@ -1,0 +1,185 @@
+"""Edits show as unsynced within a sensor tick, and automation follows the data (issue 13.1, 13.2).
+
+The sensors and the automation conditions are evaluated as the daemon evaluates them
+(`evaluate_tick`, `dg.evaluate_automation_conditions`), and what they request is executed in
+this process against the same instance, tick after tick, as the daemon's runs would be.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import dagster as dg
+import pytest
+from dagster._core.definitions.data_version import StaleStatus
+
+from eval_pipeline.defs import materialize
+from eval_pipeline.defs.partitions import model_day_key, today
+from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, NEXT_DAY, evaluate, prepare
+from eval_pipeline_tests.pipeline.test_staleness import status
+
+pytestmark = pytest.mark.slow  # each test starts Dagster runs
+
+INPUTS = ["test_cases", "agent_context", "judge"]
+
+
+def watch_tick(defs: dg.Definitions, instance: dg.DagsterInstance):
+    sensor = defs.resolve_sensor_def("watch_suite_files")
+    with dg.build_sensor_context(instance=instance, definitions=defs) as context:
+        return sensor.evaluate_tick(context)
+
+
+def run_requested(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest):
+    """Execute a sensor's run request, as the daemon would launch it."""
+    result = materialize(
+        defs,
+        [key.to_user_string() for key in request.asset_selection or []],
+        instance=instance,
+        tags=dict(request.tags),
+    )
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+
+
+def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, asset: str, partition):
+    """Materialize what automation requested of one asset, as the daemon's run would."""
+    if partition is not None and "|" in partition:
+        grid = defs.resolve_asset_graph().get(dg.AssetKey(asset)).partitions_def
+        partition = grid.get_partition_key_from_str(partition)
+    result = materialize(defs, [asset], instance=instance, partition_key=partition)
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+
+
+def evaluate_conditions(defs, instance, cursor=None):
+    """What the daemon's tick of the automation sensor decides."""
+    with warnings.catch_warnings():
+        # Dagster's own test helper selects sources with a beta parameter and warns about it.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+
+
+def tick(defs, instance, cursor):
+    """One evaluation of the automation conditions, with the (asset, partition)s it requests."""
+    result = evaluate_conditions(defs, instance, cursor)
+    asked = {
+        (key.to_user_string(), partition)
+        for key in defs.resolve_asset_graph().get_all_asset_keys()
+        for partition in result.get_requested_partitions(key)
+    }
+    return result, asked
+
+
+def drive(defs, instance, cursor=None, *, max_ticks: int = 12):
+    """Tick and run what each tick requests until a tick requests nothing; every tick's
+    requests, in order."""
+    ticks: list[set[tuple[str, str | None]]] = []
+    for _ in range(max_ticks):
+        result, asked = tick(defs, instance, cursor)
+        cursor = result.cursor
+        if not asked:
+            return cursor, ticks
+        ticks.append(asked)
+        for asset, partition in sorted(asked, key=str):
+            run_partition(defs, instance, asset, partition)
+    raise AssertionError(f"automation never settled: {ticks}")
+
+
+def materialized(instance: dg.DagsterInstance, asset: str) -> set[str]:
+    return set(instance.get_materialized_partitions(dg.AssetKey(asset)))
+
+
+def test_an_edited_test_file_marks_every_models_runs_unsynced_naming_the_test(
+    small_suite, instance
+):
+    defs = prepare(small_suite, instance)
+    for model in MODELS:
+        evaluate(defs, instance, model)
+    assert watch_tick(defs, instance).skip_message == (
+        "the test files and the context are as last read"
+    )
+
+    small_suite.edit_case("total_revenue", prompt="What is the total revenue, in USD?")
+    (request,) = watch_tick(defs, instance).run_requests
+    assert request.asset_selection == [dg.AssetKey("test_cases")]
+    run_requested(defs, instance, request)
+    for model in MODELS:
+        assert status(defs, instance, "agent_runs", model) == (
+            StaleStatus.STALE,
+            [("test_cases", "has a new data version")],
+        )
+    event = instance.get_latest_materialization_event(dg.AssetKey("test_cases"))
+    changed = event.asset_materialization.metadata
+    assert changed["changed_tests"].value == "edited: total_revenue"
+    assert changed["changes"].value == {"added": [], "edited": ["total_revenue"], "removed": []}
+    # the request is made once: the next tick finds the tests as last read
+    assert not watch_tick(defs, instance).run_requests
+
+    rules = small_suite.root / "RULES.md"
+    rules.write_text(rules.read_text() + "Cancelled orders never count.\n")
+    (request,) = watch_tick(defs, instance).run_requests
+    assert request.asset_selection == [dg.AssetKey("agent_context")]
+    run_requested(defs, instance, request)
+    event = instance.get_latest_materialization_event(dg.AssetKey("agent_context"))
+    assert event.asset_materialization.metadata["changed_files"].value == "edited: RULES.md"
+    assert status(defs, instance, "agent_runs", MODELS[1])[0] is StaleStatus.STALE
+
+
+def test_a_broken_test_file_is_named_by_the_sensor_and_nothing_is_rematerialized(
+    small_suite, instance
+):
+    defs = prepare(small_suite, instance)
+    small_suite.case_file("total_revenue").write_text("prompt: [unclosed\n")
+    result = watch_tick(defs, instance)
+    assert not result.run_requests
+    assert "total_revenue.yml" in result.skip_message and "\n" not in result.skip_message
+
+
+def test_a_backfill_of_runs_for_two_past_days_ends_with_their_grades_summaries_and_report(
+    small_suite, instance
+):
+    defs = small_suite.definitions()
+    assert materialize(defs, INPUTS, instance=instance).success
+    cursor, _ = drive(defs, instance)  # today's references, as the daemon would on a new day
+
+    days = (DAY, NEXT_DAY)
+    for day in days:  # what a backfill of agent_runs over two days and both models launches
+        for model in MODELS:
+            evaluate(defs, instance, model, day, assets=["agent_runs"])
+    _, ticks = drive(defs, instance, cursor)
+
+    keys = {str(model_day_key(model, day)) for model in MODELS for day in days}
+    assert set(days) <= materialized(instance, "reference_results")
+    assert keys <= materialized(instance, "grades")
+    assert keys <= materialized(instance, "model_summaries")
+    assert set(days) <= materialized(instance, "leaderboard")
+    assert set(days) <= materialized(instance, "report")
+    # each step in a tick after its parent's, never together with it
+    order = ["reference_results", "grades", "model_summaries", "leaderboard", "report"]
+    first_tick = {
+        asset: next(i for i, asked in enumerate(ticks) if any(a == asset for a, _ in asked))
+        for asset in order
+    }
+    assert [first_tick[a] for a in order] == sorted(first_tick[a] for a in order)
+    assert len(set(first_tick.values())) == len(order), ticks
+
+
+def test_grades_wait_while_their_runs_are_unsynced_and_follow_the_rerun(small_suite, instance):
+    day = today().isoformat()
+    defs = prepare(small_suite, instance, day)
+    for model in MODELS:
+        evaluate(defs, instance, model, day)
+    cursor, _ = drive(defs, instance)
+
+    small_suite.edit_case("customer_count", sql="SELECT COUNT(*) AS n FROM customers")
+    (request,) = watch_tick(defs, instance).run_requests
+    run_requested(defs, instance, request)
+    result, asked = tick(defs, instance, cursor)
+    # the day's references (and the variants) follow the tests; grades wait for the runs
+    assert asked == {("reference_results", day), ("warehouse_variants", None)}
+    for asset, partition in asked:
+        run_partition(defs, instance, asset, partition)
+    result, asked = tick(defs, instance, result.cursor)
+    assert asked == set()
+
+    evaluate(defs, instance, MODELS[0], day, assets=["agent_runs"])  # the schedule, the UI
+    result, asked = tick(defs, instance, result.cursor)
+    assert asked == {("grades", str(model_day_key(MODELS[0], day)))}
