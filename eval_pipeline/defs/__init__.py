@@ -8,20 +8,25 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
-from eval_pipeline.defs.assets.history import build_history_assets
 from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
 from eval_pipeline.defs.assets.variants import build_variants_asset
-from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
 from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
-from eval_pipeline.defs.partitions import model_day_partitions
+from eval_pipeline.defs.dbt_keys import warehouse_asset_keys
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import find_suite_root, load_config
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
+# The stages a user recognises, one named job each: the CLI runs these, and so can the UI.
+SUITE_JOB = "read_suite"
+REFERENCES_JOB = "day_references"
+VARIANTS_JOB = "build_warehouse_variants"
 EVALUATE_JOB = "evaluate_model_day"
+REPORT_JOB = "day_report"
+# Who launched a run: cli, schedule, ui (the jobs' default) or backfill.
+LAUNCHED_BY_TAG = "eval_pipeline/source"
 
 
 def default_suite_root() -> Path:
@@ -30,43 +35,86 @@ def default_suite_root() -> Path:
     return Path(configured).resolve() if configured else find_suite_root()
 
 
-def build_definitions(suite_root: Path) -> dg.Definitions:
-    """Every asset, check, job, schedule and sensor for one suite folder."""
+def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefinition:
+    # The partitions come from the assets (all of a stage share theirs); a run launched from
+    # the UI's launchpad says so unless the launcher tags it otherwise (cli, schedule).
+    return dg.define_asset_job(
+        name,
+        selection=dg.AssetSelection.assets(*assets),
+        description=description,
+        run_tags={LAUNCHED_BY_TAG: "ui"},
+    )
+
+
+def build_definitions(suite_root: Path, *, dbt: bool = True) -> dg.Definitions:
+    """Every asset, check, job, schedule and sensor for one suite folder.
+
+    `dbt=False` (an evaluation from the command line) leaves out what only building with
+    dbt needs, the warehouse's dbt assets and the history marts, so dagster_dbt is never
+    imported: the evaluation assets still depend on the warehouse models, by their keys
+    (cached beside the dbt manifest), and the UI's code location keeps everything.
+    """
     config = load_config(suite_root)
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
-    assets: list[dg.AssetsDefinition] = [test_cases, agent_context, judge]
+    suite_assets = [test_cases, agent_context, judge]
+    assets: list[dg.AssetsDefinition] = list(suite_assets)
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
-        warehouse_assets, dbt = build_warehouse_assets(config.warehouse)
-        assets.append(warehouse_assets)
-        resources["dbt"] = dbt
-        warehouse_keys = list(warehouse_assets.keys)
-        jobs.append(
-            dg.define_asset_job(
-                WAREHOUSE_JOB,
-                selection=dg.AssetSelection.assets(warehouse_assets),
-                description="Build the suite's warehouse with its dbt project.",
+        if dbt:
+            from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
+
+            warehouse_assets, warehouse_dbt = build_warehouse_assets(config.warehouse)
+            assets.append(warehouse_assets)
+            resources["dbt"] = warehouse_dbt
+            warehouse_keys = list(warehouse_assets.keys)
+            jobs.append(
+                _stage_job(
+                    WAREHOUSE_JOB,
+                    [warehouse_assets],
+                    "Build the suite's warehouse with its dbt project.",
+                )
             )
-        )
+        else:
+            warehouse_keys = warehouse_asset_keys(config.warehouse)
     variants = build_variants_asset(warehouse_keys)
     evaluation = build_evaluation_assets(warehouse_keys, variants)
     assets += [variants, *evaluation.all]
-    history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
-    assets.append(history_marts)
-    resources["history_dbt"] = history_dbt
-    jobs.append(
-        dg.define_asset_job(
+    if dbt:
+        from eval_pipeline.defs.assets.history import build_history_assets
+
+        history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
+        assets.append(history_marts)
+        resources["history_dbt"] = history_dbt
+    jobs += [
+        _stage_job(
+            SUITE_JOB, suite_assets, "Read the test files, the agent context and the judge."
+        ),
+        _stage_job(
+            REFERENCES_JOB,
+            [evaluation.reference_results],
+            "Run every test's reference SQL on the warehouse, for one day.",
+        ),
+        _stage_job(
+            VARIANTS_JOB,
+            [variants],
+            "Build the warehouse variants the semantic checks re-run queries on.",
+        ),
+        _stage_job(
             EVALUATE_JOB,
-            selection=dg.AssetSelection.assets(*evaluation.per_model_day),
-            partitions_def=model_day_partitions,
-            description="Run, grade and summarize one model on one day.",
-        )
-    )
+            evaluation.per_model_day,
+            "Run, grade and summarize one model on one day.",
+        ),
+        _stage_job(
+            REPORT_JOB,
+            [evaluation.leaderboard, evaluation.report],
+            "Rank the day's models and write the day's report.",
+        ),
+    ]
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
-        suite_assets=[test_cases, agent_context, judge],
+        suite_assets=suite_assets,
         agent_runs=evaluation.agent_runs,
     )
     jobs.append(compact_store_job)

@@ -5,13 +5,28 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
-from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, instance_home, open_instance
+from eval_pipeline.defs import (
+    EVALUATE_JOB,
+    LAUNCHED_BY_TAG,
+    REFERENCES_JOB,
+    REPORT_JOB,
+    SUITE_JOB,
+    VARIANTS_JOB,
+    WAREHOUSE_JOB,
+    build_definitions,
+)
+from eval_pipeline.defs.instance import (
+    DAGSTER_HOME_ENV,
+    instance_home,
+    open_instance,
+    share_log_handlers,
+)
 from eval_pipeline.defs.partitions import add_models, daily_partitions, model_day_key
 from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult
 from eval_pipeline.store import StoreLayout
@@ -25,6 +40,10 @@ __all__ = [
     "check_day",
     "run_evaluation",
 ]
+
+# Models evaluated at the same time by one command, as the instance caps concurrent runs
+# (max_concurrent_runs in eval_pipeline/dagster.yaml).
+MODELS_AT_ONCE = 4
 
 
 class EvaluationFailed(Exception):
@@ -83,9 +102,17 @@ def build_warehouse(config: SuiteConfig) -> bool:
     True when it was built (dbt's output goes to the terminal, as `dbt build` shows it)."""
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    job = build_definitions(config.root).get_job_def(WAREHOUSE_JOB)
+    job = build_definitions(config.root).resolve_job_def(WAREHOUSE_JOB)
     with open_instance(home) as instance:
-        return job.execute_in_process(instance=instance, raise_on_error=False).success
+        return job.execute_in_process(
+            instance=instance, raise_on_error=False, tags={LAUNCHED_BY_TAG: "cli"}
+        ).success
+
+
+def _models_at_once(models: int) -> int:
+    """How many models' partitions run at the same time: all of them, up to the instance's
+    cap on concurrent runs (each model keeps its own `threads` runs in flight)."""
+    return max(1, min(models, MODELS_AT_ONCE))
 
 
 def run_evaluation(
@@ -95,8 +122,9 @@ def run_evaluation(
     on_stage: Callable[[str], None] = lambda _: None,
 ) -> EvaluationResult:
     """Materialize, for the requested day: the suite inputs, the warehouse if missing, the
-    reference results, each model's runs → grades → summaries, then the leaderboard and
-    report — each step a Dagster run in the suite's instance (so it shows in the UI).
+    reference results, each model's runs → grades → summaries (the models at the same time),
+    then the leaderboard and report — each stage a run of its named job in the suite's
+    instance (so it shows in the UI), tagged as launched by the CLI.
 
     Args:
         suite: the loaded suite (its config names the instance, the warehouse and the store).
@@ -110,54 +138,53 @@ def run_evaluation(
     config = suite.config
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    defs = build_definitions(suite.root)
+    warehouse = config.warehouse
+    build = (
+        warehouse is not None and warehouse.dbt_project is not None and not warehouse.path.exists()
+    )
+    # The dbt assets (dagster_dbt, a manifest) only when the warehouse is built: an evaluation
+    # depends on the warehouse models by their keys alone.
+    defs = build_definitions(suite.root, dbt=build)
     day = request.run_date.isoformat()
     result = EvaluationResult()
     # Each step's events go to the instance (the UI); the terminal shows our own progress,
     # and a failed step our one line naming it and the log file: at CRITICAL the console
     # logger keeps Dagster's ERROR event (a full stack trace) off the terminal.
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    tags = {"eval_pipeline/source": "cli"}
+    tags = {LAUNCHED_BY_TAG: "cli"}
     stage = ["opening the Dagster instance"]
     try:
-        with open_instance(home) as instance:
+        with open_instance(home, capture_logs=False) as instance:
 
-            def step(what: str, assets: list[str], partition_key=None, ops: dict | None = None):
+            def step(what: str, job: str, partition_key=None, ops: dict | None = None):
                 stage[0] = what
-                on_stage(what)
                 run_config = {**quiet, "ops": ops} if ops else quiet
-                executed = materialize(
-                    defs,
-                    assets,
+                executed = defs.resolve_job_def(job).execute_in_process(
                     instance=instance,
                     partition_key=partition_key,
                     run_config=run_config,
                     tags=tags,
+                    raise_on_error=False,
                 )
                 _require(executed, what)
                 return executed
 
             add_models(instance, request.models)
-            warehouse = config.warehouse
-            if (
-                warehouse is not None
-                and warehouse.dbt_project is not None
-                and not warehouse.path.exists()
-            ):
+            if build:
+                assert warehouse is not None
                 log = StoreLayout(config.state_path).logs_dir / "warehouse-build.log"
                 on_stage(f"building the warehouse with dbt, first run only (log: {log})")
                 log.parent.mkdir(parents=True, exist_ok=True)
-                job = defs.resolve_job_def(WAREHOUSE_JOB)
                 # dagster-dbt echoes dbt's output to stdout; it belongs in a log, not the report.
                 with open(log, "w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
-                    built = job.execute_in_process(
-                        instance=instance, raise_on_error=False, tags=tags, run_config=quiet
-                    )
-                _require(built, f"the warehouse build (see {log})")
-            step("reading the suite", ["test_cases", "agent_context", "judge"])
-            step("running the reference SQL", ["reference_results"], partition_key=day)
+                    step(f"the warehouse build (see {log})", WAREHOUSE_JOB)
+            on_stage("reading the suite")
+            step("reading the suite", SUITE_JOB)
+            on_stage("running the reference SQL")
+            step("running the reference SQL", REFERENCES_JOB, partition_key=day)
             if any(case.semantic is not None for case in suite.cases):
-                step("building the warehouse variants (reused when built)", ["warehouse_variants"])
+                on_stage("building the warehouse variants (reused when built)")
+                step("building the warehouse variants (reused when built)", VARIANTS_JOB)
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,
@@ -165,23 +192,34 @@ def run_evaluation(
                 "k": request.k,
                 "threads": request.threads,
             }
-            for model in request.models:
-                executed = step(
+
+            def evaluate(model: str) -> dg.ExecuteInProcessResult:
+                return step(
                     f"evaluating {model}",
-                    ["agent_runs", "grades", "model_summaries"],
+                    EVALUATE_JOB,
                     partition_key=model_day_key(model, day),
                     ops={
                         "agent_runs": {"config": agent_config},
                         "grades": {"config": {"rejudge": request.rejudge}},
                     },
                 )
+
+            for model in request.models:
+                on_stage(f"evaluating {model}")
+            # Each model's partition is its own run; they wait on the provider, not the CPU,
+            # so they run at once in threads (the store locks per model and day).
+            share_log_handlers(instance)
+            with ThreadPoolExecutor(_models_at_once(len(request.models))) as pool:
+                evaluated = list(pool.map(evaluate, request.models))
+            for executed in evaluated:
                 result.run_ids.append(executed.run_id)
                 for event in executed.get_asset_materialization_events():
                     if event.asset_key.to_user_string() == "agent_runs":
                         metadata = event.materialization.metadata
                         result.executed += int(metadata["executed"].value)
                         result.reused += int(metadata["reused"].value)
-            step("writing the leaderboard and report", ["leaderboard", "report"], partition_key=day)
+            on_stage("writing the leaderboard and report")
+            step("writing the leaderboard and report", REPORT_JOB, partition_key=day)
     except (EvaluationFailed, SuiteError):
         raise
     except Exception as error:
