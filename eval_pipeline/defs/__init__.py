@@ -21,10 +21,12 @@ SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
 # The stages a user recognises, one named job each: the CLI runs these, and so can the UI.
 SUITE_JOB = "read_suite"
-REFERENCES_JOB = "day_references"
-VARIANTS_JOB = "build_warehouse_variants"
+INPUTS_JOB = "day_inputs"
 EVALUATE_JOB = "evaluate_model_day"
 REPORT_JOB = "day_report"
+SUITE_ASSETS = ("test_cases", "agent_context", "judge")
+EVALUATE_ASSETS = ("agent_runs", "grades", "model_summaries")
+REPORT_ASSETS = ("leaderboard", "report")
 # Who launched a run: cli, schedule, ui (the jobs' default) or backfill.
 LAUNCHED_BY_TAG = "eval_pipeline/source"
 
@@ -91,14 +93,10 @@ def build_definitions(suite_root: Path, *, dbt: bool = True) -> dg.Definitions:
             SUITE_JOB, suite_assets, "Read the test files, the agent context and the judge."
         ),
         _stage_job(
-            REFERENCES_JOB,
-            [evaluation.reference_results],
-            "Run every test's reference SQL on the warehouse, for one day.",
-        ),
-        _stage_job(
-            VARIANTS_JOB,
-            [variants],
-            "Build the warehouse variants the semantic checks re-run queries on.",
+            INPUTS_JOB,
+            [*suite_assets, evaluation.reference_results, variants],
+            "Read the suite, run every test's reference SQL for one day and build the "
+            "warehouse variants of the semantic checks (reused when built).",
         ),
         _stage_job(
             EVALUATE_JOB,

@@ -12,12 +12,13 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.defs import (
+    EVALUATE_ASSETS,
     EVALUATE_JOB,
+    INPUTS_JOB,
     LAUNCHED_BY_TAG,
-    REFERENCES_JOB,
+    REPORT_ASSETS,
     REPORT_JOB,
-    SUITE_JOB,
-    VARIANTS_JOB,
+    SUITE_ASSETS,
     WAREHOUSE_JOB,
     build_definitions,
 )
@@ -28,7 +29,8 @@ from eval_pipeline.defs.instance import (
     share_log_handlers,
 )
 from eval_pipeline.defs.partitions import add_models, daily_partitions, model_day_key
-from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult
+from eval_pipeline.defs.unchanged import Freshness
+from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult, plan_requests
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Problem, Suite, SuiteConfig, SuiteError, describe_error, first_line
 
@@ -115,6 +117,33 @@ def _models_at_once(models: int) -> int:
     return max(1, min(models, MODELS_AT_ONCE))
 
 
+def planned(suite: Suite, model: str, k: int) -> int:
+    """How many runs a full evaluation of the model holds (every test, its attempts)."""
+    return len(plan_requests(suite.cases, model, date.min, "", k=k))
+
+
+def _unchanged_runs(
+    freshness: Freshness, request: EvaluationRequest, key: str, planned: int
+) -> int | None:
+    """The number of stored runs the partition's evaluation would reuse, all of them and
+    nothing else, or None when its run must happen.
+
+    It need not happen when the runs, grades and summary are fresh (no input's data version
+    changed since, as the UI says), the last runs materialization holds a completed run for
+    every planned one (none carried from an earlier selection, none in error: errors are
+    retried) and the command asks for nothing new (no --no-cache, --record or --rejudge).
+    The results file is written from the store either way.
+    """
+    if request.no_cache or request.record or request.rejudge:
+        return None
+    if not freshness.fresh(EVALUATE_ASSETS, key):
+        return None
+    last = freshness.latest_metadata("agent_runs", key)
+    if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
+        return None
+    return planned if last.get("runs") == planned else None
+
+
 def run_evaluation(
     suite: Suite,
     request: EvaluationRequest,
@@ -156,7 +185,7 @@ def run_evaluation(
     try:
         with open_instance(home, capture_logs=False) as instance:
 
-            def step(what: str, job: str, partition_key=None, ops: dict | None = None):
+            def step(what, job, partition_key=None, ops=None, assets=None):
                 stage[0] = what
                 run_config = {**quiet, "ops": ops} if ops else quiet
                 executed = defs.resolve_job_def(job).execute_in_process(
@@ -165,6 +194,7 @@ def run_evaluation(
                     run_config=run_config,
                     tags=tags,
                     raise_on_error=False,
+                    asset_selection=[dg.AssetKey(name) for name in assets] if assets else None,
                 )
                 _require(executed, what)
                 return executed
@@ -178,13 +208,14 @@ def run_evaluation(
                 # dagster-dbt echoes dbt's output to stdout; it belongs in a log, not the report.
                 with open(log, "w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
                     step(f"the warehouse build (see {log})", WAREHOUSE_JOB)
-            on_stage("reading the suite")
-            step("reading the suite", SUITE_JOB)
-            on_stage("running the reference SQL")
-            step("running the reference SQL", REFERENCES_JOB, partition_key=day)
+            # One run reads the suite and runs the day's references (and builds the variants,
+            # reused when built, for semantic checks): the suite's files and the warehouse
+            # may have changed however the store looks, so this run always happens.
+            inputs = [*SUITE_ASSETS, "reference_results"]
             if any(case.semantic is not None for case in suite.cases):
-                on_stage("building the warehouse variants (reused when built)")
-                step("building the warehouse variants (reused when built)", VARIANTS_JOB)
+                inputs.append("warehouse_variants")
+            on_stage("reading the suite and running the reference SQL")
+            step("reading the suite and running the reference SQL", INPUTS_JOB, day, assets=inputs)
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,
@@ -192,34 +223,46 @@ def run_evaluation(
                 "k": request.k,
                 "threads": request.threads,
             }
+            freshness = Freshness(defs, instance)
+            k = request.k or config.test.k
+            evaluated, unchanged = [], []
+            for model in request.models:
+                key = model_day_key(model, day)
+                reused = _unchanged_runs(freshness, request, key, planned(suite, model, k))
+                if reused is None:
+                    on_stage(f"evaluating {model}")
+                    evaluated.append(model)
+                else:
+                    on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
+                    unchanged.append(model)
+                    result.reused += reused
 
             def evaluate(model: str) -> dg.ExecuteInProcessResult:
                 return step(
                     f"evaluating {model}",
                     EVALUATE_JOB,
-                    partition_key=model_day_key(model, day),
+                    model_day_key(model, day),
                     ops={
                         "agent_runs": {"config": agent_config},
                         "grades": {"config": {"rejudge": request.rejudge}},
                     },
                 )
 
-            for model in request.models:
-                on_stage(f"evaluating {model}")
             # Each model's partition is its own run; they wait on the provider, not the CPU,
             # so they run at once in threads (the store locks per model and day).
             share_log_handlers(instance)
-            with ThreadPoolExecutor(_models_at_once(len(request.models))) as pool:
-                evaluated = list(pool.map(evaluate, request.models))
-            for executed in evaluated:
+            with ThreadPoolExecutor(_models_at_once(len(evaluated))) as pool:
+                done = list(pool.map(evaluate, evaluated))
+            for executed in done:
                 result.run_ids.append(executed.run_id)
                 for event in executed.get_asset_materialization_events():
                     if event.asset_key.to_user_string() == "agent_runs":
                         metadata = event.materialization.metadata
                         result.executed += int(metadata["executed"].value)
                         result.reused += int(metadata["reused"].value)
-            on_stage("writing the leaderboard and report")
-            step("writing the leaderboard and report", REPORT_JOB, partition_key=day)
+            if evaluated or not freshness.fresh(REPORT_ASSETS, day):
+                on_stage("writing the leaderboard and report")
+                step("writing the leaderboard and report", REPORT_JOB, day)
     except (EvaluationFailed, SuiteError):
         raise
     except Exception as error:
