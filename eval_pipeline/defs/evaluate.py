@@ -183,7 +183,7 @@ def run_evaluation(
     tags = {LAUNCHED_BY_TAG: "cli"}
     stage = ["opening the Dagster instance"]
     try:
-        with open_instance(home, capture_logs=False) as instance:
+        with open_instance(home, command_line=True) as instance:
 
             def step(what, job, partition_key=None, ops=None, assets=None):
                 stage[0] = what

@@ -36,20 +36,20 @@ def default_instance_yaml() -> str:
     return resources.files("eval_pipeline").joinpath("dagster.yaml").read_text(encoding="utf-8")
 
 
-def open_instance(home: Path, *, capture_logs: bool = True) -> dg.DagsterInstance:
+def open_instance(home: Path, *, command_line: bool = False) -> dg.DagsterInstance:
     """The instance in `home` (`$DAGSTER_HOME` set to it). Opening one creates its SQLite
     storage the first time, which two evaluations started together must not do at once.
 
-    `capture_logs=False` records runs, events and materializations as always but not the
-    steps' raw stdout/stderr: capturing them starts `tail` and watcher processes for every
-    step, and a command-line evaluation prints nothing there (its steps log as events).
+    `command_line=True` (an evaluation in this process) records runs, events and
+    materializations as always, but not the steps' raw stdout/stderr: capturing them starts
+    `tail` and watcher processes for every step, and an evaluation's steps log as events.
     """
     import dagster as dg
 
     # The lock sits in the home, not the store's locks folder: `$DAGSTER_HOME` may be shared
     # by several suites, and it is the home's storage that must be created once.
     with file_lock(home / ".open.lock"):
-        if capture_logs:
+        if not command_line:
             return dg.DagsterInstance.get()
         from dagster._core.instance.ref import InstanceRef
 
