@@ -13,6 +13,7 @@ from eval_pipeline.defs.assets.variants import build_variants_asset
 from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
 from eval_pipeline.defs.dbt_keys import warehouse_asset_keys
+from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, tag_run_launcher
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import find_suite_root, load_config
@@ -27,8 +28,6 @@ REPORT_JOB = "day_report"
 SUITE_ASSETS = ("test_cases", "agent_context", "judge")
 EVALUATE_ASSETS = ("agent_runs", "grades", "model_summaries")
 REPORT_ASSETS = ("leaderboard", "report")
-# Who launched a run: cli, schedule, ui (the jobs' default) or backfill.
-LAUNCHED_BY_TAG = "eval_pipeline/source"
 
 
 def default_suite_root() -> Path:
@@ -44,7 +43,7 @@ def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefi
         name,
         selection=dg.AssetSelection.assets(*assets),
         description=description,
-        run_tags={LAUNCHED_BY_TAG: "ui"},
+        run_tags={LAUNCHED_BY_TAG: UI},
     )
 
 
@@ -117,6 +116,7 @@ def build_definitions(suite_root: Path, *, dbt: bool = True) -> dg.Definitions:
     )
     jobs.append(compact_store_job)
     schedules.append(compact_store_schedule)
+    sensors.append(tag_run_launcher)
     return dg.Definitions(
         assets=assets, resources=resources, jobs=jobs, schedules=schedules, sensors=sensors
     )
