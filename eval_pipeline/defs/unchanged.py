@@ -28,6 +28,9 @@ class Freshness:
             asset_graph=graph,
         )
         self._resolver = CachingStaleStatusResolver(instance, graph, view)
+        # One query for every asset's latest record, not one per input (the warehouse's dbt
+        # models are inputs of the runs and the references: dozens).
+        self._resolver.instance_queryer.prefetch_asset_records(graph.get_all_asset_keys())
 
     def fresh(self, assets: Sequence[str], partition_key: str | None) -> bool:
         """Every asset's partition is materialized and none of its inputs' data versions
