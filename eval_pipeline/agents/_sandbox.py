@@ -316,6 +316,9 @@ def _resource_config(limits: SandboxLimits) -> dict[str, Any]:
     return config
 
 
+_LOCKING_DOWN = threading.Lock()
+
+
 def _lock_down(connection: duckdb.DuckDBPyConnection, limits: SandboxLimits) -> None:
     """Apply every limit with SET, in order, the configuration lock last.
 
@@ -323,20 +326,24 @@ def _lock_down(connection: duckdb.DuckDBPyConnection, limits: SandboxLimits) -> 
     `temp_directory` then fails once `enable_external_access` is off. Re-applying the resource
     limits also undoes whatever an in-memory `setup` changed.
     """
-    locked, external = connection.execute(
-        "SELECT current_setting('lock_configuration'), current_setting('enable_external_access')"
-    ).fetchone()
-    if locked and not external:
-        return  # a database instance shared with another sandbox on the same file
-    settings = {
-        **_resource_config(limits),
-        # Python replacement scans would let a query read any DataFrame variable in scope.
-        "python_enable_replacements": False,
-        "enable_external_access": False,
-        "lock_configuration": True,
-    }
-    for name, value in settings.items():
-        connection.execute(f"SET {name} = {_sql_literal(value)}")
+    # One sandbox at a time checks and locks: two threads opening the same file share its
+    # database instance, and the second must not SET while the first is locking it.
+    with _LOCKING_DOWN:
+        locked, external = connection.execute(
+            "SELECT current_setting('lock_configuration'), "
+            "current_setting('enable_external_access')"
+        ).fetchone()
+        if locked and not external:
+            return  # a database instance shared with another sandbox on the same file
+        settings = {
+            **_resource_config(limits),
+            # Python replacement scans would let a query read any DataFrame variable in scope.
+            "python_enable_replacements": False,
+            "enable_external_access": False,
+            "lock_configuration": True,
+        }
+        for name, value in settings.items():
+            connection.execute(f"SET {name} = {_sql_literal(value)}")
 
 
 def _sql_literal(value: Any) -> str:

@@ -9,13 +9,13 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
-from eval_pipeline.defs.assets.history import build_history_assets
 from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
 from eval_pipeline.defs.assets.variants import build_variants_asset
-from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
 from eval_pipeline.defs.assets.warehouse_reads import models_read
 from eval_pipeline.defs.automation import build_automation
 from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
+from eval_pipeline.defs.dbt_keys import warehouse_asset_keys
+from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, tag_run_launcher
 from eval_pipeline.defs.partitions import day_partitions, history_start
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.store import StoreLayout
@@ -23,7 +23,14 @@ from eval_pipeline.suite import SuiteError, find_suite_root, load_config, load_s
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
+# The stages a user recognises, one named job each: the CLI runs these, and so can the UI.
+SUITE_JOB = "read_suite"
+INPUTS_JOB = "day_inputs"
 EVALUATE_JOB = "evaluate_model_day"
+REPORT_JOB = "day_report"
+SUITE_ASSETS = ("test_cases", "agent_context", "judge")
+EVALUATE_ASSETS = ("agent_runs", "grades", "model_summaries")
+REPORT_ASSETS = ("leaderboard", "report")
 
 
 def default_suite_root() -> Path:
@@ -32,40 +39,86 @@ def default_suite_root() -> Path:
     return Path(configured).resolve() if configured else find_suite_root()
 
 
-def build_definitions(suite_root: Path, *, include_day: date | None = None) -> dg.Definitions:
+def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefinition:
+    # The partitions come from the assets (all of a stage share theirs); a run launched from
+    # the UI's launchpad says so unless the launcher tags it otherwise (cli, schedule).
+    return dg.define_asset_job(
+        name,
+        selection=dg.AssetSelection.assets(*assets),
+        description=description,
+        run_tags={LAUNCHED_BY_TAG: UI},
+    )
+
+
+def build_definitions(
+    suite_root: Path, *, dbt: bool = True, include_day: date | None = None
+) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder; its daily
-    partitions start where its history does (`history_start`), or at `include_day` if earlier."""
+    partitions start where its history does (`history_start`), or at `include_day` if earlier.
+
+    `dbt=False` (an evaluation from the command line) leaves out what only building with
+    dbt needs, the warehouse's dbt assets and the history marts, so dagster_dbt is never
+    imported: the evaluation assets still depend on the warehouse models, by their keys
+    (cached beside the dbt manifest), and the UI's code location keeps everything.
+    """
     config = load_config(suite_root)
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
-    assets: list[dg.AssetsDefinition] = [test_cases, agent_context, judge]
+    suite_assets = [test_cases, agent_context, judge]
+    assets: list[dg.AssetsDefinition] = list(suite_assets)
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
-        warehouse_assets, dbt = build_warehouse_assets(config.warehouse)
-        assets.append(warehouse_assets)
-        resources["dbt"] = dbt
-        warehouse_keys = _models_read(suite_root, warehouse_assets)
-        jobs.append(
-            dg.define_asset_job(
-                WAREHOUSE_JOB,
-                selection=dg.AssetSelection.assets(warehouse_assets),
-                description="Build the suite's warehouse with its dbt project.",
+        if dbt:
+            from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
+
+            warehouse_assets, warehouse_dbt = build_warehouse_assets(config.warehouse)
+            assets.append(warehouse_assets)
+            resources["dbt"] = warehouse_dbt
+            models = {
+                key: set(warehouse_assets.asset_deps.get(key, set()))
+                for key in warehouse_assets.keys
+            }
+            jobs.append(
+                _stage_job(
+                    WAREHOUSE_JOB,
+                    [warehouse_assets],
+                    "Build the suite's warehouse with its dbt project.",
+                )
             )
-        )
+        else:
+            models = warehouse_asset_keys(config.warehouse)
+        warehouse_keys = _models_read(suite_root, models)
     variants = build_variants_asset(warehouse_keys)
     partitions = day_partitions(history_start(config, include=include_day))
     evaluation = build_evaluation_assets(warehouse_keys, variants, partitions)
     assets += [variants, *evaluation.all]
-    history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
-    assets.append(history_marts)
-    resources["history_dbt"] = history_dbt
-    jobs.append(
-        dg.define_asset_job(
+    if dbt:
+        from eval_pipeline.defs.assets.history import build_history_assets
+
+        history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
+        assets.append(history_marts)
+        resources["history_dbt"] = history_dbt
+    jobs += [
+        _stage_job(
+            SUITE_JOB, suite_assets, "Read the test files, the agent context and the judge."
+        ),
+        _stage_job(
+            INPUTS_JOB,
+            [*suite_assets, evaluation.reference_results, variants],
+            "Read the suite, run every test's reference SQL for one day and build the "
+            "warehouse variants of the semantic checks (reused when built).",
+        ),
+        _stage_job(
             EVALUATE_JOB,
-            selection=dg.AssetSelection.assets(*evaluation.per_model_day),
-            description="Run, grade and summarize one model on one day.",
-        )
-    )
+            evaluation.per_model_day,
+            "Run, grade and summarize one model on one day.",
+        ),
+        _stage_job(
+            REPORT_JOB,
+            [evaluation.leaderboard, evaluation.report],
+            "Rank the day's models and write the day's report.",
+        ),
+    ]
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
@@ -75,20 +128,22 @@ def build_definitions(suite_root: Path, *, include_day: date | None = None) -> d
     )
     jobs.append(compact_store_job)
     schedules.append(compact_store_schedule)
+    sensors.append(tag_run_launcher)
     return dg.Definitions(
         assets=assets, resources=resources, jobs=jobs, schedules=schedules, sensors=sensors
     )
 
 
-def _models_read(suite_root: Path, warehouse: dg.AssetsDefinition) -> list[dg.AssetKey]:
+def _models_read(
+    suite_root: Path, models: dict[dg.AssetKey, set[dg.AssetKey]]
+) -> list[dg.AssetKey]:
     """The dbt models the evaluation depends on: those its reference SQL reads (the marts
     while a test file is broken: the definitions still load, the CLI names the problem)."""
-    upstream = {key: warehouse.asset_deps.get(key, set()) for key in warehouse.keys}
     try:
         suite = load_suite(suite_root)
     except SuiteError:
         suite = None
-    return models_read(suite, warehouse.keys, upstream)
+    return models_read(suite, models.keys(), models)
 
 
 def materialize(

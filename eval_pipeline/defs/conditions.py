@@ -8,10 +8,7 @@ from collections.abc import Sequence
 import dagster as dg
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
-# The command line tags its runs so; it evaluates the whole chain of its day itself, so its
-# materializations are no reason for automation to run anything again.
-SOURCE_TAG = "eval_pipeline/source"
-CLI_SOURCE = "cli"
+from eval_pipeline.defs.launched import CLI, LAUNCHED_BY_TAG
 
 AC = dg.AutomationCondition
 
@@ -99,7 +96,9 @@ def _landed() -> dg.AutomationCondition:
     return (
         AC.newly_updated()
         & ~AC.executed_with_root_target()
-        & ~AC.executed_with_tags(tag_values={SOURCE_TAG: CLI_SOURCE})
+        # The command line evaluates the whole chain of its day itself: its materializations
+        # are no reason for automation to run anything again.
+        & ~AC.executed_with_tags(tag_values={LAUNCHED_BY_TAG: CLI})
     ).with_label("newly_updated, not by this run nor the command line")
 
 

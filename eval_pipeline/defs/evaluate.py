@@ -5,15 +5,32 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions, materialize
-from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, instance_home, open_instance
+from eval_pipeline.defs import (
+    EVALUATE_ASSETS,
+    EVALUATE_JOB,
+    INPUTS_JOB,
+    LAUNCHED_BY_TAG,
+    REPORT_ASSETS,
+    REPORT_JOB,
+    SUITE_ASSETS,
+    WAREHOUSE_JOB,
+    build_definitions,
+)
+from eval_pipeline.defs.instance import (
+    DAGSTER_HOME_ENV,
+    instance_home,
+    open_instance,
+    share_log_handlers,
+)
 from eval_pipeline.defs.partitions import add_models, model_day_key, today
-from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult
+from eval_pipeline.defs.unchanged import Freshness
+from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult, plan_requests
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Problem, Suite, SuiteConfig, SuiteError, describe_error, first_line
 
@@ -25,6 +42,10 @@ __all__ = [
     "check_day",
     "run_evaluation",
 ]
+
+# Models evaluated at the same time by one command, as the instance caps concurrent runs
+# (max_concurrent_runs in eval_pipeline/dagster.yaml).
+MODELS_AT_ONCE = 4
 
 
 class EvaluationFailed(Exception):
@@ -82,9 +103,44 @@ def build_warehouse(config: SuiteConfig) -> bool:
     True when it was built (dbt's output goes to the terminal, as `dbt build` shows it)."""
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    job = build_definitions(config.root).get_job_def(WAREHOUSE_JOB)
+    job = build_definitions(config.root).resolve_job_def(WAREHOUSE_JOB)
     with open_instance(home) as instance:
-        return job.execute_in_process(instance=instance, raise_on_error=False).success
+        return job.execute_in_process(
+            instance=instance, raise_on_error=False, tags={LAUNCHED_BY_TAG: "cli"}
+        ).success
+
+
+def _models_at_once(models: int) -> int:
+    """How many models' partitions run at the same time: all of them, up to the instance's
+    cap on concurrent runs (each model keeps its own `threads` runs in flight)."""
+    return max(1, min(models, MODELS_AT_ONCE))
+
+
+def planned(suite: Suite, model: str, k: int) -> int:
+    """How many runs a full evaluation of the model holds (every test, its attempts)."""
+    return len(plan_requests(suite.cases, model, date.min, "", k=k))
+
+
+def _unchanged_runs(
+    freshness: Freshness, request: EvaluationRequest, key: str, planned: int
+) -> int | None:
+    """The number of stored runs the partition's evaluation would reuse, all of them and
+    nothing else, or None when its run must happen.
+
+    It need not happen when the runs, grades and summary are fresh (no input's data version
+    changed since, as the UI says), the last runs materialization holds a completed run for
+    every planned one (none carried from an earlier selection, none in error: errors are
+    retried) and the command asks for nothing new (no --no-cache, --record, --rejudge or --rejudge-samples).
+    The results file is written from the store either way.
+    """
+    if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
+        return None
+    if not freshness.fresh(EVALUATE_ASSETS, key):
+        return None
+    last = freshness.latest_metadata("agent_runs", key)
+    if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
+        return None
+    return planned if last.get("runs") == planned else None
 
 
 def run_evaluation(
@@ -94,8 +150,9 @@ def run_evaluation(
     on_stage: Callable[[str], None] = lambda _: None,
 ) -> EvaluationResult:
     """Materialize, for the requested day: the suite inputs, the warehouse if missing, the
-    reference results, each model's runs → grades → summaries, then the leaderboard and
-    report — each step a Dagster run in the suite's instance (so it shows in the UI).
+    reference results, each model's runs → grades → summaries (the models at the same time),
+    then the leaderboard and report — each stage a run of its named job in the suite's
+    instance (so it shows in the UI), tagged as launched by the CLI.
 
     Args:
         suite: the loaded suite (its config names the instance, the warehouse and the store).
@@ -109,54 +166,55 @@ def run_evaluation(
     config = suite.config
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    defs = build_definitions(suite.root, include_day=request.run_date)
+    warehouse = config.warehouse
+    build = (
+        warehouse is not None and warehouse.dbt_project is not None and not warehouse.path.exists()
+    )
+    # The dbt assets (dagster_dbt, a manifest) only when the warehouse is built: an evaluation
+    # depends on the warehouse models by their keys alone.
+    defs = build_definitions(suite.root, dbt=build, include_day=request.run_date)
     day = request.run_date.isoformat()
     result = EvaluationResult()
     # Each step's events go to the instance (the UI); the terminal shows our own progress,
     # and a failed step our one line naming it and the log file: at CRITICAL the console
     # logger keeps Dagster's ERROR event (a full stack trace) off the terminal.
     quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    tags = {"eval_pipeline/source": "cli"}
+    tags = {LAUNCHED_BY_TAG: "cli"}
     stage = ["opening the Dagster instance"]
     try:
-        with open_instance(home) as instance:
+        with open_instance(home, command_line=True) as instance:
 
-            def step(what: str, assets: list[str], partition_key=None, ops: dict | None = None):
+            def step(what, job, partition_key=None, ops=None, assets=None):
                 stage[0] = what
-                on_stage(what)
                 run_config = {**quiet, "ops": ops} if ops else quiet
-                executed = materialize(
-                    defs,
-                    assets,
+                executed = defs.resolve_job_def(job).execute_in_process(
                     instance=instance,
                     partition_key=partition_key,
                     run_config=run_config,
                     tags=tags,
+                    raise_on_error=False,
+                    asset_selection=[dg.AssetKey(name) for name in assets] if assets else None,
                 )
                 _require(executed, what)
                 return executed
 
             add_models(instance, request.models)
-            warehouse = config.warehouse
-            if (
-                warehouse is not None
-                and warehouse.dbt_project is not None
-                and not warehouse.path.exists()
-            ):
+            if build:
+                assert warehouse is not None
                 log = StoreLayout(config.state_path).logs_dir / "warehouse-build.log"
                 on_stage(f"building the warehouse with dbt, first run only (log: {log})")
                 log.parent.mkdir(parents=True, exist_ok=True)
-                job = defs.resolve_job_def(WAREHOUSE_JOB)
                 # dagster-dbt echoes dbt's output to stdout; it belongs in a log, not the report.
                 with open(log, "w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
-                    built = job.execute_in_process(
-                        instance=instance, raise_on_error=False, tags=tags, run_config=quiet
-                    )
-                _require(built, f"the warehouse build (see {log})")
-            step("reading the suite", ["test_cases", "agent_context", "judge"])
-            step("running the reference SQL", ["reference_results"], partition_key=day)
+                    step(f"the warehouse build (see {log})", WAREHOUSE_JOB)
+            # One run reads the suite and runs the day's references (and builds the variants,
+            # reused when built, for semantic checks): the suite's files and the warehouse
+            # may have changed however the store looks, so this run always happens.
+            inputs = [*SUITE_ASSETS, "reference_results"]
             if any(case.semantic is not None for case in suite.cases):
-                step("building the warehouse variants (reused when built)", ["warehouse_variants"])
+                inputs.append("warehouse_variants")
+            on_stage("reading the suite and running the reference SQL")
+            step("reading the suite and running the reference SQL", INPUTS_JOB, day, assets=inputs)
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,
@@ -164,11 +222,25 @@ def run_evaluation(
                 "k": request.k,
                 "threads": request.threads,
             }
+            freshness = Freshness(defs, instance)
+            k = request.k or config.test.k
+            evaluated, unchanged = [], []
             for model in request.models:
-                executed = step(
+                key = model_day_key(model, day)
+                reused = _unchanged_runs(freshness, request, key, planned(suite, model, k))
+                if reused is None:
+                    on_stage(f"evaluating {model}")
+                    evaluated.append(model)
+                else:
+                    on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
+                    unchanged.append(model)
+                    result.reused += reused
+
+            def evaluate(model: str) -> dg.ExecuteInProcessResult:
+                return step(
                     f"evaluating {model}",
-                    ["agent_runs", "grades", "model_summaries"],
-                    partition_key=model_day_key(model, day),
+                    EVALUATE_JOB,
+                    model_day_key(model, day),
                     ops={
                         "agent_runs": {"config": agent_config},
                         "grades": {
@@ -179,13 +251,22 @@ def run_evaluation(
                         },
                     },
                 )
+
+            # Each model's partition is its own run; they wait on the provider, not the CPU,
+            # so they run at once in threads (the store locks per model and day).
+            share_log_handlers(instance)
+            with ThreadPoolExecutor(_models_at_once(len(evaluated))) as pool:
+                done = list(pool.map(evaluate, evaluated))
+            for executed in done:
                 result.run_ids.append(executed.run_id)
                 for event in executed.get_asset_materialization_events():
                     if event.asset_key.to_user_string() == "agent_runs":
                         metadata = event.materialization.metadata
                         result.executed += int(metadata["executed"].value)
                         result.reused += int(metadata["reused"].value)
-            step("writing the leaderboard and report", ["leaderboard", "report"], partition_key=day)
+            if evaluated or not freshness.fresh(REPORT_ASSETS, day):
+                on_stage("writing the leaderboard and report")
+                step("writing the leaderboard and report", REPORT_JOB, day)
     except (EvaluationFailed, SuiteError):
         raise
     except Exception as error:

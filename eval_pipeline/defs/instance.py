@@ -57,12 +57,39 @@ def default_instance_yaml() -> str:
     return resources.files("eval_pipeline").joinpath("dagster.yaml").read_text(encoding="utf-8")
 
 
-def open_instance(home: Path) -> dg.DagsterInstance:
+def open_instance(home: Path, *, command_line: bool = False) -> dg.DagsterInstance:
     """The instance in `home` (`$DAGSTER_HOME` set to it). Opening one creates its SQLite
-    storage the first time, which two evaluations started together must not do at once."""
+    storage the first time, which two evaluations started together must not do at once.
+
+    `command_line=True` (an evaluation in this process) records runs, events and
+    materializations as always, but not the steps' raw stdout/stderr: capturing them starts
+    `tail` and watcher processes for every step, and an evaluation's steps log as events.
+    """
     import dagster as dg
 
     # The lock sits in the home, not the store's locks folder: `$DAGSTER_HOME` may be shared
     # by several suites, and it is the home's storage that must be created once.
     with file_lock(home / ".open.lock"):
-        return dg.DagsterInstance.get()
+        if not command_line:
+            return dg.DagsterInstance.get()
+        from dagster._core.instance.ref import InstanceRef
+
+        overrides = {
+            "compute_logs": {
+                "module": "dagster._core.storage.noop_compute_log_manager",
+                "class": "NoOpComputeLogManager",
+            }
+        }
+        return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
+
+
+def share_log_handlers(instance: dg.DagsterInstance) -> None:
+    """Let runs start in several threads of this process at once.
+
+    Each run start builds the instance's yaml-configured log handlers with
+    `logging.config.dictConfig`, which takes the logging module's lock and then every
+    handler's: while another thread's run is logging (a handler's lock, then the module's),
+    the two threads deadlock. The handlers are built once here and reused by every run.
+    """
+    handlers = instance.get_yaml_python_handlers()
+    instance.get_yaml_python_handlers = lambda: handlers  # type: ignore[method-assign]

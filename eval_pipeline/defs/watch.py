@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from eval_pipeline.defs.conditions import SOURCE_TAG
+from eval_pipeline.defs.launched import AUTOMATION, LAUNCHED_BY_TAG
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import SuiteError, describe_error, first_line
 
@@ -71,7 +71,7 @@ def build_watch_sensor(
                 dg.RunRequest(
                     run_key=";".join(seen),
                     asset_selection=changed,
-                    tags={SOURCE_TAG: "sensor"},
+                    tags={LAUNCHED_BY_TAG: AUTOMATION},
                 )
             ]
         )

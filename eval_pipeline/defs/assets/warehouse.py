@@ -15,6 +15,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.store import file_lock
 from eval_pipeline.suite import WarehouseConfig
 
+PROJECT_SUFFIXES = {".sql", ".yml", ".yaml", ".py", ".csv", ".md", ".jinja"}
 POOL = "duckdb_warehouse"  # one dbt build at a time may hold the warehouse file
 
 
@@ -39,16 +40,36 @@ def prepare_dbt_project(project_dir: Path, *, target_path: Path | None = None) -
     project = DbtProject(
         project_dir=project_dir, profiles_dir=project_dir, target_path=target_path or "target"
     )
-    if not using_dagster_dev() and project.manifest_path.exists():
+    # Under `dagster dev` every process that loads the definitions (the code server, and each
+    # run's worker) used to re-parse: seconds per UI-launched run. Only an edited project is.
+    if not _outdated(project.manifest_path, project_dir):
         return project
     target = project.manifest_path.parent  # a relative `target_path` is below the project
     target.mkdir(parents=True, exist_ok=True)
     # Several processes may load the definitions at once (parallel steps, tests): one parses.
     with file_lock(target / ".parse.lock"):
-        if using_dagster_dev() or not project.manifest_path.exists():
+        if _outdated(project.manifest_path, project_dir):
             resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
             resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()
     return project
+
+
+def _outdated(manifest: Path, project_dir: Path) -> bool:
+    """No manifest yet, or (under `dagster dev`, where edits are expected) a project file
+    newer than it."""
+    if not manifest.exists():
+        return True
+    if not using_dagster_dev():
+        return False
+    parsed = manifest.stat().st_mtime
+    skip = {"target", "logs", "dbt_packages"}
+    for path in project_dir.rglob("*"):
+        relative = path.relative_to(project_dir).parts
+        if relative[0] in skip or path.suffix not in PROJECT_SUFFIXES:
+            continue
+        if path.stat().st_mtime > parsed:
+            return True
+    return False
 
 
 def dbt_vars(warehouse: WarehouseConfig) -> str:

@@ -1,0 +1,158 @@
+"""The Dagster runs one `eval-pipeline test` makes, read back from the suite's instance.
+
+Each stage is a run of its named job (never Dagster's anonymous `__ASSET_JOB`) tagged as
+launched by the CLI; the models' partitions run at the same time; an unchanged rerun starts
+no run for a model whose inputs did not change (and still reports and writes every result),
+and never imports dagster_dbt when the warehouse is already built.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn
+from eval_pipeline_tests.agents.tiny_suite import write_suite
+from eval_pipeline_tests.cli.test_cli_test_command import (
+    SCRIPT,
+    cli_env,
+    no_traceback,
+    run_cli,
+    written_results,
+)
+from eval_pipeline_tests.conftest import SampleWarehouse, copy_sample_suite
+
+pytestmark = pytest.mark.slow
+
+DAY = "2026-03-02"
+MODELS = ("local:a", "local:b")
+MODEL_FLAGS = tuple(arg for model in MODELS for arg in ("-m", model))
+CASES = {f"q{i}": f"Question {i}: what is the revenue?" for i in range(3)}
+STAGE_JOBS = {"day_inputs", "evaluate_model_day", "day_report"}
+
+
+def runs_of(suite: Path) -> list[dg.RunRecord]:
+    """The suite instance's runs, oldest first."""
+    with dg.DagsterInstance.from_config(str(suite / ".eval" / "dagster_home")) as instance:
+        return list(reversed(instance.get_run_records()))
+
+
+@pytest.fixture(scope="module")
+def server():
+    # Each answer takes a moment, as a provider's does: runs of two models that overlap in
+    # time overlap because they were started together, not by accident.
+    with ScriptedServer("openai", script=by_turn(answer("540 USD.")), latency_s=0.5) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def suite(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = write_suite(
+        tmp_path_factory.mktemp("runs") / "suite",
+        cases=CASES,
+        dbt=False,
+        providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+    )
+    first = run_cli("test", "--date", DAY, *MODEL_FLAGS, cwd=root)
+    no_traceback(first)
+    assert first.returncode == 0, first.stdout + first.stderr
+    return root
+
+
+def test_every_stage_is_a_named_job_run_tagged_as_launched_by_the_cli(suite: Path):
+    records = runs_of(suite)
+    jobs = [record.dagster_run.job_name for record in records]
+    assert sorted(jobs) == sorted(
+        ["day_inputs", "evaluate_model_day", "evaluate_model_day", "day_report"]
+    )
+    assert {record.dagster_run.tags.get("eval_pipeline/source") for record in records} == {"cli"}
+    partitions = {
+        record.dagster_run.tags.get("dagster/partition")
+        for record in records
+        if record.dagster_run.job_name == "evaluate_model_day"
+    }
+    assert partitions == {str(dg.MultiPartitionKey({"date": DAY, "model": m})) for m in MODELS}
+
+
+def test_the_models_partitions_run_at_the_same_time(suite: Path):
+    evaluations = [r for r in runs_of(suite) if r.dagster_run.job_name == "evaluate_model_day"]
+    assert len(evaluations) == 2
+    starts = [r.start_time for r in evaluations]
+    ends = [r.end_time for r in evaluations]
+    assert max(starts) < min(ends), "one model's run ended before the other's started"
+
+
+def test_an_unchanged_rerun_starts_no_model_run_and_an_edited_test_reruns_it(suite: Path):
+    before = len(runs_of(suite))
+    again = run_cli("test", "--date", DAY, *MODEL_FLAGS, cwd=suite)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"No agent run executed: all {len(CASES) * len(MODELS)} runs reused" in again.stdout
+    document = json.loads(written_results(again.stdout + again.stderr).read_text())
+    assert len(document["results"]) == len(CASES) * len(MODELS)
+    assert (document["executed_runs"], document["reused_runs"]) == (0, len(CASES) * len(MODELS))
+    new = runs_of(suite)[before:]
+    assert [r.dagster_run.job_name for r in new] == ["day_inputs"]
+
+    path = suite / "cases" / "q0.yml"
+    case = yaml.safe_load(path.read_text())
+    case["prompt"] = "Question 0: what is the total revenue?"
+    path.write_text(yaml.safe_dump(case, sort_keys=False))
+    edited = run_cli("test", "--date", DAY, *MODEL_FLAGS, "--format", "json", "-q", cwd=suite)
+    assert edited.returncode == 0, edited.stderr
+    document = json.loads(edited.stdout)
+    assert (document["executed_runs"], document["reused_runs"]) == (2, 2 * (len(CASES) - 1))
+    jobs = [r.dagster_run.job_name for r in runs_of(suite)[before + 1 :]]
+    assert sorted(jobs) == sorted(
+        ["day_inputs", "evaluate_model_day", "evaluate_model_day", "day_report"]
+    )
+
+
+def test_a_run_in_error_is_retried_by_the_next_command(server: ScriptedServer, tmp_path: Path):
+    """A partition whose last runs hold an error is never skipped: the error is retried."""
+    root = write_suite(
+        tmp_path / "suite",
+        cases={"q0": "What is the revenue?"},
+        dbt=False,
+        providers=[{"provider": "flaky", "base_url": "http://127.0.0.1:9/v1", "timeout_s": 1}],
+    )
+    failed = run_cli("test", "--date", DAY, "-m", "flaky:x", "--format", "json", "-q", cwd=root)
+    assert failed.returncode == 1, failed.stderr
+    assert json.loads(failed.stdout)["results"][0]["status"] == "error"
+    config = yaml.safe_load((root / "eval_config.yaml").read_text())
+    config["llm"]["providers"][0]["base_url"] = server.base_url
+    (root / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    retried = run_cli("test", "--date", DAY, "-m", "flaky:x", "--format", "json", "-q", cwd=root)
+    assert retried.returncode == 0, retried.stderr
+    document = json.loads(retried.stdout)
+    assert document["executed_runs"] == 1
+    assert document["results"][0]["status"] != "error"
+
+
+def test_an_unchanged_rerun_of_a_dbt_suite_does_not_import_dagster_dbt(
+    sample_warehouse: SampleWarehouse, tmp_path: Path
+):
+    suite = copy_sample_suite(tmp_path / "suite")
+    shutil.copy(sample_warehouse.path, suite / "warehouse.duckdb")
+    shutil.copytree(sample_warehouse.target, suite / "dbt" / "target")
+    first = run_cli("test", "--date", DAY, "-q", cwd=suite)
+    assert first.returncode in (0, 1), first.stdout + first.stderr
+    again = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), "test", "--date", DAY, "-q"],
+        cwd=suite,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode == first.returncode, again.stderr[-3000:]
+    assert "No agent run executed" in again.stdout
+    imported = [line for line in again.stderr.splitlines() if line.startswith("import time:")]
+    assert imported, "python -X importtime printed nothing"
+    assert not [line for line in imported if "dagster_dbt" in line]
