@@ -52,7 +52,7 @@ def build_definitions(suite_root: Path) -> dg.Definitions:
     variants = build_variants_asset(warehouse_keys)
     evaluation = build_evaluation_assets(warehouse_keys, variants)
     assets += [variants, *evaluation.all]
-    history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
+    history_marts, history_dbt = build_history_assets(StoreLayout.of(config))
     assets.append(history_marts)
     resources["history_dbt"] = history_dbt
     jobs.append(

@@ -16,6 +16,7 @@ from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 from eval_pipeline.store._locks import views_lock
+from eval_pipeline.store._objects import register
 
 # Bump when a view's definition changes; the views are then recreated on next use.
 VIEWS_VERSION = 4
@@ -140,7 +141,7 @@ def _marker_text(layout: StoreLayout) -> str:
     return json.dumps(
         {
             "version": VIEWS_VERSION,
-            "store": str(layout.tables_dir.resolve()),
+            "store": layout.location,
             "generation": current_generation(layout),
             # A table added to the store (a new release) needs its views.
             "tables": sorted(TABLES),
@@ -172,7 +173,9 @@ def _open_for_writing(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConn
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(str(layout.database))
+            connection = duckdb.connect(str(layout.database))
+            register(connection, layout.tables_dir)  # creating a view reads its files' schema
+            return connection
         except (duckdb.IOException, duckdb.ConnectionException) as error:
             if time.monotonic() > deadline:
                 raise StoreBusy(
@@ -241,7 +244,9 @@ def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnec
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(str(layout.database), read_only=True)
+            connection = duckdb.connect(str(layout.database), read_only=True)
+            register(connection, layout.tables_dir)
+            return connection
         except (duckdb.IOException, duckdb.ConnectionException):
             if time.monotonic() > deadline:
                 raise
@@ -251,6 +256,7 @@ def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnec
 def _open_in_memory(layout: StoreLayout) -> duckdb.DuckDBPyConnection:
     """The same views as results.duckdb's, in a connection of this process alone."""
     connection = duckdb.connect(":memory:")
+    register(connection, layout.tables_dir)
     for statement in view_statements(layout):
         connection.execute(statement)
     return connection
@@ -321,7 +327,7 @@ def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tupl
 
     def run() -> tuple[list[str], list[tuple]]:
         with connect(layout) as connection:
-            allowed = layout.tables_dir.resolve().as_posix() + "/"
+            allowed = layout.location + "/"
             connection.execute("SET allowed_directories = [?]", [allowed])
             connection.execute("SET enable_external_access = false")
             connection.execute("SET lock_configuration = true")
