@@ -46,7 +46,7 @@ class Bucket:
     def store_config(self) -> dict[str, str]:
         return {"url": self.url, "endpoint_url": self.endpoint_url}
 
-    def keys(self) -> list[str]:
+    def object_keys(self) -> list[str]:
         """Every object key below the prefix, relative to it."""
         import s3fs
 
