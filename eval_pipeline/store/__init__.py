@@ -43,7 +43,7 @@ from eval_pipeline.store._locks import (
     try_file_lock,
     updating_partition,
 )
-from eval_pipeline.store._objects import files_below
+from eval_pipeline.store._objects import files_below, fsspec_spec
 from eval_pipeline.store._objects import register as register_filesystem
 
 __all__ = [
@@ -69,6 +69,7 @@ __all__ = [
     "fetch_read_only",
     "file_lock",
     "files_below",
+    "fsspec_spec",
     "journal_files",
     "journal_lines",
     "latest_file",

@@ -61,6 +61,12 @@ def register(connection: duckdb.DuckDBPyConnection, location: Location) -> None:
         connection.register_filesystem(location.fs)
 
 
+def fsspec_spec(location: Location) -> dict[str, Any]:
+    """How another process builds the same filesystem (`fsspec.filesystem(**spec)`): the
+    form dbt-duckdb's `filesystems` takes. Never holds a credential."""
+    return {"fs": location.fs.protocol[0], **location.storage_options}
+
+
 def write_parquet(table: pa.Table, path: Location) -> None:
     """Write `table` so readers see the whole file or none of it."""
     if is_remote(path):
