@@ -11,6 +11,7 @@ from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
+PROVIDER_TAG = "eval_pipeline/provider"
 HISTORY_CRON = "0 23 * * *"  # after the day's evaluations, before the 03:00 compaction
 
 
@@ -73,7 +74,11 @@ def build_automation(
                 )
                 continue
             yield dg.RunRequest(
-                run_key=f"runs-{model}-{day}", partition_key=model_day_key(model, day)
+                run_key=f"runs-{model}-{day}",
+                partition_key=model_day_key(model, day),
+                # deploy/dagster.yaml limits the runs in flight per provider with this tag,
+                # so a provider's rate limit holds across runs and machines.
+                tags={PROVIDER_TAG: model.split(":", 1)[0]},
             )
 
     daily_suite_refresh = dg.ScheduleDefinition(
