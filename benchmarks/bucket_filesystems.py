@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import duckdb  # noqa: E402
-import pyarrow as pa  # noqa: E402
-import pyarrow.parquet as pq  # noqa: E402
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from eval_pipeline_tests.store.buckets import AWS_ENV, moto_endpoint  # noqa: E402
+from eval_pipeline_tests.store.buckets import AWS_ENV, moto_endpoint
 
 
 def median_s(action, repeats: int) -> float:
@@ -56,8 +56,10 @@ def main() -> None:
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
         for i in range(args.partitions):
-            s3.pipe_file(f"bench/store/grades/date=2026-01-{i % 28 + 1:02d}/model=m{i}/1.parquet",
-                          buffer.getvalue())
+            s3.pipe_file(
+                f"bench/store/grades/date=2026-01-{i % 28 + 1:02d}/model=m{i}/1.parquet",
+                buffer.getvalue(),
+            )
         host = endpoint.removeprefix("http://")
         arrow = pafs.S3FileSystem(endpoint_override=host, scheme="http", region="us-east-1")
 
@@ -71,7 +73,9 @@ def main() -> None:
         )
         results = {}
         whole = s3fs.S3FileSystem(
-            endpoint_url=endpoint, use_listings_cache=False, default_cache_type="all",
+            endpoint_url=endpoint,
+            use_listings_cache=False,
+            default_cache_type="all",
             skip_instance_cache=True,
         )
         for label, filesystem in (
