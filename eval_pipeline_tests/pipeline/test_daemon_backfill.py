@@ -80,7 +80,7 @@ def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
     """The run worker: the process that logged the run's start."""
     for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_START):
-        return record.pid
+        return record.dagster_event.pid
     raise AssertionError(f"run {run_id} never started")
 
 
