@@ -45,7 +45,7 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     from eval_pipeline.store import StoreLayout
 
     config = load_config(suite_root(args))
-    report = import_results(args.files, layout=StoreLayout(config.state_path))
+    report = import_results(args.files, layout=StoreLayout.of(config))
     for path in report.imported:
         print(f"imported {path}")
     for path in report.already_imported:
@@ -102,7 +102,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from eval_pipeline.store import StoreLayout, query
 
     config = load_config(suite_root(args))
-    layout = StoreLayout(config.state_path)
+    layout = StoreLayout.of(config)
     head = parse_day(args.date) if args.date else latest_day(layout)
     if head is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
@@ -163,7 +163,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     output = output_file(args.output)
     requested = parse_day(args.date) if args.date else None
     suite = load_suite(suite_root(args))
-    layout = StoreLayout(suite.config.state_path)
+    layout = StoreLayout.of(suite.config)
     day = requested or latest_day(layout)
     if day is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
@@ -204,7 +204,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     config = load_config(suite_root(args))
     try:
         serve(
-            StoreLayout(config.state_path),
+            StoreLayout.of(config),
             host=args.host,
             port=args.port,
             open_browser=not args.no_open,
@@ -219,7 +219,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
     """Fold the store's older files into segments, so queries open a few files, not thousands."""
     from eval_pipeline.store import StoreLayout, compact_store
 
-    report = compact_store(StoreLayout(load_config(suite_root(args)).state_path))
+    report = compact_store(StoreLayout.of(load_config(suite_root(args))))
     print(report.message, file=sys.stdout if report.status != "busy" else sys.stderr)
     return ExitCode.NOT_RUN if report.status == "busy" else ExitCode.OK
 
@@ -229,7 +229,7 @@ def cmd_store(args: argparse.Namespace) -> int:
     partition whose latest file was set aside (now or before) has not been rewritten."""
     from eval_pipeline.store import StoreLayout, check_store, needs_rerun, quarantined
 
-    layout = StoreLayout(load_config(suite_root(args)).state_path)
+    layout = StoreLayout.of(load_config(suite_root(args)))
     found = check_store(layout)
     for damaged in found:
         print(f"damaged: {damaged.describe()}; set aside in {damaged.moved_to}")

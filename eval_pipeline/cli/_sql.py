@@ -53,7 +53,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL query on the results (read-only) and print it; no query: the prompt."""
     from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
 
-    layout = StoreLayout(load_config(suite_root(args)).state_path)
+    layout = StoreLayout.of(load_config(suite_root(args)))
     if args.query is None:
         return sql_prompt(layout, fmt=args.format, limit=args.limit)
     try:

@@ -266,7 +266,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         finally:
             unsubscribe()
 
-    layout = StoreLayout(suite.config.state_path)
+    layout = StoreLayout.of(suite.config)
     rows = read_run_rows(layout, request.models, request.run_date, names)
     document = build_results(
         rows, request.models, names, request.run_date, dialect=_dialects(suite)

@@ -95,7 +95,7 @@ def build_definitions(
     if dbt:
         from eval_pipeline.defs.assets.history import build_history_assets
 
-        history_marts, history_dbt = build_history_assets(StoreLayout(config.state_path))
+        history_marts, history_dbt = build_history_assets(StoreLayout.of(config))
         assets.append(history_marts)
         resources["history_dbt"] = history_dbt
     jobs += [

@@ -13,6 +13,7 @@ from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
+PROVIDER_TAG = "eval_pipeline/provider"
 HISTORY_CRON = "0 23 * * *"  # after the day's evaluations, before the 03:00 compaction
 
 
@@ -76,7 +77,11 @@ def build_automation(
                 )
                 continue
             yield dg.RunRequest(
-                run_key=f"runs-{model}-{day}", partition_key=model_day_key(model, day)
+                run_key=f"runs-{model}-{day}",
+                partition_key=model_day_key(model, day),
+                # deploy/dagster.yaml limits the runs in flight per provider with this tag,
+                # so a provider's rate limit holds across runs and machines.
+                tags={PROVIDER_TAG: model.split(":", 1)[0]},
             )
 
     # Declarative automation cannot chain these (an unpartitioned child of Dynamic×Daily

@@ -49,7 +49,7 @@ def history_start(config: SuiteConfig, *, include: date | None = None) -> date:
     evaluation, else today; moved back to an earlier evaluated day or `include` (an
     evaluation of an earlier day starting), so the UI shows no partition before the history
     begins and every evaluated day has one."""
-    first = first_evaluated_day(StoreLayout(config.state_path))
+    first = first_evaluated_day(StoreLayout.of(config))
     days = [config.test.start_date or first or today(), first, include]
     return min(day for day in days if day is not None)
 

@@ -37,6 +37,6 @@ class SuiteResource(dg.ConfigurableResource):
     def store(self) -> StoreLayout:
         """The suite's result store, with its SQL views in place (or, while results.duckdb is
         held open elsewhere, left for the next command: writers never need it)."""
-        layout = StoreLayout(self.config().state_path)
+        layout = StoreLayout.of(self.config())
         try_ensure_database(layout)
         return layout

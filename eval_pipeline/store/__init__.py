@@ -1,4 +1,4 @@
-"""Results on disk: immutable Parquet per table and partition, a run journal, and results.duckdb views."""
+"""Results on disk or in a bucket: immutable Parquet per table and partition, a run journal, and results.duckdb views."""
 
 from eval_pipeline.store._cache import FileCompletionCache
 from eval_pipeline.store._compact import CompactionReport, compact_store
@@ -44,6 +44,8 @@ from eval_pipeline.store._locks import (
     try_file_lock,
     updating_partition,
 )
+from eval_pipeline.store._objects import files_below, fsspec_spec
+from eval_pipeline.store._objects import register as register_filesystem
 
 __all__ = [
     "TABLES",
@@ -67,6 +69,8 @@ __all__ = [
     "fetch",
     "fetch_read_only",
     "file_lock",
+    "files_below",
+    "fsspec_spec",
     "journal_files",
     "journal_lines",
     "latest_file",
@@ -80,6 +84,7 @@ __all__ = [
     "read_latest",
     "reading_config",
     "reading_files",
+    "register_filesystem",
     "remove_files",
     "try_ensure_database",
     "try_file_lock",

@@ -19,11 +19,15 @@ writers) and goes in steps, each safe to interrupt:
    while holding the readers lock exclusively (the viewer and the pipeline's `read_latest`
    hold it shared while they read files themselves). If they hold it too long, the deletion
    waits for the next compaction: such files are ignored by every reader meanwhile.
+
+In a bucket store, readers on other machines hold no lock this process could wait for, and
+each machine's results.duckdb may still hold the views of the previous generation: step 4
+deletes only what neither the new generation nor the previous one reads (files named before
+the previous cutoff, older segments), one compaction late.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,6 +46,14 @@ from eval_pipeline.store._files import (
 )
 from eval_pipeline.store._layout import TABLES, StoreLayout
 from eval_pipeline.store._locks import compaction_lock, deleting_files
+from eval_pipeline.store._objects import (
+    children,
+    files_below,
+    put_local_file,
+    register,
+    remove,
+    staging_file,
+)
 
 # Files written in the last few minutes are left alone: a write in flight is never folded.
 SAFETY_MARGIN = timedelta(minutes=10)
@@ -65,21 +77,22 @@ class CompactionReport:
 
 
 def _sql(value: str | Path) -> str:
-    text = value.as_posix() if isinstance(value, Path) else value
+    text = value if isinstance(value, str) else value.as_posix()
     return "'" + text.replace("'", "''") + "'"
 
 
 def _copy(connection: duckdb.DuckDBPyConnection, select: str, target: Path) -> int:
-    """Write a query's rows to `target` atomically (temp name, fsync, rename); its row count."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.tmp")
-    connection.execute(
-        f"COPY ({select}) TO {_sql(temporary)} (FORMAT parquet, COMPRESSION zstd, "
-        "ROW_GROUP_SIZE 20000)"
-    ).fetchall()
-    with open(temporary, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temporary, target)
+    """Write a query's rows to `target` atomically (temp name, fsync, rename; in a bucket a
+    local file, then one upload); its row count."""
+    temporary = staging_file(target)
+    try:
+        connection.execute(
+            f"COPY ({select}) TO {_sql(temporary)} (FORMAT parquet, COMPRESSION zstd, "
+            "ROW_GROUP_SIZE 20000)"
+        ).fetchall()
+        put_local_file(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
     return connection.execute(f"SELECT count(*) FROM read_parquet({_sql(target)})").fetchall()[0][0]
 
 
@@ -159,8 +172,7 @@ def data_files_names(names: list[str]) -> list[str]:
 
 
 def _segment_files(layout: StoreLayout, name: str) -> list[Path]:
-    folder = layout.segments_root / name
-    return sorted(folder.glob("*.parquet")) if folder.is_dir() else []
+    return [p for p in children(layout.segments_root / name) if p.name.endswith(".parquet")]
 
 
 def compact_store(
@@ -200,10 +212,10 @@ def _compact(
         # already in its segments (left over from a deferred deletion).
         before_cutoff: dict[str, list[Path]] = {}
         for name in TABLES:
-            found = []
-            for folder, _, names in os.walk(layout.table_dir(name)):
-                found += [Path(folder) / f for f in data_files_names(names) if f < cutoff]
-            before_cutoff[name] = sorted(found)
+            found = files_below(layout.table_dir(name))
+            before_cutoff[name] = [
+                p for p in found if data_files_names([p.name]) and p.name < cutoff
+            ]
         to_fold = {
             name: [p for p in paths if previous is None or p.name >= previous]
             for name, paths in before_cutoff.items()
@@ -217,6 +229,7 @@ def _compact(
         written: list[Path] = []
         try:
             with duckdb.connect(":memory:") as connection:
+                register(connection, layout.tables_dir)
                 for name in TABLES:
                     written += [
                         layout.segment(name, cutoff, kind) for kind in ("history", "current")
@@ -230,13 +243,11 @@ def _compact(
                 write_generation(layout, cutoff)
                 write_views()
         except StoreBusy as error:
-            for path in written:
-                path.unlink(missing_ok=True)
+            remove(written)
             return CompactionReport("busy", None, f"{error} Nothing was changed; try later.")
         except BaseException:
             if current_generation(layout) != cutoff:
-                for path in written:
-                    path.unlink(missing_ok=True)
+                remove(written)
             raise
 
         # Safe to delete now. Every query of results.duckdb started after the views were
@@ -244,17 +255,23 @@ def _compact(
         # filter prunes the files named before the cutoff from the glob's list before any is
         # opened, so a file deleted after being listed is never read. The viewer and
         # `read_latest` resolve files under the readers lock, which we now take exclusively.
-        garbage = [p for paths in before_cutoff.values() for p in paths]
+        # A bucket store keeps what the previous generation's views read (see above).
+        kept = {cutoff, previous} if layout.remote else {cutoff}
+        garbage = [
+            p
+            for paths in before_cutoff.values()
+            for p in paths
+            if not layout.remote or (previous is not None and p.name < previous)
+        ]
         garbage += [
             p
             for name in TABLES
             for p in _segment_files(layout, name)
-            if not p.name.startswith(f"{cutoff}_")
+            if not any(p.name.startswith(f"{k}_") for k in kept if k is not None)
         ]
         with deleting_files(layout, wait_s=readers_wait_s) as may_delete:
             if may_delete:
-                for path in garbage:
-                    path.unlink(missing_ok=True)
+                remove(garbage)
                 report.deleted = len(garbage)
             else:
                 report.deletion_deferred = True

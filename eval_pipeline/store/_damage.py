@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -14,7 +13,6 @@ from typing import Any, TypeVar
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from eval_pipeline.store._files import (
     _write_atomically,
@@ -25,6 +23,14 @@ from eval_pipeline.store._files import (
     read_latest as _read_latest,
 )
 from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._objects import (
+    append_record,
+    files_below,
+    is_remote,
+    move,
+    parquet_file,
+    record_lines,
+)
 
 log = logging.getLogger("eval_pipeline.store")
 
@@ -44,7 +50,7 @@ _NAMED_FILE = re.compile(r"""['"]([^'"]+\.parquet)['"]""")
 class DamagedFile:
     """A store file that cannot be read, and where it went."""
 
-    file: str  # where it was, relative to the state folder
+    file: str  # where it was, relative to the state folder (or the bucket prefix)
     table: str
     partition: str  # `date=…/model=…`; '' for an unpartitioned table; 'compacted segment'
     reason: str
@@ -60,7 +66,7 @@ def parquet_problem(path: Path, *, full: bool = True) -> str | None:
     """Why `path` cannot be read as Parquet (None when it can). `full` reads every page;
     otherwise only the footer (metadata), which finds garbage and truncation cheaply."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = parquet_file(path)
         if full:
             parquet.read()
     except FileNotFoundError:
@@ -72,10 +78,7 @@ def parquet_problem(path: Path, *, full: bool = True) -> str | None:
 
 def store_files(layout: StoreLayout) -> list[Path]:
     """Every Parquet file the views may read: data, schema files and compacted segments."""
-    found = []
-    for folder, _, names in os.walk(layout.tables_dir):
-        found += [Path(folder) / n for n in names if n.endswith(".parquet") and n[0] != "."]
-    return sorted(found)
+    return files_below(layout.tables_dir)
 
 
 def _where(layout: StoreLayout, path: Path) -> tuple[str, str]:
@@ -86,7 +89,7 @@ def _where(layout: StoreLayout, path: Path) -> tuple[str, str]:
 
 
 def _relative(layout: StoreLayout, path: Path) -> str:
-    return path.relative_to(layout.root).as_posix()
+    return path.relative_to(layout.objects_root).as_posix()
 
 
 def _replace_with_empty(layout: StoreLayout, path: Path, table: str) -> None:
@@ -106,13 +109,10 @@ def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | No
     empty one, since the views name them; a partition file is not, so the partition shows
     its previous write until it is rerun."""
     table, partition = _where(layout, path)
-    target = layout.quarantine_dir / path.relative_to(layout.tables_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = layout.quarantine_dir / path.relative_to(layout.tables_dir).as_posix()
     if target.exists():
         target = target.with_name(f"{target.stem}.{datetime.now(UTC):%Y%m%dT%H%M%S%f}.parquet")
-    try:
-        os.replace(path, target)
-    except FileNotFoundError:
+    if not move(path, target):
         return None
     if partition == "compacted segment" or path.name == layout.empty_file(table).name:
         _replace_with_empty(layout, path, table)
@@ -124,9 +124,7 @@ def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | No
         moved_to=_relative(layout, target),
         found_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )
-    line = json.dumps(asdict(damaged), ensure_ascii=False) + "\n"
-    with open(layout.quarantine_records, "a", encoding="utf-8") as records:
-        records.write(line)
+    append_record(layout.quarantine_records, json.dumps(asdict(damaged), ensure_ascii=False) + "\n")
     log.warning(
         "warning: damaged store file set aside: %s; moved to %s. Rerun that partition "
         "(eval-pipeline test --date …) to rewrite it.",
@@ -142,7 +140,7 @@ def quarantined(layout: StoreLayout) -> list[DamagedFile]:
     if not path.exists():
         return []
     records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in record_lines(path):
         try:
             records.append(DamagedFile(**json.loads(line)))
         except (ValueError, TypeError):
@@ -155,7 +153,7 @@ def needs_rerun(layout: StoreLayout, damaged: DamagedFile) -> bool:
     (A compacted segment's rows cannot be rewritten as such: rerun the days you need.)"""
     if damaged.partition == "compacted segment" or Path(damaged.file).name.startswith("_"):
         return False
-    path = layout.root / damaged.file
+    path = layout.objects_root / damaged.file
     return not any(p.name > path.name for p in data_files(path.parent))
 
 
@@ -176,12 +174,16 @@ def recover(layout: StoreLayout, error: BaseException) -> list[DamagedFile]:
     """Set aside the damaged files that made a read fail: the files the error names when it
     names any in the store, else whatever a check of every file finds. Empty when none is
     damaged (the error has another cause)."""
-    store = layout.tables_dir.resolve()
     named = []
     for match in _NAMED_FILE.findall(str(error)):
-        # results.duckdb's views name files relative to its folder (`view_statements`)
-        path = (layout.root / match).resolve()
-        if path.is_relative_to(store) and path.exists():
+        if is_remote(layout.tables_dir):
+            prefix = layout.location + "/"
+            path = layout.tables_dir / match[len(prefix) :] if match.startswith(prefix) else None
+        else:
+            # results.duckdb's views name files relative to its folder (`view_statements`)
+            path = (layout.root / match).resolve()
+            path = path if path.is_relative_to(layout.tables_dir.resolve()) else None
+        if path is not None and path.exists():
             named.append(path)
     found = []
     for path in named:

@@ -9,6 +9,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -17,6 +18,7 @@ from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import TABLES, StoreLayout
 from eval_pipeline.store._locks import views_lock
+from eval_pipeline.store._objects import register
 
 # Bump when a view's definition changes; the views are then recreated on next use.
 # (5: paths relative to results.duckdb's folder, so a copied or moved suite reads at once.)
@@ -38,13 +40,16 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _path_sql(layout: StoreLayout, path: Path | str) -> str:
+def _path_sql(layout: StoreLayout, path: Any) -> str:
     """A store path as a SQL string relative to results.duckdb's folder (`layout.root`).
 
     DuckDB resolves a relative path in a view against the connection's `file_search_path`,
     else the working folder, never against the database file's folder (measured, duckdb
     2.0.1): so every connection this package opens sets `file_search_path` to the folder
     (`reading_config`), and a person's own session runs from it or sets it too (README)."""
+    if layout.remote:
+        # A bucket's objects are named by their URLs (`s3://…`), the same from anywhere.
+        return _sql_string(path if isinstance(path, str) else path.as_posix())
     return _sql_string(Path(path).relative_to(layout.root).as_posix())
 
 
@@ -71,6 +76,9 @@ def relative_dir_sql(layout: StoreLayout, name: str, column: str) -> str:
     The glob spells a file from wherever the path was resolved (the search path, or the
     working folder), so the key is what follows the table's folder, matched from the end: a
     key never holds the table's folder name (model ids are quoted, `quote_part`)."""
+    if layout.remote:
+        prefix = _sql_string(layout.table_dir(name).as_posix())
+        return f"substr(parse_dirpath({column}), length({prefix}) + 2)"
     table = Path(layout.table_dir(name)).relative_to(layout.root).as_posix()
     pattern = _sql_string(f"^(.*/)?{re.escape(table)}(/(.*))?$")
     return f"regexp_extract(parse_dirpath({column}), {pattern}, 3)"
@@ -163,7 +171,9 @@ def _marker_text(layout: StoreLayout) -> str:
     return json.dumps(
         {
             "version": VIEWS_VERSION,
-            # No folder: the views' paths are relative, so a moved suite's views stay current.
+            # A bucket store's views name it (absolute URLs); a local one's are relative,
+            # so a moved suite's views stay current.
+            **({"store": layout.location} if layout.remote else {}),
             "generation": current_generation(layout),
             # A table added to the store (a new release) needs its views.
             "tables": sorted(TABLES),
@@ -196,7 +206,9 @@ def _open_for_writing(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConn
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(str(layout.database), config=reading_config(layout))
+            connection = duckdb.connect(str(layout.database), config=reading_config(layout))
+            register(connection, layout.tables_dir)  # creating a view reads its files' schema
+            return connection
         except (duckdb.IOException, duckdb.ConnectionException) as error:
             if time.monotonic() > deadline:
                 raise StoreBusy(
@@ -265,9 +277,11 @@ def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnec
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            return duckdb.connect(
+            connection = duckdb.connect(
                 str(layout.database), read_only=True, config=reading_config(layout)
             )
+            register(connection, layout.tables_dir)
+            return connection
         except (duckdb.IOException, duckdb.ConnectionException):
             if time.monotonic() > deadline:
                 raise
@@ -277,6 +291,7 @@ def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnec
 def _open_in_memory(layout: StoreLayout) -> duckdb.DuckDBPyConnection:
     """The same views as results.duckdb's, in a connection of this process alone."""
     connection = duckdb.connect(":memory:", config=reading_config(layout))
+    register(connection, layout.tables_dir)
     for statement in view_statements(layout):
         connection.execute(statement)
     return connection
@@ -362,6 +377,8 @@ def _store_directories(layout: StoreLayout) -> list[str]:
     segments' folder as the views spell them (relative). DuckDB checks the path as written,
     and looks a relative path up in the working folder too when the store lacks it, so the
     relative ones name the table folders, not all of `store/`."""
+    if layout.remote:
+        return [layout.location + "/"]
     relative = [layout.table_dir(name) for name in TABLES] + [layout.segments_root]
     return [layout.tables_dir.resolve().as_posix() + "/"] + [
         Path(folder).relative_to(layout.root).as_posix() + "/" for folder in relative

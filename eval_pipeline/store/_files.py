@@ -8,14 +8,14 @@ import logging
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from eval_pipeline.store import _objects
 from eval_pipeline.store._layout import TABLES, StoreLayout
 from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
 from eval_pipeline.suite import redact_value
@@ -48,13 +48,7 @@ def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any])
 
 
 def _write_atomically(table: pa.Table, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # A name of its own: two processes may write the same file at once (the schema files).
-    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    pq.write_table(table, temporary, compression="zstd")
-    with open(temporary, "rb") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)  # readers see the whole file or none of it
+    _objects.write_parquet(table, path)  # readers see the whole file or none of it
 
 
 def write_rows(
@@ -95,7 +89,7 @@ def ensure_schema_files(layout: StoreLayout) -> None:
 
 def _has_columns(path: Path, names: Sequence[str]) -> bool:
     try:
-        return set(names) <= set(pq.read_schema(path).names)
+        return set(names) <= set(_objects.read_schema(path).names)
     except (OSError, pa.ArrowInvalid):
         return False
 
@@ -112,20 +106,16 @@ def current_generation(layout: StoreLayout) -> str | None:
 
 
 def write_generation(layout: StoreLayout, cutoff: str) -> None:
-    path = layout.generation_file
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps({"cutoff": cutoff}))
-    os.replace(temporary, path)
+    _objects.write_text(layout.generation_file, json.dumps({"cutoff": cutoff}))
 
 
 def data_files(folder: Path) -> list[Path]:
     """A folder's data files (not the schema file, nor temp files), oldest first."""
-    if not folder.is_dir():
-        return []
-    return sorted(
-        p for p in folder.iterdir() if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
-    )
+    return [
+        p
+        for p in _objects.children(folder)
+        if p.suffix == ".parquet" and not p.name.startswith((".", "_"))
+    ]
 
 
 def latest_file(
@@ -144,7 +134,7 @@ def latest_file(
 
 def _segment_rows(segment: Path, partitions: Sequence[str]) -> pa.Table:
     """The rows of some partitions in a current segment, without the `_partition` column."""
-    rows = pq.read_table(segment, filters=pc.field("_partition").isin(list(partitions)))
+    rows = _objects.read_table(segment, filters=pc.field("_partition").isin(list(partitions)))
     return rows.drop_columns(["_partition"])
 
 
@@ -175,7 +165,7 @@ def read_latest(
     with reading_files(layout):
         files, segment, keys = latest_sources(layout, table, [(model, run_date)])
         if files:
-            return pq.read_table(files[0]).to_pylist()
+            return _objects.read_table(files[0]).to_pylist()
         if segment is None:
             return []
         return _segment_rows(segment, keys).to_pylist()
@@ -187,27 +177,37 @@ class Journal:
     A run is journaled the moment it finishes, so a crash (even kill -9) loses at most the
     runs in flight; the next materialization of the partition reads the journal and reuses
     them. A torn last line from a crash mid-write is skipped when reading.
+
+    In a bucket (no append, no lock there) the journal is a folder with one object per
+    record, written by one PUT each: a record is there whole or not at all.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._handle = None
+        self._held = contextlib.ExitStack()
+        if _objects.is_remote(path):
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         # Records are made storable first; should a lone surrogate slip through, it becomes
         # "?" rather than failing the write (and with it every later run of the batch).
         self._handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         # Held while the journal is written: `abandoned_journals` tells a live journal (another
         # evaluation of the partition, running now) from one a crash left behind.
-        self._held = contextlib.ExitStack()
         self._held.enter_context(journal_lock(path))
 
     def append(self, record: dict[str, Any]) -> None:
         line = json.dumps(redact_value(record), default=str, ensure_ascii=False)
+        if self._handle is None:
+            _objects.append_record(self.path, line + "\n")
+            return
         self._handle.write(line + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:
-        self._handle.close()
+        if self._handle is not None:
+            self._handle.close()
         self._held.close()
 
     def __enter__(self) -> Journal:
@@ -219,31 +219,41 @@ class Journal:
 
 def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -> list[Path]:
     folder = layout.journal_path(table, model, run_date, "x").parent
-    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+    return [p for p in _objects.children(folder) if p.name.endswith(".jsonl")]
+
+
+# A bucket journal holds no lock: one with no record for this long is taken as abandoned
+# (its writer crashed). Longer than any run (limits.run_timeout_s), so a live one is kept.
+BUCKET_JOURNAL_LEASE = timedelta(hours=2)
 
 
 def abandoned_journals(paths: Iterable[Path]) -> list[Path]:
     """The journals no live `Journal` holds: left by a crash, or finished meanwhile."""
-    # A journal removed meanwhile (read and cleared by another evaluation) is not abandoned.
-    return [path for path in paths if path.exists() and not journal_in_use(path)]
+    found = []
+    for path in paths:
+        if _objects.is_remote(path):
+            last = _objects.last_modified(path)
+            if last is not None and datetime.now(UTC) - last > BUCKET_JOURNAL_LEASE:
+                found.append(path)
+        # A journal removed meanwhile (read and cleared by another evaluation) is not abandoned.
+        elif path.exists() and not journal_in_use(path):
+            found.append(path)
+    return found
 
 
 def journal_lines(paths: Iterable[Path]) -> Iterator[tuple[Path, int, dict[str, Any]]]:
     """Each journal record with its file and line number. A line that cannot be read back
     (torn by a crash mid-write, or damaged) is skipped with a warning naming it."""
     for path in paths:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    record = None
-                if isinstance(record, dict):
-                    yield path, number, record
-                elif line.strip():
-                    log.warning(
-                        "warning: skipped %s line %d, which cannot be read back", path, number
-                    )
+        for number, line in enumerate(_objects.record_lines(path), start=1):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            if isinstance(record, dict):
+                yield path, number, record
+            elif line.strip():
+                log.warning("warning: skipped %s line %d, which cannot be read back", path, number)
 
 
 def read_journals(paths: Iterable[Path]) -> list[dict[str, Any]]:
@@ -251,5 +261,4 @@ def read_journals(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 
 def remove_files(paths: Iterable[Path]) -> None:
-    for path in paths:
-        path.unlink(missing_ok=True)
+    _objects.remove(paths)

@@ -6,9 +6,14 @@ import urllib.parse
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
+
+from eval_pipeline.store._objects import bucket_location
+
+if TYPE_CHECKING:
+    from eval_pipeline.suite import SuiteConfig
 
 # "append": every write is kept and the table view shows ALL rows (e.g. human labels);
 # the other kinds show each partition's latest write.
@@ -266,12 +271,42 @@ class StoreLayout:
     """Every path below a suite's state folder (default `<suite>/.eval/`): the one place that
     knows where results, journals, caches, reports, logs, the Dagster home and lock files live.
 
-    A store elsewhere (object storage) replaces this with the same names: the table, journal
-    and segment locations as keys of its bucket, the local folders (caches, logs, reports, the
-    Dagster home, locks) still on the machine that runs.
+    With a bucket (`store: {url: s3://…}`), the tables, segments, journals and quarantine are
+    objects below `bucket_url` (`objects_root`, a `UPath`), under the same names; the local
+    folders (results.duckdb's views, caches, logs, reports, the Dagster home, locks) stay in
+    `root` on the machine that runs.
     """
 
     root: Path
+    bucket_url: str | None = None
+    endpoint_url: str | None = None
+
+    @classmethod
+    def of(cls, config: SuiteConfig) -> StoreLayout:
+        """The store a suite's configuration names (`state_dir`, `store:`)."""
+        store = config.store
+        if store is None:
+            return cls(config.state_path)
+        return cls(config.state_path, bucket_url=store.url, endpoint_url=store.endpoint_url)
+
+    @property
+    def remote(self) -> bool:
+        """Whether the tables live in a bucket (no rename, no lock there)."""
+        return self.bucket_url is not None
+
+    @property
+    def objects_root(self) -> Any:
+        """Where tables, journals and quarantine live: `root` or the bucket (a `UPath`)."""
+        if self.bucket_url is None:
+            return self.root
+        return bucket_location(self.bucket_url, self.endpoint_url)
+
+    @property
+    def location(self) -> str:
+        """The tables' folder or bucket prefix, as people and DuckDB spell it."""
+        if self.bucket_url is None:
+            return self.tables_dir.resolve().as_posix()
+        return self.tables_dir.as_posix()
 
     @property
     def database(self) -> Path:
@@ -301,11 +336,11 @@ class StoreLayout:
 
     @property
     def tables_dir(self) -> Path:
-        return self.root / "store"
+        return self.objects_root / "store"
 
     @property
     def journal_dir(self) -> Path:
-        return self.root / "journal"
+        return self.objects_root / "journal"
 
     @property
     def cache_dir(self) -> Path:
@@ -397,7 +432,7 @@ class StoreLayout:
     def quarantine_dir(self) -> Path:
         """Damaged files moved out of the store (same relative paths), with `records.jsonl`
         (`quarantine_records`) saying which table and partition each held and why."""
-        return self.root / "quarantine"
+        return self.objects_root / "quarantine"
 
     @property
     def quarantine_records(self) -> Path:

@@ -19,6 +19,13 @@ these names and their contracts (a blocking shape that returns once held; a non-
 shape that yields False instead of waiting past `wait_s`; shared readers against one
 exclusive deleter; released on exit and when the holder dies, e.g. leases with an expiry),
 or makes a lock unnecessary (immutable objects under unique names need none to be written).
+
+A bucket store (`StoreLayout.remote`) takes none of the store's cross-process locks, since
+its writers may be on other machines: objects are immutable under unique names; two
+evaluations of one (model, day) are kept apart by Dagster (one run per partition at a time,
+README "Object storage"); compaction deletes files one generation late instead of waiting
+for readers (`store._compact`). The views lock and the compaction lock stay: results.duckdb
+is per machine, and compaction runs from one schedule.
 """
 
 from __future__ import annotations
@@ -84,6 +91,9 @@ def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Itera
     a partition's latest state is the union of what both wrote. Readers never wait: they see
     the state before or after a write, never a half one (files are replaced atomically).
     """
+    if layout.remote:
+        yield
+        return
     with file_lock(layout.partition_lock_file(model, run_date)):
         yield
 
@@ -97,6 +107,8 @@ def reading_files(layout: StoreLayout) -> contextlib.AbstractContextManager[None
     """The readers lock, shared and blocking: hold while resolving and reading data files
     outside results.duckdb (the viewer, the pipeline's reuse), so compaction does not
     delete them meanwhile."""
+    if layout.remote:
+        return contextlib.nullcontext()
     return file_lock(layout.readers_lock_file, shared=True)
 
 
@@ -104,7 +116,10 @@ def deleting_files(
     layout: StoreLayout, *, wait_s: float
 ) -> contextlib.AbstractContextManager[bool]:
     """The readers lock, exclusive, waiting at most `wait_s`: True once no reader holds
-    it (files may be deleted), False when readers kept it that long."""
+    it (files may be deleted), False when readers kept it that long. (A bucket store's
+    compaction deletes only what no view of the last two generations reads: always True.)"""
+    if layout.remote:
+        return contextlib.nullcontext(True)
     return try_file_lock(layout.readers_lock_file, wait_s=wait_s)
 
 

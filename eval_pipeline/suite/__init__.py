@@ -58,6 +58,7 @@ from eval_pipeline.suite._secrets import (
     redact,
     redact_value,
 )
+from eval_pipeline.suite._store_config import StoreConfig
 from eval_pipeline.suite._suite import (
     CASES_DIR,
     Suite,
@@ -98,6 +99,7 @@ __all__ = [
     "Redactor",
     "SelectionError",
     "Semantic",
+    "StoreConfig",
     "Suite",
     "SuiteConfig",
     "SuiteError",

@@ -20,6 +20,7 @@ from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
 from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
+from eval_pipeline.suite._store_config import StoreConfig, read_store
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
 CONFIG_FILE = "eval_config.yaml"
@@ -194,6 +195,7 @@ class SuiteConfig:
     agents: tuple[AgentConfig, ...] = ()
     state_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
+    store: StoreConfig | None = None  # None: the results stay in state_path (the default)
     # Where test files and results files live: `cases/` and `outputs/` in our layout,
     # `tests/` and `tests/outputs/` in a nao project (suite/_nao.py).
     cases_dirname: str = "cases"
@@ -226,7 +228,17 @@ class SuiteConfig:
         return next((a for a in self.agents if a.name == name), None)
 
 
-_TOP_KEYS = ("test", "warehouse", "databases", "context", "llm", "agents", "state_dir", "limits")
+_TOP_KEYS = (
+    "test",
+    "warehouse",
+    "databases",
+    "context",
+    "llm",
+    "agents",
+    "state_dir",
+    "limits",
+    "store",
+)
 _TEST_KEYS = (
     "models",
     "threads",
@@ -299,6 +311,7 @@ def load_config(root: Path, *, layout: Literal["auto", "eval"] = "auto") -> Suit
         agents=_agents(r, data) if data.get("agents") is not None else (),
         state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
         limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
+        store=read_store(r, data) if data.get("store") is not None else None,
     )
     config = _with_databases(r, data, config)
     if r.problems:

@@ -4,7 +4,6 @@ of the small tables, and single partition files for the heavy columns."""
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterable, Iterator
 from datetime import date
@@ -15,9 +14,11 @@ from eval_pipeline.store import (
     StoreLayout,
     current_generation,
     ensure_schema_files,
+    files_below,
     latest_sources,
     reading_config,
     reading_files,
+    register_filesystem,
     view_statements,
 )
 
@@ -61,15 +62,13 @@ class StoreReader:
         self.layout = layout
         self._database = duckdb.connect(":memory:", config=reading_config(layout))
         self._database.execute("SET parquet_metadata_cache = true")  # the files never change
+        register_filesystem(self._database, layout.tables_dir)
         self._lock = threading.Lock()
         self._marks: dict[str, frozenset[str]] = {}
         self._generation: object = ()  # none yet: the views are written on first use
 
     def _files(self, table: str) -> frozenset[str]:
-        names = []
-        for folder, _, files in os.walk(self.layout.table_dir(table)):
-            names += [f"{folder}/{f}" for f in files if f.endswith(".parquet") and f[0] != "."]
-        return frozenset(names)
+        return frozenset(p.as_posix() for p in files_below(self.layout.table_dir(table)))
 
     def _refresh(self) -> None:
         generation = current_generation(self.layout)

@@ -21,6 +21,7 @@ import yaml
 from eval_pipeline.defs import build_definitions, materialize
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.store import StoreLayout
+from eval_pipeline.suite import load_config
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,
     ScriptedServer,
@@ -120,7 +121,7 @@ class SmallSuite:
 
     @property
     def layout(self) -> StoreLayout:
-        return StoreLayout(self.root / ".eval")
+        return StoreLayout.of(load_config(self.root))
 
     @property
     def results(self) -> Path:

@@ -103,6 +103,8 @@ def test_daily_evaluation_requests_today_for_every_configured_model(small_suite,
     assert [(r.partition_key, r.run_key) for r in requests] == [
         (model_day_key(model, "2026-06-01"), f"runs-{model}-2026-06-01") for model in MODELS
     ]
+    # deploy/dagster.yaml limits the runs in flight per provider by this tag
+    assert {r.tags["eval_pipeline/provider"] for r in requests} == {"openai"}
     job = defs.resolve_job_def(schedule.job_name)
     assert job.asset_layer.selected_asset_keys == {dg.AssetKey("agent_runs")}
 

@@ -117,7 +117,13 @@ GAPPED = {
 
 
 @pytest.mark.slow
-def test_the_mart_the_check_and_the_viewer_agree_on_what_regressed(small_suite: SmallSuite):
+@pytest.mark.parametrize("store", ["local", "bucket"])
+def test_the_mart_the_check_and_the_viewer_agree_on_what_regressed(
+    small_suite: SmallSuite, store: str, request: pytest.FixtureRequest
+):
+    if store == "bucket":  # every table in a bucket (moto_server), read from there
+        small_suite.config["store"] = request.getfixturevalue("bucket").store_config
+        small_suite.write_config()
     layout = small_suite.layout
     ensure_database(layout)
     for (model, day), outcomes in GAPPED.items():

@@ -11,7 +11,7 @@ from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.warehouse import dbt_executable, prepare_dbt_project
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StoreLayout, fsspec_spec
 
 POOL = "duckdb_history"  # one build at a time writes history.duckdb
 PROJECT_DIR = Path(__file__).resolve().parents[2] / "history_dbt"
@@ -36,15 +36,17 @@ class HistoryTranslator(DagsterDbtTranslator):
 
 
 def history_vars(layout: StoreLayout) -> str:
-    """The `--vars` pointing the profile at this suite's results and history files."""
-    return json.dumps(
-        {
-            "results_path": str(layout.database),
-            "history_path": str(layout.history_database),
-            # results.duckdb's views name their files relative to its folder
-            "results_dir": str(layout.root.resolve()),
-        }
-    )
+    """The `--vars` pointing the profile at this suite's results and history files (and, for
+    a bucket store, the filesystem its views read through; credentials stay in AWS_*)."""
+    values: dict[str, Any] = {
+        "results_path": str(layout.database),
+        "history_path": str(layout.history_database),
+        # results.duckdb's views name local files relative to its folder
+        "results_dir": str(layout.root.resolve()),
+    }
+    if layout.remote:
+        values["filesystems"] = [fsspec_spec(layout.tables_dir)]
+    return json.dumps(values)
 
 
 def build_history_assets(layout: StoreLayout) -> tuple[dg.AssetsDefinition, DbtCliResource]:

@@ -1,0 +1,124 @@
+"""deploy/dagster.yaml on a throwaway PostgreSQL: `eval-pipeline test` with DAGSTER_HOME pointing
+at it (and the store in a bucket) runs without a daemon and records its runs in PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+import yaml
+
+from eval_pipeline_tests.cli.test_cli_bucket_store import GRADES_SQL, VERDICTS, set_store, sql_rows
+from eval_pipeline_tests.cli.test_cli_test_command import (
+    FIRST_MODELS_ARGS,
+    SCRIPT,
+    cli_env,
+    no_traceback,
+    write_suite,
+)
+from eval_pipeline_tests.store.buckets import Bucket
+from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
+
+pytestmark = pytest.mark.slow
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+DAY = "2026-04-01"
+
+
+@pytest.fixture(scope="module")
+def dagster_postgres() -> Iterator[Server]:
+    if (reason := postgres_missing()) is not None:
+        pytest.skip(reason)
+    with postgres_server() as server:
+        yield server
+
+
+def production_env(home: Path, server: Server) -> dict[str, str]:
+    return {
+        **cli_env(),
+        "DAGSTER_HOME": str(home),
+        "DAGSTER_PG_HOST": server.host,
+        "DAGSTER_PG_PORT": str(server.port),
+        "DAGSTER_PG_USER": server.user,
+        "DAGSTER_PG_PASSWORD": server.password,
+        "DAGSTER_PG_DB": server.dbname,
+    }
+
+
+def test_the_cli_records_its_runs_in_the_postgres_instance_dagster_home_names(
+    dagster_postgres: Server, bucket: Bucket, tmp_path: Path
+):
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(DEPLOY / "dagster.yaml", home / "dagster.yaml")
+    root = write_suite(tmp_path / "suite")
+    set_store(root, bucket.store_config)
+    env = production_env(home, dagster_postgres)
+
+    result = subprocess.run(
+        [str(SCRIPT), "test", "--date", DAY, *FIRST_MODELS_ARGS],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    no_traceback(result)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert sql_rows(root, GRADES_SQL) == VERDICTS  # the results are in the bucket
+
+    # The runs are in PostgreSQL, all finished; the suite got no instance of its own, and
+    # the instance file was used as shipped (nothing written into DAGSTER_HOME's yaml).
+    with psycopg.connect(
+        host=dagster_postgres.host,
+        port=dagster_postgres.port,
+        user=dagster_postgres.user,
+        password=dagster_postgres.password,
+        dbname=dagster_postgres.dbname,
+    ) as connection:
+        statuses = connection.execute(
+            "SELECT status, count(*) FROM runs GROUP BY status"
+        ).fetchall()
+        tagged = connection.execute(
+            "SELECT count(DISTINCT run_id) FROM run_tags "
+            "WHERE key = 'eval_pipeline/source' AND value = 'cli'"
+        ).fetchone()[0]
+    assert dict(statuses).keys() == {"SUCCESS"}
+    assert sum(n for _, n in statuses) == tagged >= 4  # inputs, references, 2 models, report
+    assert not (root / ".eval" / "dagster_home").exists()
+    assert (home / "dagster.yaml").read_text() == (DEPLOY / "dagster.yaml").read_text()
+    assert dagster_postgres.password not in result.stdout + result.stderr
+
+
+def test_the_production_instance_queues_runs_for_the_daemon(dagster_postgres: Server, tmp_path):
+    """The shipped file loads as it is: PostgreSQL storages, the queue and its limits."""
+    import dagster as dg
+    from dagster._core.run_coordinator import QueuedRunCoordinator
+
+    home = tmp_path / "home"
+    home.mkdir()
+    shutil.copy(DEPLOY / "dagster.yaml", home / "dagster.yaml")
+    saved = dict(os.environ)
+    os.environ.update(production_env(home, dagster_postgres))
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
+            assert type(instance.run_storage).__name__ == "PostgresRunStorage"
+            assert type(instance.event_log_storage).__name__ == "PostgresEventLogStorage"
+            assert type(instance.schedule_storage).__name__ == "PostgresScheduleStorage"
+            limits = instance.get_concurrency_config().run_queue_config
+            assert limits.max_concurrent_runs == 8
+            assert {t["key"] for t in limits.tag_concurrency_limits} == {
+                "dagster/partition",
+                "eval_pipeline/provider",
+            }
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    workspace = yaml.safe_load((DEPLOY / "workspace.yaml").read_text())
+    assert workspace["load_from"][0]["python_module"]["module_name"] == "eval_pipeline.definitions"

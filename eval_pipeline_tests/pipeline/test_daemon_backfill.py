@@ -1,0 +1,180 @@
+"""A deployment in miniature: deploy/dagster.yaml on a throwaway PostgreSQL, the store in a bucket
+(moto_server), `dagster-webserver` and `dagster-daemon` started by the test. A backfill of three
+model partitions launched through the UI's API runs as separate run-worker processes, at once, while a reader queries the history; every count is exact."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import httpx
+import pytest
+
+from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline_tests.cli.test_cli_production_instance import DEPLOY, production_env
+from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite, prepare
+from eval_pipeline_tests.pipeline.test_processes import count, start
+from eval_pipeline_tests.pipeline.test_processes_bucket import READ_IN_A_LOOP
+from eval_pipeline_tests.store.buckets import Bucket
+from eval_pipeline_tests.warehouses.servers import (
+    Server,
+    _stop,
+    free_port,
+    postgres_missing,
+    postgres_server,
+)
+
+pytestmark = pytest.mark.slow
+
+MODELS = ("openai:gpt-a", "openai:gpt-b", "openai:gpt-c")
+BIN = Path(sys.executable).parent
+LAUNCH_BACKFILL = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+  }
+}
+"""
+
+
+@pytest.fixture
+def dagster_postgres() -> Iterator[Server]:
+    if (reason := postgres_missing()) is not None:
+        pytest.skip(reason)
+    with postgres_server() as server:
+        yield server
+
+
+@contextlib.contextmanager
+def service(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    with open(log, "w") as output:
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if ready():
+                return
+        time.sleep(1)
+    tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
+    raise AssertionError(f"{what} within {timeout_s} s\n{tails}")
+
+
+def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
+    """The run worker: the process that logged the run's start."""
+    for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_START):
+        return record.dagster_event.pid
+    raise AssertionError(f"run {run_id} never started")
+
+
+def test_a_backfill_of_three_models_runs_in_run_workers_on_postgres_and_the_bucket(
+    small_suite: SmallSuite, bucket: Bucket, dagster_postgres: Server, tmp_path: Path
+):
+    small_suite.config["store"] = bucket.store_config
+    small_suite.write_config(models=list(MODELS), threads=2)
+    small_suite.agent.latency_s = 0.2  # the runs overlap while the reader reads
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    shutil.copy(DEPLOY / "dagster.yaml", home / "dagster.yaml")
+    env = {**production_env(home, dagster_postgres), "EVAL_SUITE_DIR": str(small_suite.root)}
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            instance.add_dynamic_partitions("models", list(MODELS))
+            prepare(small_suite, instance)  # inputs and the day's references, as the schedule does
+
+        port = free_port()
+        logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]
+        workspace = str(DEPLOY / "workspace.yaml")
+        with (
+            service(
+                [
+                    str(BIN / "dagster-webserver"),
+                    "-w",
+                    workspace,
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                ],
+                env,
+                logs[0],
+            ),
+            service([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, logs[1]),
+        ):
+            graphql = f"http://127.0.0.1:{port}/graphql"
+            wait_for(
+                "the webserver did not answer",
+                lambda: httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success,
+                timeout_s=180,
+                logs=logs,
+            )
+            params = {
+                "partitionNames": [str(model_day_key(m, DAY)) for m in MODELS],
+                "assetSelection": [{"path": [name]} for name in EVALUATION],
+                "fromFailure": False,
+            }
+            answer = httpx.post(
+                graphql,
+                json={"query": LAUNCH_BACKFILL, "variables": {"params": params}},
+                timeout=120,
+            ).json()
+            launched = answer["data"]["launchPartitionBackfill"]
+            assert launched["__typename"] == "LaunchBackfillSuccess", answer
+
+            stop = tmp_path / "stop"
+            reader = start(
+                READ_IN_A_LOOP, str(small_suite.root), str(stop), log=tmp_path / "reader.log"
+            )
+            with dg.DagsterInstance.from_config(str(home)) as instance:
+
+                def finished() -> bool:
+                    runs = instance.get_runs(
+                        dg.RunsFilter(tags={"dagster/backfill": launched["backfillId"]})
+                    )
+                    return len(runs) == 3 and all(r.is_finished for r in runs)
+
+                wait_for("the backfill did not finish", finished, timeout_s=420, logs=logs)
+                runs = instance.get_runs(
+                    dg.RunsFilter(tags={"dagster/backfill": launched["backfillId"]})
+                )
+                stats = [instance.get_run_stats(r.run_id) for r in runs]
+                pids = {r.run_id: worker_pid(instance, r.run_id) for r in runs}
+            stop.touch()
+            out, _ = reader.communicate(timeout=120)
+            reading = json.loads(out.strip().splitlines()[-1])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+    assert sorted(r.status.value for r in runs) == ["SUCCESS"] * 3, logs[1].read_text()[-3000:]
+    assert {r.tags["dagster/partition"] for r in runs} == {
+        str(model_day_key(m, DAY)) for m in MODELS
+    }
+    # Each run executed in a process of its own, launched by the daemon (not this process),
+    # and they ran at once (within the queue's limit of 8).
+    assert len(set(pids.values())) == 3 and os.getpid() not in pids.values()
+    spans = sorted((s.start_time, s.end_time) for s in stats)
+    assert spans[1][0] < spans[0][1], spans
+    assert reading["reads"] > 0 and reading["partial"] == []
+    assert count(small_suite, "agent_runs") == 12
+    assert count(small_suite, "grades") == 12
+    assert count(small_suite, "model_summaries") == 3

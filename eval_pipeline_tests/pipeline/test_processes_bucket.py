@@ -1,0 +1,137 @@
+"""The same separate-process partitions with the store in a bucket (moto_server as S3): parallel
+writers beside a SQL reader, and a worker killed mid-partition that a re-execution completes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import textwrap
+import time
+
+import pytest
+
+from eval_pipeline.store import read_journals
+from eval_pipeline_tests.pipeline.small_suite import (
+    CASES,
+    DAY,
+    MODELS,
+    SmallSuite,
+    agent_requests,
+    evaluate,
+    prepare,
+    run_counts,
+)
+from eval_pipeline_tests.pipeline.test_processes import MATERIALIZE, count, finish, start
+from eval_pipeline_tests.store.buckets import Bucket
+
+pytestmark = pytest.mark.slow
+
+# Queries the history through the store's own connection (DuckDB with the bucket registered),
+# as `eval-pipeline sql` does, in a loop until told to stop; every answer must be whole.
+READ_IN_A_LOOP = textwrap.dedent(
+    """
+    import json, sys, time
+    from pathlib import Path
+    from eval_pipeline.store import StoreLayout, fetch
+    from eval_pipeline.suite import load_config
+
+    layout = StoreLayout.of(load_config(Path(sys.argv[1])))
+    stop = Path(sys.argv[2])
+    reads, partial = 0, []
+    while not stop.exists():
+        _, rows = fetch(layout, "SELECT model, count(*) FROM agent_runs GROUP BY model")
+        partial += [n for _, n in rows if n != 4]  # a partition is there whole or not at all
+        reads += 1
+        time.sleep(0.05)
+    print(json.dumps({"reads": reads, "partial": partial}))
+    """
+)
+
+
+@pytest.fixture
+def bucket_suite(small_suite: SmallSuite, bucket: Bucket) -> SmallSuite:
+    small_suite.config["store"] = bucket.store_config
+    small_suite.write_config()
+    return small_suite
+
+
+def test_two_models_in_parallel_processes_write_to_the_bucket_beside_a_reader(
+    bucket_suite, bucket, tmp_path, instance
+):
+    prepare(bucket_suite, instance)
+    bucket_suite.agent.latency_s = 0.05
+    stop = tmp_path / "stop"
+    reader = start(READ_IN_A_LOOP, str(bucket_suite.root), str(stop), log=tmp_path / "reader.log")
+    writers = [
+        start(MATERIALIZE, str(bucket_suite.root), model, DAY, log=tmp_path / f"writer-{i}.log")
+        for i, model in enumerate(MODELS)
+    ]
+    outcomes = [finish(w, tmp_path / f"writer-{i}.log", timeout=300) for i, w in enumerate(writers)]
+    stop.touch()
+    reading = finish(reader, tmp_path / "reader.log", timeout=300)
+
+    assert outcomes == [{"success": True, "executed": 4, "reused": 0}] * 2
+    assert reading["reads"] > 0 and reading["partial"] == []
+    assert count(bucket_suite, "agent_runs") == 8
+    assert count(bucket_suite, "grades") == 8
+    assert count(bucket_suite, "model_summaries") == 2
+    # Every table is in the bucket; the suite's folder holds no table file.
+    keys = bucket.object_keys()
+    for table in ("test_cases", "reference_results", "agent_runs", "tool_calls", "grades"):
+        assert any(k.startswith(f"store/{table}/") and "/_schema" not in k for k in keys), table
+    assert not (bucket_suite.root / ".eval" / "store").exists()
+    assert not (bucket_suite.root / ".eval" / "journal").exists()
+
+
+def test_a_worker_killed_mid_partition_leaves_only_its_journal_and_a_rerun_completes_it(
+    bucket_suite, bucket, tmp_path, instance
+):
+    bucket_suite.write_config(threads=1)
+    bucket_suite.agent.latency_s = 0.3
+    defs = prepare(bucket_suite, instance)
+    journals = bucket_suite.layout.journal_dir / "agent_runs" / f"date={DAY}"
+    log = tmp_path / "killed.log"
+    process = start(MATERIALIZE, str(bucket_suite.root), MODELS[0], DAY, log=log)
+
+    def journaled() -> list[dict]:
+        return (
+            read_journals(
+                j
+                for model in journals.iterdir()
+                for j in model.iterdir()
+                if j.name.endswith(".jsonl")
+            )
+            if journals.exists()
+            else []
+        )
+
+    deadline = time.monotonic() + 120
+    while len(journaled()) < 2:
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "no run was journaled"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    survived = journaled()
+    assert 2 <= len(survived) < 4
+    # Nothing half-visible: the partition has no rows yet, and no object is a fragment.
+    assert count(bucket_suite, "agent_runs") == 0
+    assert not [k for k in bucket.object_keys() if k.startswith("store/agent_runs/date=")]
+
+    bucket_suite.agent.latency_s = 0.0
+    requests = agent_requests(bucket_suite.agent)
+    result = evaluate(defs, instance, MODELS[0])
+
+    done = {run["case_name"] for run in survived}
+    missing = [name for name in (*CASES, "greets_the_team") if name not in done]
+    assert run_counts(result) == {
+        "runs": 4,
+        "executed": len(missing),
+        "reused": len(survived),
+        "carried_over": 0,
+    }
+    assert agent_requests(bucket_suite.agent) - requests == sum(
+        2 if name in CASES else 1 for name in missing
+    )
+    assert count(bucket_suite, "agent_runs") == 4
+    assert count(bucket_suite, "grades") == 4
