@@ -18,6 +18,7 @@ import functools
 import io
 import os
 import tempfile
+import threading
 import urllib.parse
 import uuid
 from collections.abc import Iterable, Iterator
@@ -79,12 +80,21 @@ def _duckdb_filesystem(endpoint_url: str | None) -> Any:
     return ArrowS3(arrow_fs.S3FileSystem(**options))
 
 
+_REGISTERING = threading.Lock()
+
+
 def register(connection: duckdb.DuckDBPyConnection, location: Location) -> None:
     """Let DuckDB read (glob, read_parquet) below a bucket location; nothing for local disk."""
-    if is_remote(location):
-        connection.register_filesystem(
-            _duckdb_filesystem(location.storage_options.get("endpoint_url"))
-        )
+    if not is_remote(location):
+        return
+    filesystem = _duckdb_filesystem(location.storage_options.get("endpoint_url"))
+    # Connections to one database file in a process share its filesystems (DuckDB caches the
+    # instance), and a second registration is an error: the models' runs open them at once.
+    protocol = filesystem.protocol
+    name = protocol if isinstance(protocol, str) else protocol[0]
+    with _REGISTERING:
+        if not connection.filesystem_is_registered(name):
+            connection.register_filesystem(filesystem)
 
 
 def fsspec_spec(location: Location) -> dict[str, Any]:
