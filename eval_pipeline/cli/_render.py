@@ -385,9 +385,12 @@ def print_report(
     executed: int,
     reused: int,
     failures_only: bool = False,
+    judge_noise: bool = False,
 ) -> None:
     """The tables and the summary of an evaluation. `failures_only`: the per-run, grid and
-    pass@k tables leave out what passed (the summary and the model table still count it)."""
+    pass@k tables leave out what passed (the summary and the model table still count it).
+    `judge_noise`: the judge's self-agreement table, when this command re-judged (a stored
+    grade keeps its samples, so the results file has them either way)."""
     results = document["results"]
     several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics_by_test"])
     shown = [r for r in results if r["status"] != "passed"] if failures_only else results
@@ -420,7 +423,7 @@ def print_report(
             if m["attempts"] > 1 and not (failures_only and m["pass_hat_k"])
         ]
         console.print(pass_at_k_table(repeated))
-    if document.get("judge_noise"):
+    if judge_noise and document.get("judge_noise"):
         console.print(judge_noise_table(document["judge_noise"]))
     for line in changes_lines(changes):
         console.print(line)

@@ -306,6 +306,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             executed=evaluated.executed,
             reused=evaluated.reused,
             failures_only=args.failures_only,
+            judge_noise=args.rejudge_samples > 1,
         )
         if output:
             _emit(report.file.getvalue(), output)

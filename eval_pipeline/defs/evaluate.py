@@ -31,7 +31,7 @@ from eval_pipeline.defs.instance import (
 from eval_pipeline.defs.partitions import add_models, model_day_key, today
 from eval_pipeline.defs.unchanged import Freshness
 from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult, plan_requests
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StoreLayout, read_latest
 from eval_pipeline.suite import Problem, Suite, SuiteConfig, SuiteError, describe_error, first_line
 
 __all__ = [
@@ -122,7 +122,11 @@ def planned(suite: Suite, model: str, k: int) -> int:
 
 
 def _unchanged_runs(
-    freshness: Freshness, request: EvaluationRequest, key: str, planned: int
+    freshness: Freshness,
+    request: EvaluationRequest,
+    layout: StoreLayout,
+    model: str,
+    planned: int,
 ) -> int | None:
     """The number of stored runs the partition's evaluation would reuse, all of them and
     nothing else, or None when its run must happen.
@@ -130,17 +134,25 @@ def _unchanged_runs(
     It need not happen when the runs, grades and summary are fresh (no input's data version
     changed since, as the UI says), the last runs materialization holds a completed run for
     every planned one (none carried from an earlier selection, none in error: errors are
-    retried) and the command asks for nothing new (no --no-cache, --record, --rejudge or --rejudge-samples).
-    The results file is written from the store either way.
+    retried), the store still holds a grade for each, none an error (a judge that gave no
+    verdict is asked again; a damaged file set aside is rewritten), and the command asks for
+    nothing new (no --no-cache, --record, --rejudge or --rejudge-samples). The results file is
+    written from the store either way.
     """
     if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
         return None
+    key = model_day_key(model, request.run_date.isoformat())
     if not freshness.fresh(EVALUATE_ASSETS, key):
         return None
     last = freshness.latest_metadata("agent_runs", key)
     if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
         return None
-    return planned if last.get("runs") == planned else None
+    if last.get("runs") != planned:
+        return None
+    grades = read_latest(layout, "grades", model=model, run_date=request.run_date)
+    if len(grades) != planned or any(grade["status"] == "error" for grade in grades):
+        return None
+    return planned
 
 
 def run_evaluation(
@@ -223,11 +235,13 @@ def run_evaluation(
                 "threads": request.threads,
             }
             freshness = Freshness(defs, instance)
+            layout = StoreLayout.of(config)
             k = request.k or config.test.k
             evaluated, unchanged = [], []
             for model in request.models:
-                key = model_day_key(model, day)
-                reused = _unchanged_runs(freshness, request, key, planned(suite, model, k))
+                reused = _unchanged_runs(
+                    freshness, request, layout, model, planned(suite, model, k)
+                )
                 if reused is None:
                     on_stage(f"evaluating {model}")
                     evaluated.append(model)

@@ -45,8 +45,12 @@ def test_a_damaged_file_is_set_aside_once_and_the_rest_keeps_working(damaged_sui
     records = (root / ".eval" / "quarantine" / "records.jsonl").read_text().splitlines()
     assert json.loads(records[0])["table"] == "grades"
 
+    # The day whose only grades file was set aside has no results left: diff says so (exit 2).
+    gone = run_cli("diff", "--base", DAY, "--date", NEXT_DAY, cwd=root)
+    assert gone.returncode == 2, gone.stdout + gone.stderr
+    assert f"no results on {DAY} (--base); days with results: {NEXT_DAY}" in gone.stderr
     for command in (
-        ("diff", "--base", DAY, "--date", NEXT_DAY),
+        ("diff", "--date", NEXT_DAY),
         ("export", "--date", NEXT_DAY),
         ("export", "--format", "html", "--date", NEXT_DAY),
         ("sql", "SELECT count(*) AS n FROM grades", "--format", "json"),

@@ -100,6 +100,7 @@ def test_rejudge_samples_reports_the_judges_self_agreement_per_test(tmp_path, ju
     # Without the option, nothing is re-judged and no such section is shown.
     once = run_cli("test", "--date", DAY, "-q", cwd=root)
     assert "Where the noise comes from" not in once.stdout
+    assert judge.asked == {STABLE: 3, SHAKY: 3}
 
 
 def test_a_bad_rejudge_samples_value_is_one_line_and_exit_2(tmp_path, judge):

@@ -35,7 +35,9 @@ CASES = _load_cases()
 SQL_CASES = [pytest.param(case, id=rel) for rel, case in CASES if case.get("sql")]
 
 
-@pytest.fixture(scope="session")
+# Module scope: DuckDB allows one configuration per file in a process, and the sandbox tests
+# that share this worker open the same file with theirs once this module is done.
+@pytest.fixture(scope="module")
 def warehouse(sample_warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
     """The sample warehouse (built once per session by the shared `sample_warehouse` fixture
     of eval_pipeline_tests/conftest.py), opened read-only."""
