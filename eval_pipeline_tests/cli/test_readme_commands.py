@@ -59,6 +59,18 @@ EXCUSED = {
     "eval-pipeline server [--port 8765] [--host 127.0.0.1] [--no-open]": (
         "serves until stopped (the viewer's tests start it)"
     ),
+    # README "Deploying": servers on machines of their own; the same instance, daemon and
+    # webserver are started by pipeline/test_daemon_backfill.py on a throwaway PostgreSQL.
+    **dict.fromkeys(
+        [
+            "export DAGSTER_HOME=/srv/dagster",
+            'cp deploy/dagster.yaml "$DAGSTER_HOME/"',
+            "export EVAL_SUITE_DIR=/srv/suite DAGSTER_PG_HOST=… DAGSTER_PG_PASSWORD=…",
+            "dagster-webserver -w deploy/workspace.yaml -h 0.0.0.0 -p 3000 &",
+            "dagster-daemon run -w deploy/workspace.yaml &",
+        ],
+        "a deployment on servers (test_daemon_backfill.py runs it on a throwaway PostgreSQL)",
+    ),
     "eval-pipeline import-csv FILE": (
         "FILE is the user's Calibrate CSV; the sample suite ships none (test_cli_exit_codes.py)"
     ),
