@@ -91,6 +91,30 @@ def count(suite: SmallSuite, table: str) -> int:
     return int(query(suite.layout, f"SELECT count(*) AS n FROM {table}").n[0])
 
 
+def rerun_completes_only_the_missing_runs(
+    suite: SmallSuite, defs, instance, survived: list[dict]
+) -> None:
+    """Re-execute the killed partition: only the runs its journal lacks reach the agent, and
+    the store then holds all four runs and grades."""
+    suite.agent.latency_s = 0.0
+    requests = agent_requests(suite.agent)
+    result = evaluate(defs, instance, MODELS[0])
+
+    done = {run["case_name"] for run in survived}
+    missing = [name for name in (*CASES, "greets_the_team") if name not in done]
+    assert run_counts(result) == {
+        "runs": 4,
+        "executed": len(missing),
+        "reused": len(survived),
+        "carried_over": 0,
+    }
+    assert agent_requests(suite.agent) - requests == sum(
+        2 if name in CASES else 1 for name in missing
+    )
+    assert count(suite, "agent_runs") == 4
+    assert count(suite, "grades") == 4
+
+
 def test_two_models_in_parallel_processes_beside_a_reader(small_suite, tmp_path, instance):
     prepare(small_suite, instance)
     small_suite.agent.latency_s = 0.05  # the two materializations overlap for a while
@@ -142,21 +166,5 @@ def test_a_partition_killed_mid_run_continues_where_it_stopped(small_suite, tmp_
     assert 2 <= len(survived) < 4
     assert count(small_suite, "agent_runs") == 0  # nothing reached the store but the journal
 
-    small_suite.agent.latency_s = 0.0
-    requests = agent_requests(small_suite.agent)
-    result = evaluate(defs, instance, MODELS[0])
-
-    done = {run["case_name"] for run in survived}
-    missing = [name for name in (*CASES, "greets_the_team") if name not in done]
-    assert run_counts(result) == {
-        "runs": 4,
-        "executed": len(missing),
-        "reused": len(survived),
-        "carried_over": 0,
-    }
-    assert agent_requests(small_suite.agent) - requests == sum(
-        2 if name in CASES else 1 for name in missing
-    )
-    assert count(small_suite, "agent_runs") == 4
-    assert count(small_suite, "grades") == 4
+    rerun_completes_only_the_missing_runs(small_suite, defs, instance, survived)
     assert not list(journal.rglob("*.jsonl"))  # the journal was folded into the store

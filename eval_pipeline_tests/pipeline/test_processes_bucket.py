@@ -12,16 +12,18 @@ import pytest
 
 from eval_pipeline.store import read_journals
 from eval_pipeline_tests.pipeline.small_suite import (
-    CASES,
     DAY,
     MODELS,
     SmallSuite,
-    agent_requests,
-    evaluate,
     prepare,
-    run_counts,
 )
-from eval_pipeline_tests.pipeline.test_processes import MATERIALIZE, count, finish, start
+from eval_pipeline_tests.pipeline.test_processes import (
+    MATERIALIZE,
+    count,
+    finish,
+    rerun_completes_only_the_missing_runs,
+    start,
+)
 from eval_pipeline_tests.store.buckets import Bucket
 
 pytestmark = pytest.mark.slow
@@ -118,20 +120,4 @@ def test_a_worker_killed_mid_partition_leaves_only_its_journal_and_a_rerun_compl
     assert count(bucket_suite, "agent_runs") == 0
     assert not [k for k in bucket.object_keys() if k.startswith("store/agent_runs/date=")]
 
-    bucket_suite.agent.latency_s = 0.0
-    requests = agent_requests(bucket_suite.agent)
-    result = evaluate(defs, instance, MODELS[0])
-
-    done = {run["case_name"] for run in survived}
-    missing = [name for name in (*CASES, "greets_the_team") if name not in done]
-    assert run_counts(result) == {
-        "runs": 4,
-        "executed": len(missing),
-        "reused": len(survived),
-        "carried_over": 0,
-    }
-    assert agent_requests(bucket_suite.agent) - requests == sum(
-        2 if name in CASES else 1 for name in missing
-    )
-    assert count(bucket_suite, "agent_runs") == 4
-    assert count(bucket_suite, "grades") == 4
+    rerun_completes_only_the_missing_runs(bucket_suite, defs, instance, survived)
