@@ -31,8 +31,11 @@ from eval_pipeline_tests.agents.servers import (
     tool_calls,
 )
 from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
-from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
-from eval_pipeline_tests.warehouses.small_warehouse import load_statements
+from eval_pipeline_tests.warehouses.servers import Server, postgres_missing
+from eval_pipeline_tests.warehouses.small_warehouse import (
+    load_statements,
+    postgres_with_small_warehouse,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -106,12 +109,7 @@ class Relay:
 def postgres() -> Iterator[Server]:
     if reason := postgres_missing():
         pytest.skip(reason)
-    import psycopg
-
-    with postgres_server() as server:
-        with psycopg.connect(server.url, autocommit=True) as connection:
-            for statement in load_statements("postgres"):
-                connection.execute(statement)
+    with postgres_with_small_warehouse() as server:
         yield server
 
 

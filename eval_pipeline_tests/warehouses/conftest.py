@@ -19,9 +19,11 @@ from eval_pipeline_tests.warehouses.servers import (
     mariadb_missing,
     mariadb_server,
     postgres_missing,
-    postgres_server,
 )
-from eval_pipeline_tests.warehouses.small_warehouse import load_statements
+from eval_pipeline_tests.warehouses.small_warehouse import (
+    load_statements,
+    postgres_with_small_warehouse,
+)
 
 
 @pytest.fixture(scope="session")
@@ -29,12 +31,7 @@ def postgres() -> Iterator[Server]:
     """A PostgreSQL 15 holding the small warehouse in its `public` schema."""
     if reason := postgres_missing():
         pytest.skip(reason)
-    import psycopg
-
-    with postgres_server() as server:
-        with psycopg.connect(server.url, autocommit=True) as connection:
-            for statement in load_statements("postgres"):
-                connection.execute(statement)
+    with postgres_with_small_warehouse() as server:
         yield server
 
 

@@ -7,8 +7,12 @@ TIMESTAMP converts through the session time zone) and BOOLEAN as TINYINT(1).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+from collections.abc import Iterator
 from decimal import Decimal
+
+from eval_pipeline_tests.warehouses.servers import Server, postgres_server
 
 TABLE_COMMENTS = {"customers": "One row per customer", "orders": "One row per order"}
 
@@ -111,3 +115,15 @@ def _literal(value: object, kind: str, mysql: bool) -> str:
     if isinstance(value, dt.date):
         return f"'{value.isoformat()}'"
     return "'" + str(value).replace("'", "''") + "'"
+
+
+@contextlib.contextmanager
+def postgres_with_small_warehouse() -> Iterator[Server]:
+    """A throwaway PostgreSQL 15 holding the small warehouse in its `public` schema."""
+    import psycopg
+
+    with postgres_server() as server:
+        with psycopg.connect(server.url, autocommit=True) as connection:
+            for statement in load_statements("postgres"):
+                connection.execute(statement)
+        yield server
