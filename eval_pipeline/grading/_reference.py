@@ -6,11 +6,13 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
 from eval_pipeline.agents import SandboxError, SqlSandbox
+from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.suite import Case
 
 
@@ -35,10 +37,18 @@ class ReferenceResult:
     def row_count(self) -> int:
         return len(self.rows)
 
-    @property
+    @cached_property
     def result_hash(self) -> str:
-        """Changes when the expected answer changes: the data version downstream grades follow."""
-        payload = json.dumps([self.sql, self.columns, self.rows, self.error], default=str)
+        """Changes when the expected answer changes: the data version downstream grades follow.
+
+        Rows count in their order only when the SQL orders them (ORDER BY on the outermost
+        query); otherwise the database may return the same rows in another order on every run,
+        and that is the same answer, as the comparison with the agent's rows treats it.
+        """
+        rows = [json.dumps(row, default=str) for row in self.rows]
+        if not sql_is_ordered(self.sql):
+            rows.sort()
+        payload = json.dumps([self.sql, self.columns, rows, self.error])
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @property

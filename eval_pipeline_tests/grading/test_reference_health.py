@@ -116,3 +116,22 @@ def test_drift_when_the_answer_moved_but_the_test_did_not(sandbox: SqlSandbox) -
 def test_a_failing_reference_gets_no_warning(sandbox: SqlSandbox) -> None:
     failed = ReferenceResult("t", "SELECT nope FROM orders", error="the reference SQL failed")
     assert reference_health(failed, sandbox.execute) == []
+
+
+def test_the_same_groups_in_another_order_are_the_same_answer_unless_the_sql_orders_them() -> None:
+    # DuckDB returns GROUP BY groups in any order from one run to the next (the sample suite's
+    # revenue_by_region_this_year did, one run in six): without ORDER BY that is no new answer,
+    # no drift and no new data version to regrade every model against.
+    unordered = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region"
+    rows = [["EU", 40.0], ["US", 40.0], ["APAC", 5.0], [None, 1.0]]
+    one = ReferenceResult("t", unordered, ["region", "revenue"], rows)
+    other = ReferenceResult("t", unordered, ["region", "revenue"], rows[::-1])
+    assert one.result_hash == other.result_hash and one.data_version == other.data_version
+    assert check_drift(one, other, previous_test_hash="h1", test_hash="h1") is None
+    # with ORDER BY the order is part of the answer
+    ordered = ReferenceResult("t", CLEAN, ["region", "revenue"], rows)
+    reordered = ReferenceResult("t", CLEAN, ["region", "revenue"], rows[::-1])
+    assert ordered.result_hash != reordered.result_hash
+    # and other rows are another answer either way
+    changed = ReferenceResult("t", unordered, ["region", "revenue"], [["EU", 41.0], *rows[1:]])
+    assert changed.result_hash != one.result_hash
