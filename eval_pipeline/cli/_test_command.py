@@ -21,9 +21,13 @@ from eval_pipeline.cli._progress import Progress
 from eval_pipeline.cli._render import plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
     EvaluationRequest,
+    EvaluationResult,
+    LastEvaluation,
     RunChanges,
     accuracy_gate,
     build_results,
+    check_day,
+    instance_home,
     label_models,
     plan_requests,
     read_run_rows,
@@ -226,6 +230,23 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
+def _run_pipeline(suite: Suite, request: EvaluationRequest, progress: Progress) -> EvaluationResult:
+    # Dagster and the definitions take a second or more to import: only when something runs,
+    # so `list`, `sql`, `diff`, an unchanged rerun and every usage error answer without.
+    from eval_pipeline.defs.evaluate import EvaluationFailed, run_evaluation
+
+    _quiet_dagster()
+    unsubscribe = subscribe(progress)
+    try:
+        # Nothing but the report may reach stdout: stray prints go to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            return run_evaluation(suite, request, on_stage=progress.stage)
+    except EvaluationFailed as error:  # the machinery, not the agent: exit 3
+        raise CouldNotRun(str(error), details=error.details) from error
+    finally:
+        unsubscribe()
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate."""
     output = output_file(args.output)
@@ -246,25 +267,23 @@ def cmd_test(args: argparse.Namespace) -> int:
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     selected = suite.select(list(request.select) or None)
     check_warehouse(suite, selected)
-    # Dagster and the definitions (dagster-dbt, dbt) take seconds to import: only after the
-    # cheaper checks, so `list`, `sql`, `diff`, `export` and every usage error answer without.
-    from eval_pipeline.defs.evaluate import EvaluationFailed, check_day, run_evaluation
-
     check_day(request.run_date)
     names = [c.name for c in selected]
     k = request.k or settings.k
     total = sum(len(plan_requests(selected, m, request.run_date, "", k=k)) for m in request.models)
-    _quiet_dagster()
     with Progress(progress_console, total, quiet=args.quiet) as progress:
-        unsubscribe = subscribe(progress)
-        try:
-            # Nothing but the report may reach stdout: stray prints go to stderr.
-            with contextlib.redirect_stdout(sys.stderr):
-                evaluated = run_evaluation(suite, request, on_stage=progress.stage)
-        except EvaluationFailed as error:  # the machinery, not the agent: exit 3
-            raise CouldNotRun(str(error), details=error.details) from error
-        finally:
-            unsubscribe()
+        # Nothing changed since the last complete evaluation (the inputs, the store's files of
+        # the day): it would run nothing and write nothing, so the results come from the store
+        # without starting Dagster.
+        reused = LastEvaluation(suite, request, instance_home(suite.config)).reused()
+        if reused is not None:
+            progress.stage(
+                f"nothing changed since the last evaluation of {request.run_date.isoformat()}: "
+                f"{reused} stored run(s) reused, no Dagster run"
+            )
+            evaluated = EvaluationResult(reused=reused)
+        else:
+            evaluated = _run_pipeline(suite, request, progress)
 
     layout = StoreLayout.of(suite.config)
     rows = read_run_rows(layout, request.models, request.run_date, names)

@@ -6,7 +6,6 @@ import contextlib
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date
 from typing import Any
 
 import dagster as dg
@@ -28,11 +27,18 @@ from eval_pipeline.defs.instance import (
     open_instance,
     share_log_handlers,
 )
-from eval_pipeline.defs.partitions import add_models, model_day_key, today
+from eval_pipeline.defs.partitions import add_models, model_day_key
 from eval_pipeline.defs.unchanged import Freshness
-from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult, plan_requests
-from eval_pipeline.store import StoreLayout, read_latest
-from eval_pipeline.suite import Problem, Suite, SuiteConfig, SuiteError, describe_error, first_line
+from eval_pipeline.pipeline import (
+    EvaluationRequest,
+    EvaluationResult,
+    LastEvaluation,
+    check_day,
+    grades_complete,
+    planned_runs,
+)
+from eval_pipeline.store import StoreLayout
+from eval_pipeline.suite import Suite, SuiteConfig, SuiteError, describe_error, first_line
 
 __all__ = [
     "EvaluationFailed",
@@ -55,23 +61,6 @@ class EvaluationFailed(Exception):
     def __init__(self, message: str, *, details: str | None = None) -> None:
         super().__init__(message)
         self.details = details
-
-
-def check_day(run_date: date) -> None:
-    """Refuse a day after today (UTC). An earlier day than the history's first is fine: its
-    evaluation extends the daily partitions back to it (`build_definitions(include_day=…)`)."""
-    if run_date > today():
-        raise SuiteError(
-            [
-                Problem(
-                    "--date",
-                    None,
-                    f"{run_date.isoformat()} is in the future; the last day that can be "
-                    f"evaluated is today, {today().isoformat()} (UTC)",
-                )
-            ],
-            headline="bad option; nothing was run",
-        )
 
 
 def _root_cause(error) -> Any:
@@ -116,11 +105,6 @@ def _models_at_once(models: int) -> int:
     return max(1, min(models, MODELS_AT_ONCE))
 
 
-def planned(suite: Suite, model: str, k: int) -> int:
-    """How many runs a full evaluation of the model holds (every test, its attempts)."""
-    return len(plan_requests(suite.cases, model, date.min, "", k=k))
-
-
 def _unchanged_runs(
     freshness: Freshness,
     request: EvaluationRequest,
@@ -149,10 +133,7 @@ def _unchanged_runs(
         return None
     if last.get("runs") != planned:
         return None
-    grades = read_latest(layout, "grades", model=model, run_date=request.run_date)
-    if len(grades) != planned or any(grade["status"] == "error" for grade in grades):
-        return None
-    return planned
+    return planned if grades_complete(layout, model, request.run_date, planned) else None
 
 
 def run_evaluation(
@@ -178,6 +159,10 @@ def run_evaluation(
     config = suite.config
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
+    # What this evaluation saw before it started, kept once it ends with every planned run
+    # graded, so an unchanged rerun answers from the store without Dagster (the CLI asks).
+    last = LastEvaluation(suite, request, home)
+    last.forget()
     warehouse = config.warehouse
     build = (
         warehouse is not None and warehouse.dbt_project is not None and not warehouse.path.exists()
@@ -240,7 +225,7 @@ def run_evaluation(
             evaluated, unchanged = [], []
             for model in request.models:
                 reused = _unchanged_runs(
-                    freshness, request, layout, model, planned(suite, model, k)
+                    freshness, request, layout, model, planned_runs(suite, model, k)
                 )
                 if reused is None:
                     on_stage(f"evaluating {model}")
@@ -281,6 +266,7 @@ def run_evaluation(
             if evaluated or not freshness.fresh(REPORT_ASSETS, day):
                 on_stage("writing the leaderboard and report")
                 step("writing the leaderboard and report", REPORT_JOB, day)
+            last.save()
     except (EvaluationFailed, SuiteError):
         raise
     except Exception as error:

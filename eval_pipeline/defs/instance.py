@@ -2,34 +2,23 @@
 
 from __future__ import annotations
 
-import os
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eval_pipeline.store import StoreLayout, file_lock
-from eval_pipeline.suite import SuiteConfig
+from eval_pipeline.pipeline import DAGSTER_HOME_ENV, default_instance_yaml, instance_home
+from eval_pipeline.store import file_lock
 
 if TYPE_CHECKING:
     import dagster as dg
 
-DAGSTER_HOME_ENV = "DAGSTER_HOME"
-
-
-def instance_home(config: SuiteConfig) -> Path:
-    """`$DAGSTER_HOME` when set, else `<suite>/.eval/dagster_home`, created with a `dagster.yaml`.
-
-    Keeping the instance beside the results means a suite copied elsewhere keeps its run
-    history with it, and `eval-pipeline ui` opens the instance `eval-pipeline test` wrote to.
-    """
-    configured = os.environ.get(DAGSTER_HOME_ENV)
-    home = Path(configured).resolve() if configured else StoreLayout(config.state_path).dagster_home
-    home.mkdir(parents=True, exist_ok=True)
-    target = home / "dagster.yaml"
-    if not target.exists():
-        target.write_text(default_instance_yaml(), encoding="utf-8")
-    return home
-
+__all__ = [
+    "DAGSTER_HOME_ENV",
+    "default_instance_yaml",
+    "instance_home",
+    "open_instance",
+    "share_log_handlers",
+    "write_workspace",
+]
 
 # The code location the UI loads: the repository's workspace.yaml says the same (a test
 # keeps them equal), so `eval-pipeline ui` and `dagster dev` / `dg dev` show one location
@@ -50,11 +39,6 @@ def write_workspace(home: Path) -> Path:
     if not path.exists() or path.read_text(encoding="utf-8") != WORKSPACE_YAML:
         path.write_text(WORKSPACE_YAML, encoding="utf-8")
     return path
-
-
-def default_instance_yaml() -> str:
-    """The instance settings shipped with the package (`eval_pipeline/dagster.yaml`, the one copy)."""
-    return resources.files("eval_pipeline").joinpath("dagster.yaml").read_text(encoding="utf-8")
 
 
 def open_instance(home: Path, *, command_line: bool = False) -> dg.DagsterInstance:

@@ -2,7 +2,12 @@
 
 from eval_pipeline.pipeline._cases import record_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
-from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
+from eval_pipeline.pipeline._dagster_home import (
+    DAGSTER_HOME_ENV,
+    default_instance_yaml,
+    instance_home,
+)
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, check_day
 from eval_pipeline.pipeline._gates import (
     CAUSES,
     PartitionChecks,
@@ -43,6 +48,7 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
+from eval_pipeline.pipeline._unchanged import LastEvaluation, grades_complete, planned_runs
 from eval_pipeline.pipeline._variants import (
     BuiltVariants,
     VariantSandboxes,
@@ -52,10 +58,12 @@ from eval_pipeline.pipeline._variants import (
 
 __all__ = [
     "CAUSES",
+    "DAGSTER_HOME_ENV",
     "BuiltVariants",
     "EvaluationRequest",
     "EvaluationResult",
     "ImportReport",
+    "LastEvaluation",
     "PartitionChecks",
     "PartitionRuns",
     "PartitionSummary",
@@ -66,10 +74,12 @@ __all__ = [
     "attempts_for",
     "build_results",
     "build_suite_variants",
+    "check_day",
     "check_partition",
     "compute_references",
     "day_leaderboard",
     "decode_run_rows",
+    "default_instance_yaml",
     "detectable_difference",
     "diff_days",
     "ensure_variants",
@@ -77,11 +87,14 @@ __all__ = [
     "first_evaluated_day",
     "grade_partition",
     "grade_runs",
+    "grades_complete",
     "import_results",
+    "instance_home",
     "judge_model",
     "label_models",
     "load_references",
     "plan_requests",
+    "planned_runs",
     "publish",
     "read_results_file",
     "read_run_rows",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
+
+from eval_pipeline.suite import Problem, SuiteError
 
 
 @dataclass(frozen=True)
@@ -30,3 +32,21 @@ class EvaluationResult:
     executed: int = 0
     reused: int = 0
     run_ids: list[str] = field(default_factory=list)
+
+
+def check_day(run_date: date) -> None:
+    """Refuse a day after today (UTC). An earlier day than the history's first is fine: its
+    evaluation extends the daily partitions back to it (`build_definitions(include_day=…)`)."""
+    last = datetime.now(UTC).date()
+    if run_date > last:
+        raise SuiteError(
+            [
+                Problem(
+                    "--date",
+                    None,
+                    f"{run_date.isoformat()} is in the future; the last day that can be "
+                    f"evaluated is today, {last.isoformat()} (UTC)",
+                )
+            ],
+            headline="bad option; nothing was run",
+        )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
@@ -215,6 +216,25 @@ class Journal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def day_state(layout: StoreLayout, models: Sequence[str], run_date: date) -> str:
+    """A token of the files a day's results are read from, for these models: it changes when
+    any writer (this machine or another, the CLI, the UI or a schedule) adds a file to one of
+    the day's partitions, a journal appears or goes, a file is set aside, or compaction starts
+    a new generation. Data file names are unique, so listing them is enough: nothing is read."""
+    folders = []
+    for table, spec in TABLES.items():
+        if spec.partitioning == "date":
+            folders.append(layout.partition_dir(table, run_date=run_date))
+        elif spec.partitioning == "model_date":
+            folders += [layout.partition_dir(table, model=m, run_date=run_date) for m in models]
+    folders += [layout.journal_path("agent_runs", m, run_date, "x").parent for m in models]
+    names = [str(current_generation(layout))]
+    for folder in folders:
+        names += [p.as_posix() for p in _objects.files_below(folder, suffix="")]
+    names += [p.as_posix() for p in _objects.files_below(layout.quarantine_dir, suffix="")]
+    return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
 
 
 def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -> list[Path]:

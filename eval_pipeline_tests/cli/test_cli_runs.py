@@ -2,7 +2,7 @@
 
 Each stage is a run of its named job (never Dagster's anonymous `__ASSET_JOB`) tagged as
 launched by the CLI; the models' partitions run at the same time; an unchanged rerun starts
-no run for a model whose inputs did not change (and still reports and writes every result),
+no run at all (and still reports and writes every result; see test_cli_unchanged_rerun.py),
 and never imports dagster_dbt when the warehouse is already built.
 """
 
@@ -89,16 +89,19 @@ def test_the_models_partitions_run_at_the_same_time(suite: Path):
     assert max(starts) < min(ends), "one model's run ended before the other's started"
 
 
-def test_an_unchanged_rerun_starts_no_model_run_and_an_edited_test_reruns_it(suite: Path):
+def test_an_unchanged_rerun_starts_no_run_and_an_edited_test_reruns_it(suite: Path):
     before = len(runs_of(suite))
     again = run_cli("test", "--date", DAY, *MODEL_FLAGS, cwd=suite)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"No agent run executed: all {len(CASES) * len(MODELS)} runs reused" in again.stdout
+    assert (
+        "nothing changed since the last evaluation of 2026-03-02: 6 stored run(s) reused, "
+        "no Dagster run" in again.stdout
+    )
     document = json.loads(written_results(again.stdout + again.stderr).read_text())
     assert len(document["results"]) == len(CASES) * len(MODELS)
     assert (document["executed_runs"], document["reused_runs"]) == (0, len(CASES) * len(MODELS))
-    new = runs_of(suite)[before:]
-    assert [r.dagster_run.job_name for r in new] == ["day_inputs"]
+    assert runs_of(suite)[before:] == []
 
     path = suite / "cases" / "q0.yml"
     case = yaml.safe_load(path.read_text())
@@ -108,7 +111,7 @@ def test_an_unchanged_rerun_starts_no_model_run_and_an_edited_test_reruns_it(sui
     assert edited.returncode == 0, edited.stderr
     document = json.loads(edited.stdout)
     assert (document["executed_runs"], document["reused_runs"]) == (2, 2 * (len(CASES) - 1))
-    jobs = [r.dagster_run.job_name for r in runs_of(suite)[before + 1 :]]
+    jobs = [r.dagster_run.job_name for r in runs_of(suite)[before:]]
     assert sorted(jobs) == sorted(
         ["day_inputs", "evaluate_model_day", "evaluate_model_day", "day_report"]
     )

@@ -1,0 +1,134 @@
+"""Whether an evaluation would change nothing, answered without Dagster: the inputs and the
+store are as the last complete evaluation left them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import eval_pipeline
+from eval_pipeline.pipeline._evaluation import EvaluationRequest
+from eval_pipeline.pipeline._runs import plan_requests
+from eval_pipeline.store import StoreLayout, day_state, read_latest
+from eval_pipeline.suite import Suite, load_agent_context
+
+__all__ = ["LastEvaluation", "grades_complete", "planned_runs"]
+
+# Kept in the Dagster home: a new (or wiped) instance has none, so its first evaluation
+# records its runs there, as the UI should show them.
+STAMP_FILE = "eval_pipeline_last_evaluation.json"
+
+
+def planned_runs(suite: Suite, model: str, k: int) -> int:
+    """How many runs a full evaluation of the model holds (every test, its attempts)."""
+    return len(plan_requests(suite.cases, model, date.min, "", k=k))
+
+
+def grades_complete(layout: StoreLayout, model: str, run_date: date, planned: int) -> bool:
+    """The store holds the partition's grade for each planned run, none an error (a judge
+    that gave no verdict is asked again; a damaged file set aside is rewritten)."""
+    grades = read_latest(layout, "grades", model=model, run_date=run_date)
+    return len(grades) == planned and not any(grade["status"] == "error" for grade in grades)
+
+
+def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
+    """A digest of everything an evaluation's outcome depends on besides the store, or None
+    when the request must run whatever the store holds.
+
+    It covers what the pipeline's data versions cover (the tests, the agent's context, the
+    judge and every setting in the configuration, the warehouse file), the request (models,
+    day, attempts, selection), today's date (a reference may read the clock), the package
+    version and the Dagster instance (`home`). A database on a server changes without a file to
+    look at: an evaluation reading one always runs its references.
+    """
+    if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
+        return None
+    config = suite.config
+    files = []
+    for database in config.databases:
+        if database.url is not None:
+            return None
+        if database.path is not None:
+            stat = database.path.stat() if database.path.exists() else None
+            files.append([str(database.path), stat and [stat.st_size, stat.st_mtime_ns]])
+    payload = [
+        eval_pipeline.__version__,
+        str(home),
+        datetime.now(UTC).date().isoformat(),
+        suite.hash,
+        load_agent_context(config).hash,
+        repr(config),
+        files,
+        [list(request.models), request.run_date.isoformat(), request.k, list(request.select)],
+    ]
+    return hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()
+
+
+class LastEvaluation:
+    """What the last evaluation that left every planned run of its models graded saw: its
+    inputs' digest, and the store's files of its day as it left them (`store.day_state`).
+
+    When both are the same now, evaluating again would run nothing and rewrite nothing:
+    the CLI writes its results from the store without starting Dagster. Any other writer
+    (another command, the UI, a schedule, another machine on a bucket) adds a file to the
+    day's partitions and so ends the match; so does any edit to the inputs.
+    """
+
+    def __init__(self, suite: Suite, request: EvaluationRequest, home: Path) -> None:
+        self._suite = suite
+        self._request = request
+        self._path = home / STAMP_FILE
+        self._inputs = _inputs(suite, request, home)
+        self._layout = StoreLayout.of(suite.config)
+
+    def _planned(self) -> dict[str, int]:
+        k = self._request.k or self._suite.config.test.k
+        return {model: planned_runs(self._suite, model, k) for model in self._request.models}
+
+    def reused(self) -> int | None:
+        """The stored runs an evaluation would reuse, all of them and nothing else, when the
+        inputs and the store are as the last complete evaluation left them; else None."""
+        if self._inputs is None:
+            return None
+        try:
+            stamp = json.loads(self._path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        run_date, models = self._request.run_date, self._request.models
+        if not isinstance(stamp, dict) or stamp.get("inputs") != self._inputs:
+            return None
+        if stamp.get("store") != day_state(self._layout, models, run_date):
+            return None
+        planned = self._planned()
+        if not all(grades_complete(self._layout, m, run_date, n) for m, n in planned.items()):
+            return None
+        return sum(planned.values())
+
+    def save(self) -> None:
+        """Record that the evaluation completed with every planned run graded (call after
+        the last write of the evaluation)."""
+        if self._inputs is None:
+            self.forget()
+            return
+        run_date = self._request.run_date
+        planned = self._planned()
+        if not all(grades_complete(self._layout, m, run_date, n) for m, n in planned.items()):
+            self.forget()
+            return
+        stamp = {
+            "inputs": self._inputs,
+            "store": day_state(self._layout, self._request.models, run_date),
+            "day": run_date.isoformat(),
+            "models": list(self._request.models),
+            "saved_at": datetime.now(UTC).isoformat(),
+        }
+        partial = self._path.with_name(f".{self._path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(stamp, indent=2), encoding="utf-8")
+        partial.replace(self._path)
+
+    def forget(self) -> None:
+        """The evaluation left something to do (an error, a run not graded): the next one runs."""
+        self._path.unlink(missing_ok=True)

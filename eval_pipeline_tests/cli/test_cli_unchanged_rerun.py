@@ -1,0 +1,183 @@
+"""An unchanged rerun answers from the store without starting Dagster, and any change ends that.
+
+`eval-pipeline test` keeps, in the suite's Dagster home, what its last complete evaluation
+saw: a digest of the inputs and the names of the day's files in the store. When both are the
+same, evaluating again would run nothing and write nothing, so the command reads the results
+from the store, prints the same report and writes the same results file, without importing
+Dagster. Each test here makes one change a user (or another writer) makes and checks that the
+next command goes through the pipeline again: a new Dagster run in the instance.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eval_pipeline.store import StoreLayout, read_latest, write_rows
+from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn
+from eval_pipeline_tests.agents.tiny_suite import write_suite
+from eval_pipeline_tests.cli.test_cli_runs import runs_of
+from eval_pipeline_tests.cli.test_cli_test_command import (
+    SCRIPT,
+    cli_env,
+    no_traceback,
+    run_cli,
+    written_results,
+)
+
+pytestmark = pytest.mark.slow
+
+DAY = "2026-03-02"
+ARGS = ("test", "--date", DAY, "-m", "local:a")
+CASES = {"q0": "What is the revenue?", "q1": "How many orders were shipped?"}
+SHORTCUT = "nothing changed since the last evaluation of 2026-03-02: 2 stored run(s) reused"
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ScriptedServer("openai", script=by_turn(answer("540 USD."))) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def evaluated(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = write_suite(
+        tmp_path_factory.mktemp("unchanged") / "suite",
+        cases=CASES,
+        dbt=False,
+        providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+    )
+    first = run_cli(*ARGS, cwd=root)
+    no_traceback(first)
+    assert first.returncode == 0, first.stdout + first.stderr
+    return root
+
+
+@pytest.fixture
+def suite(evaluated: Path, tmp_path: Path) -> Path:
+    """A copy of the evaluated suite, evaluated once more where it now lives (a copy records
+    in its own instance, so its first command goes through the pipeline)."""
+    root = shutil.copytree(evaluated, tmp_path / "suite")
+    before = len(runs_of(root))
+    moved = run_cli(*ARGS, cwd=root)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    assert SHORTCUT not in moved.stdout
+    assert len(runs_of(root)) > before
+    return root
+
+
+def _results(output: str) -> dict:
+    document = json.loads(written_results(output).read_text())
+    document.pop("timestamp")
+    return document
+
+
+def test_an_unchanged_rerun_reads_the_store_without_dagster_and_reports_the_same(evaluated):
+    before = runs_of(evaluated)
+    full = _results(run_cli(*ARGS, cwd=evaluated).stdout)  # whichever path: the reference
+    again = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), *ARGS],
+        cwd=evaluated,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"{SHORTCUT}, no Dagster run" in again.stdout
+    assert "No agent run executed: all 2 runs reused" in again.stdout
+    assert _results(again.stdout) == full
+    assert len(runs_of(evaluated)) == len(before), "the unchanged rerun started a Dagster run"
+    imported = [line.split("|")[-1].strip() for line in again.stderr.splitlines()]
+    assert "dagster" not in imported, "the unchanged rerun imported Dagster"
+
+
+def _edit_rules(root: Path) -> None:
+    with (root / "RULES.md").open("a", encoding="utf-8") as rules:
+        rules.write("Refunds are subtracted from revenue.\n")
+
+
+def _edit_config(root: Path) -> None:
+    path = root / "eval_config.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["test"]["comparison"] = {"decimals": 1}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _rebuild_warehouse(root: Path) -> None:
+    warehouse = next(root.glob("*.duckdb"))
+    stat = warehouse.stat()
+    os.utime(warehouse, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+
+
+def _another_writer(root: Path) -> None:
+    # Another process (the UI, a schedule, another machine on a bucket) writes the day's
+    # grades again: the same rows, a new file.
+    layout = StoreLayout(root / ".eval")
+    day = date.fromisoformat(DAY)
+    rows = [
+        {k: v for k, v in row.items() if k not in ("written_at", "materialization_id")}
+        for row in read_latest(layout, "grades", model="local:a", run_date=day)
+    ]
+    write_rows(layout, "grades", rows, model="local:a", run_date=day, materialization_id="other")
+
+
+def _wipe_instance(root: Path) -> None:
+    shutil.rmtree(root / ".eval" / "dagster_home")
+
+
+CHANGES: dict[str, Callable[[Path], None]] = {
+    "a context file edited": _edit_rules,
+    "a setting of the configuration": _edit_config,
+    "the warehouse file rebuilt": _rebuild_warehouse,
+    "another writer in the day's partitions": _another_writer,
+    "the Dagster instance wiped": _wipe_instance,
+}
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
+def test_any_change_sends_the_next_command_through_the_pipeline(suite: Path, change: str):
+    CHANGES[change](suite)
+    before = len(runs_of(suite)) if (suite / ".eval" / "dagster_home").exists() else 0
+    after = run_cli(*ARGS, cwd=suite)
+    no_traceback(after)
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert SHORTCUT not in after.stdout
+    jobs = [r.dagster_run.job_name for r in runs_of(suite)[before:]]
+    assert "day_inputs" in jobs, jobs
+    if change == "a context file edited":  # the agent reads it: both tests run again
+        assert json.loads(written_results(after.stdout).read_text())["executed_runs"] == 2
+    # and once through, the next command takes the shortcut again
+    assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout
+
+
+def test_options_that_ask_for_something_new_always_run(suite: Path):
+    for options in (["--no-cache"], ["--rejudge"], ["-k", "2"], ["--date", "2026-03-03"]):
+        done = run_cli(*ARGS, *options, cwd=suite)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "nothing changed since" not in done.stdout, options
+
+
+def test_a_run_in_error_is_retried_even_when_nothing_changed(tmp_path: Path):
+    root = write_suite(
+        tmp_path / "suite",
+        cases={"q0": "What is the revenue?"},
+        dbt=False,
+        providers=[{"provider": "down", "base_url": "http://127.0.0.1:9/v1", "timeout_s": 1}],
+    )
+    args = ("test", "--date", DAY, "-m", "down:x", "--format", "json", "-q")
+    for _ in range(2):
+        failed = run_cli(*args, cwd=root)
+        assert failed.returncode == 1, failed.stderr
+        document = json.loads(failed.stdout)
+        assert document["results"][0]["status"] == "error"
+        assert document["executed_runs"] == 1, "the run in error was not retried"
