@@ -41,19 +41,20 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     It covers what the pipeline's data versions cover (the tests, the agent's context, the
     judge and every setting in the configuration, the warehouse file), the request (models,
     day, attempts, selection), today's date (a reference may read the clock), the package
-    version and the Dagster instance (`home`). A database on a server changes without a file to
-    look at: an evaluation reading one always runs its references.
+    version and the Dagster instance (`home`). A DuckDB file answers from itself alone (the
+    sandbox turns off file and URL access, so a view over a file outside it fails), so its
+    size and modification time stand for its data; a database on a server changes with
+    nothing here to look at, so an evaluation reading one always runs its references.
     """
     if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
         return None
     config = suite.config
     files = []
     for database in config.databases:
-        if database.url is not None:
+        if database.url is not None or database.path is None or not database.path.is_file():
             return None
-        if database.path is not None:
-            stat = database.path.stat() if database.path.exists() else None
-            files.append([str(database.path), stat and [stat.st_size, stat.st_mtime_ns]])
+        stat = database.path.stat()
+        files.append([str(database.path), stat.st_size, stat.st_mtime_ns])
     payload = [
         eval_pipeline.__version__,
         str(home),

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import date
 from pathlib import Path
 
+import duckdb
 import pytest
 import yaml
 
@@ -181,3 +182,32 @@ def test_a_run_in_error_is_retried_even_when_nothing_changed(tmp_path: Path):
         document = json.loads(failed.stdout)
         assert document["results"][0]["status"] == "error"
         assert document["executed_runs"] == 1, "the run in error was not retried"
+
+
+def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_path: Path):
+    """The shortcut takes an unchanged warehouse file (size, modification time) for unchanged
+    data. That holds because a reference cannot read outside the file: a view over a Parquet
+    file beside it fails in the sandbox, so the file's data changing cannot go unnoticed."""
+    archive = tmp_path / "archive.parquet"
+    with duckdb.connect() as connection:
+        connection.execute(f"COPY (SELECT * FROM range(3)) TO '{archive}'")
+    root = write_suite(
+        tmp_path / "suite",
+        cases={
+            "archived": {
+                "prompt": "How many orders are archived?",
+                "sql": "SELECT count(*) AS archived FROM archived_orders",
+            }
+        },
+        dbt=False,
+        providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+    )
+    with duckdb.connect(str(root / "warehouse.duckdb")) as connection:
+        connection.execute(f"CREATE VIEW archived_orders AS SELECT * FROM '{archive}'")
+    done = run_cli("test", "--date", DAY, "-m", "local:a", "--format", "json", "-q", cwd=root)
+    assert done.returncode == 1, done.stderr
+    [reference] = read_latest(
+        StoreLayout(root / ".eval"), "reference_results", run_date=date.fromisoformat(DAY)
+    )
+    assert "file system operations are disabled" in reference["error"]
+    assert str(archive) in reference["error"]
