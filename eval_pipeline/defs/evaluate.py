@@ -159,8 +159,9 @@ def run_evaluation(
     config = suite.config
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    # What this evaluation saw before it started, kept once it ends with every planned run
-    # graded, so an unchanged rerun answers from the store without Dagster (the CLI asks).
+    # What this evaluation saw (its inputs once the warehouse is built), kept once it ends
+    # with every planned run graded, so an unchanged rerun answers from the store without
+    # Dagster (the CLI asks).
     last = LastEvaluation(suite, request, home)
     last.forget()
     warehouse = config.warehouse
@@ -204,6 +205,7 @@ def run_evaluation(
                 # dagster-dbt echoes dbt's output to stdout; it belongs in a log, not the report.
                 with open(log, "w", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
                     step(f"the warehouse build (see {log})", WAREHOUSE_JOB)
+            last.capture()
             # One run reads the suite and runs the day's references (and builds the variants,
             # reused when built, for semantic checks): the suite's files and the warehouse
             # may have changed however the store looks, so this run always happens.

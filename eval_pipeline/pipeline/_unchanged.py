@@ -76,14 +76,18 @@ class LastEvaluation:
     the CLI writes its results from the store without starting Dagster. Any other writer
     (another command, the UI, a schedule, another machine on a bucket) adds a file to the
     day's partitions and so ends the match; so does any edit to the inputs.
+
+    An evaluation calls `forget` before it writes anything, `capture` once the warehouse is
+    built (before it reads an input) and `save` after its last write.
     """
 
     def __init__(self, suite: Suite, request: EvaluationRequest, home: Path) -> None:
         self._suite = suite
         self._request = request
+        self._home = home
         self._path = home / STAMP_FILE
-        self._inputs = _inputs(suite, request, home)
         self._layout = StoreLayout.of(suite.config)
+        self._captured: str | None = None
 
     def _planned(self) -> dict[str, int]:
         k = self._request.k or self._suite.config.test.k
@@ -92,14 +96,15 @@ class LastEvaluation:
     def reused(self) -> int | None:
         """The stored runs an evaluation would reuse, all of them and nothing else, when the
         inputs and the store are as the last complete evaluation left them; else None."""
-        if self._inputs is None:
+        inputs = _inputs(self._suite, self._request, self._home)
+        if inputs is None:
             return None
         try:
             stamp = json.loads(self._path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         run_date, models = self._request.run_date, self._request.models
-        if not isinstance(stamp, dict) or stamp.get("inputs") != self._inputs:
+        if not isinstance(stamp, dict) or stamp.get("inputs") != inputs:
             return None
         if stamp.get("store") != day_state(self._layout, models, run_date):
             return None
@@ -108,10 +113,14 @@ class LastEvaluation:
             return None
         return sum(planned.values())
 
+    def capture(self) -> None:
+        """Take the inputs as the evaluation is about to read them."""
+        self._captured = _inputs(self._suite, self._request, self._home)
+
     def save(self) -> None:
-        """Record that the evaluation completed with every planned run graded (call after
-        the last write of the evaluation)."""
-        if self._inputs is None:
+        """Record that the evaluation completed with every planned run graded, for the inputs
+        `capture` took (none taken: nothing is recorded)."""
+        if self._captured is None:
             self.forget()
             return
         run_date = self._request.run_date
@@ -120,7 +129,7 @@ class LastEvaluation:
             self.forget()
             return
         stamp = {
-            "inputs": self._inputs,
+            "inputs": self._captured,
             "store": day_state(self._layout, self._request.models, run_date),
             "day": run_date.isoformat(),
             "models": list(self._request.models),

@@ -248,6 +248,20 @@ def test_the_first_command_prints_what_the_readme_shows_and_exits_1(first):
 
 
 TODAY = datetime.now(UTC).date().isoformat()  # `eval-pipeline test` evaluates today (UTC)
+
+
+def test_running_it_again_answers_from_the_store_as_the_readme_says(clone, first):
+    """The README: run it again and nothing is re-run; with nothing changed (the warehouse
+    was built by the first run), Dagster is not started at all."""
+    again = run_cli("eval-pipeline test", clone)
+    assert again.returncode == 1, again.stdout + again.stderr
+    said = re.search(r"`(nothing changed since the last evaluation of [^`]*)`", README)
+    assert said, "the README no longer quotes the line"
+    line = " ".join(said.group(1).split()).replace("<day>", TODAY)
+    assert line in again.stdout, again.stdout
+    assert "34/47 passed (72.3%)" in again.stdout, again.stdout
+
+
 Result = subprocess.CompletedProcess
 
 
