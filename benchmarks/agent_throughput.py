@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing
 import os
 import statistics
 import sys
 import tempfile
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 
 # The test helpers (eval_pipeline_tests) are not installed: import them from this checkout.
@@ -39,6 +37,7 @@ from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import (
     Script,
     ScriptedServer,
+    ServerProcess,
     answer,
     by_turn,
     call,
@@ -64,30 +63,9 @@ def three_completions() -> Script:
     )
 
 
-def serve(latency_s: float, pipe: Connection) -> None:
-    """The server process: start, send the URL, serve until told to stop."""
-    with ScriptedServer("openai", script=three_completions(), latency_s=latency_s) as server:
-        pipe.send(server.base_url)
-        pipe.recv()
-
-
-class ServerProcess:
-    """The scripted server in a child process (see the module docstring for why)."""
-
-    def __init__(self, latency_s: float) -> None:
-        self._pipe, child = multiprocessing.Pipe()
-        self._process = multiprocessing.Process(target=serve, args=(latency_s, child), daemon=True)
-
-    def __enter__(self) -> str:
-        self._process.start()
-        return self._pipe.recv()
-
-    def __exit__(self, *exc: object) -> None:
-        self._pipe.send("stop")
-        self._process.join(timeout=10)
-
-
 class ServerThread:
+    """The scripted server in a thread of the measured process (`--server thread`)."""
+
     def __init__(self, latency_s: float) -> None:
         self._server = ScriptedServer("openai", script=three_completions(), latency_s=latency_s)
 
@@ -141,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{runs} runs, {completions} completions at {options.latency_ms:g} ms, "
         f"concurrency {options.concurrency}, server in a {options.server}"
     )
-    server = ServerProcess if options.server == "process" else ServerThread
+    if options.server == "process":
+        server = ServerProcess(three_completions, latency_s=latency_s)
+    else:
+        server = ServerThread(latency_s)
     walls = []
-    with tempfile.TemporaryDirectory() as folder, server(latency_s) as base_url:
+    with tempfile.TemporaryDirectory() as folder, server as base_url:
         root = write_suite(
             Path(folder) / "suite",
             cases={

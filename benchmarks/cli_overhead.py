@@ -39,11 +39,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import multiprocessing  # noqa: E402
-from multiprocessing.connection import Connection  # noqa: E402
-
 from eval_pipeline.pipeline._unchanged import STAMP_FILE  # noqa: E402
-from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn  # noqa: E402
+from eval_pipeline_tests.agents.servers import ServerProcess, answer, by_turn  # noqa: E402
 from eval_pipeline_tests.agents.tiny_suite import write_suite  # noqa: E402
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
@@ -51,26 +48,9 @@ PROVIDER = "bench"
 DAY = "2026-03-02"
 
 
-def serve(latency_s: float, pipe: Connection) -> None:
-    """The server process: every run is one completion, the answer, after `latency_s`."""
-    script = by_turn(answer("The revenue is 540 USD."))
-    with ScriptedServer("openai", script=script, latency_s=latency_s) as server:
-        pipe.send(server.base_url)
-        pipe.recv()
-
-
-class ServerProcess:
-    def __init__(self, latency_s: float) -> None:
-        self._pipe, child = multiprocessing.Pipe()
-        self._process = multiprocessing.Process(target=serve, args=(latency_s, child), daemon=True)
-
-    def __enter__(self) -> str:
-        self._process.start()
-        return self._pipe.recv()
-
-    def __exit__(self, *exc: object) -> None:
-        self._pipe.send("stop")
-        self._process.join(timeout=10)
+def one_answer():
+    """Every run is one completion, the answer."""
+    return by_turn(answer("The revenue is 540 USD."))
 
 
 def env() -> dict[str, str]:
@@ -130,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
         fresh = None
         if parts & {"tiny", "models"}:
-            with ServerProcess(0.0) as base_url:
+            with ServerProcess(one_answer) as base_url:
 
                 def fresh_run(i: int) -> float:
                     suite = tiny_suite(work / f"tiny-fresh-{i}", base_url, 1)
@@ -175,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             flags = [arg for m in models for arg in ("-m", m)]
             runs = options.tests * options.models
             ideal = runs * latency / options.threads
-            with ServerProcess(latency) as base_url:
+            with ServerProcess(one_answer, latency_s=latency) as base_url:
 
                 def batch(i: int) -> float:
                     suite = tiny_suite(

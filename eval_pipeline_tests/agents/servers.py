@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import multiprocessing
+import multiprocessing.connection
 import socket
 import struct
 import threading
@@ -419,6 +421,38 @@ class _Handler(BaseHTTPRequestHandler):
         # left open because the base handler flushes it after every request.
         self.rfile.close()
         self.connection.close()
+
+
+def _serve_in_child(
+    make_script: Callable[[], Script], latency_s: float, pipe: multiprocessing.connection.Connection
+) -> None:
+    with ScriptedServer("openai", script=make_script(), latency_s=latency_s) as server:
+        pipe.send(server.base_url)
+        pipe.recv()
+
+
+class ServerProcess:
+    """An OpenAI-compatible `ScriptedServer` in a child process, for benchmarks: a provider is
+    another machine, so its threads must not share the GIL of the process being measured.
+
+        with ServerProcess(three_completions, latency_s=0.5) as base_url: ...
+
+    `make_script` builds the script in the child (a module-level function, to be pickled).
+    """
+
+    def __init__(self, make_script: Callable[[], Script], *, latency_s: float = 0.0) -> None:
+        self._pipe, child = multiprocessing.Pipe()
+        self._process = multiprocessing.Process(
+            target=_serve_in_child, args=(make_script, latency_s, child), daemon=True
+        )
+
+    def __enter__(self) -> str:
+        self._process.start()
+        return self._pipe.recv()
+
+    def __exit__(self, *exc: object) -> None:
+        self._pipe.send("stop")
+        self._process.join(timeout=10)
 
 
 # ---- wire formats ------------------------------------------------------------------------
