@@ -35,9 +35,9 @@ from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.store import files_below, query
 from eval_pipeline_tests.cli.test_cli_production_instance import DEPLOY, production_env
 from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, open_small_suite, prepare
-from eval_pipeline_tests.pipeline.test_daemon_backfill import BIN, LAUNCH_BACKFILL, service
+from eval_pipeline_tests.pipeline.test_daemon_backfill import LAUNCH_BACKFILL, dagster_services
 from eval_pipeline_tests.store.buckets import AWS_ENV, Bucket, moto_endpoint
-from eval_pipeline_tests.warehouses.servers import free_port, postgres_server
+from eval_pipeline_tests.warehouses.servers import postgres_server
 
 QUERIES = {
     "pass rate per model over time": (
@@ -91,37 +91,7 @@ def run_once(store: str, args: argparse.Namespace, work: Path, pg, endpoint: str
             instance.add_dynamic_partitions("models", models)
             prepare(suite, instance)
         suite.agent.latency_s = args.latency
-        port = free_port()
-        workspace = str(DEPLOY / "workspace.yaml")
-        logs = work / store
-        with (
-            service(
-                [
-                    str(BIN / "dagster-webserver"),
-                    "-w",
-                    workspace,
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                ],
-                env,
-                logs / "webserver.log",
-            ),
-            service(
-                [str(BIN / "dagster-daemon"), "run", "-w", workspace], env, logs / "daemon.log"
-            ),
-        ):
-            deadline = time.monotonic() + 300
-            while True:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise SystemExit("the webserver did not start")
-                time.sleep(1)
+        with dagster_services(env, work / store) as port:
             params = {
                 "partitionNames": [str(model_day_key(m, DAY)) for m in models],
                 "assetSelection": [{"path": [name]} for name in EVALUATION],

@@ -77,6 +77,28 @@ def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:
     raise AssertionError(f"{what} within {timeout_s} s\n{tails}")
 
 
+@contextlib.contextmanager
+def dagster_services(env: dict[str, str], logs: Path, *, timeout_s: float = 300) -> Iterator[int]:
+    """`dagster-webserver` and `dagster-daemon` on deploy/workspace.yaml with `env`, their
+    output in `logs/`; yields the webserver's port once it answers."""
+    port = free_port()
+    workspace = str(DEPLOY / "workspace.yaml")
+    files = [logs / "webserver.log", logs / "daemon.log"]
+    logs.mkdir(parents=True, exist_ok=True)
+    webserver = [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1"]
+    with (
+        service([*webserver, "-p", str(port)], env, files[0]),
+        service([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, files[1]),
+    ):
+        wait_for(
+            "the webserver did not answer",
+            lambda: httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success,
+            timeout_s=timeout_s,
+            logs=files,
+        )
+        yield port
+
+
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
     """The run worker: the process that logged the run's start."""
     for record in instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_START):
@@ -101,32 +123,9 @@ def test_a_backfill_of_three_models_runs_in_run_workers_on_postgres_and_the_buck
             instance.add_dynamic_partitions("models", list(MODELS))
             prepare(small_suite, instance)  # inputs and the day's references, as the schedule does
 
-        port = free_port()
-        logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]
-        workspace = str(DEPLOY / "workspace.yaml")
-        with (
-            service(
-                [
-                    str(BIN / "dagster-webserver"),
-                    "-w",
-                    workspace,
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                ],
-                env,
-                logs[0],
-            ),
-            service([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, logs[1]),
-        ):
+        logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]  # dagster_services' logs
+        with dagster_services(env, tmp_path, timeout_s=180) as port:
             graphql = f"http://127.0.0.1:{port}/graphql"
-            wait_for(
-                "the webserver did not answer",
-                lambda: httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success,
-                timeout_s=180,
-                logs=logs,
-            )
             params = {
                 "partitionNames": [str(model_day_key(m, DAY)) for m in MODELS],
                 "assetSelection": [{"path": [name]} for name in EVALUATION],
