@@ -38,7 +38,7 @@ from eval_pipeline.store._files import (
     write_rows,
 )
 from eval_pipeline.store._json import decode_json, decode_json_rows
-from eval_pipeline.store._layout import TABLES, StoreLayout, TableSpec, quote_part
+from eval_pipeline.store._layout import StoreLayout, quote_part
 from eval_pipeline.store._locks import (
     file_lock,
     reading_files,
@@ -47,6 +47,7 @@ from eval_pipeline.store._locks import (
 )
 from eval_pipeline.store._objects import files_below, fsspec_spec
 from eval_pipeline.store._objects import register as register_filesystem
+from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [
     "TABLES",

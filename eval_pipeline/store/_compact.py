@@ -44,7 +44,7 @@ from eval_pipeline.store._files import (
     ensure_schema_files,
     write_generation,
 )
-from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import compaction_lock, deleting_files
 from eval_pipeline.store._objects import (
     children,
@@ -54,6 +54,7 @@ from eval_pipeline.store._objects import (
     remove,
     staging_file,
 )
+from eval_pipeline.store._tables import TABLES
 
 # Files written in the last few minutes are left alone: a write in flight is never folded.
 SAFETY_MARGIN = timedelta(minutes=10)

@@ -22,7 +22,7 @@ from eval_pipeline.store._files import (
 from eval_pipeline.store._files import (
     read_latest as _read_latest,
 )
-from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._objects import (
     append_record,
     files_below,
@@ -31,6 +31,7 @@ from eval_pipeline.store._objects import (
     parquet_file,
     record_lines,
 )
+from eval_pipeline.store._tables import TABLES
 
 log = logging.getLogger("eval_pipeline.store")
 

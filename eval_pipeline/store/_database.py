@@ -16,9 +16,10 @@ import pandas as pd
 
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation, ensure_schema_files
-from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import views_lock
 from eval_pipeline.store._objects import register
+from eval_pipeline.store._tables import TABLES
 
 # Bump when a view's definition changes; the views are then recreated on next use.
 # (5: paths relative to results.duckdb's folder, so a copied or moved suite reads at once.)

@@ -17,8 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.store import _objects
-from eval_pipeline.store._layout import TABLES, StoreLayout
+from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
+from eval_pipeline.store._tables import TABLES
 from eval_pipeline.suite import redact_value
 
 log = logging.getLogger("eval_pipeline.store")

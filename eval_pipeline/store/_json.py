@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from eval_pipeline.store._layout import TABLES
+from eval_pipeline.store._tables import TABLES
 
 
 def decode_json(
