@@ -122,25 +122,33 @@ class LastEvaluation:
 
     def save(self) -> None:
         """Record that the evaluation completed with every planned run graded, for the inputs
-        `capture` took (none taken: nothing is recorded)."""
-        if self._captured is None:
+        `capture` took (none taken: nothing is recorded). Best effort: when the store cannot
+        be listed or the record written, there is no record and the next command runs."""
+        try:
+            stamp = self._stamp()
+            if stamp is None:
+                self.forget()
+                return
+            partial = self._path.with_name(f".{self._path.name}.{os.getpid()}")
+            partial.write_text(json.dumps(stamp, indent=2), encoding="utf-8")
+            partial.replace(self._path)
+        except OSError:
             self.forget()
-            return
+
+    def _stamp(self) -> dict[str, object] | None:
+        if self._captured is None:
+            return None
         run_date = self._request.run_date
         planned = self._planned()
         if not all(grades_complete(self._layout, m, run_date, n) for m, n in planned.items()):
-            self.forget()
-            return
-        stamp = {
+            return None
+        return {
             "inputs": self._captured,
             "store": day_state(self._layout, self._request.models, run_date),
             "day": run_date.isoformat(),
             "models": list(self._request.models),
             "saved_at": datetime.now(UTC).isoformat(),
         }
-        partial = self._path.with_name(f".{self._path.name}.{os.getpid()}")
-        partial.write_text(json.dumps(stamp, indent=2), encoding="utf-8")
-        partial.replace(self._path)
 
     def forget(self) -> None:
         """The evaluation left something to do (an error, a run not graded): the next one runs."""
