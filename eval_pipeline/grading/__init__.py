@@ -29,7 +29,11 @@ from eval_pipeline.grading._metrics import (
 )
 from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult, run_references
-from eval_pipeline.grading._reference_health import ReferenceWarning, reference_health
+from eval_pipeline.grading._reference_health import (
+    ReferenceWarning,
+    may_read_clock,
+    reference_health,
+)
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
 from eval_pipeline.grading._semantic import SemanticCheck, semantic_check
 from eval_pipeline.grading._statistics import (
@@ -100,6 +104,7 @@ __all__ = [
     "judge_noise",
     "judge_self_agreement",
     "load_variants",
+    "may_read_clock",
     "mcnemar_exact_p",
     "minimum_detectable_difference",
     "pass_at_k",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -174,17 +175,29 @@ _NOW_FUNCTIONS = frozenset(
 _NOW_NODES = (exp.CurrentDate, exp.CurrentTimestamp, exp.CurrentTime, exp.CurrentDatetime)
 
 
-def check_current_date(sql: str, *, dialect: str = "duckdb") -> ReferenceWarning | None:
-    """Note a reference that reads the current date or time: its answer moves every day."""
-    tree = _parse(sql, dialect)
-    if tree is None:
-        return None
+def _clock_reads(tree: exp.Expression, dialect: str) -> list[str]:
     found = [node.sql(dialect=dialect) for node in tree.find_all(*_NOW_NODES)]
     found += [
         node.sql(dialect=dialect)
         for node in tree.find_all(exp.Anonymous)
         if str(node.this).lower() in _NOW_FUNCTIONS
     ]
+    return found
+
+
+def may_read_clock(sql: str, *, dialect: str = "duckdb") -> bool:
+    """Whether a query may read the current date or time. A query that does not parse is
+    searched as text for a clock function's name (a false alarm only costs a rerun)."""
+    tree = _parse(sql, dialect)
+    if tree is None:
+        return not _NOW_FUNCTIONS.isdisjoint(re.findall(r"[a-z_]+", sql.lower()))
+    return bool(_clock_reads(tree, dialect))
+
+
+def check_current_date(sql: str, *, dialect: str = "duckdb") -> ReferenceWarning | None:
+    """Note a reference that reads the current date or time: its answer moves every day."""
+    tree = _parse(sql, dialect)
+    found = _clock_reads(tree, dialect) if tree is not None else []
     if not found:
         return None
     return ReferenceWarning(

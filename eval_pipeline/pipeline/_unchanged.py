@@ -10,6 +10,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import eval_pipeline
+from eval_pipeline.grading import PROMPTS_VERSION, may_read_clock
 from eval_pipeline.pipeline._evaluation import EvaluationRequest
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.store import StoreLayout, day_state, read_latest
@@ -34,17 +35,43 @@ def grades_complete(layout: StoreLayout, model: str, run_date: date, planned: in
     return len(grades) == planned and not any(grade["status"] == "error" for grade in grades)
 
 
+def _file_identity(path: Path) -> list[int] | None:
+    """What changes when a file is written or replaced (size, times, inode); None: absent."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        return None
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+
+
+def _code_identity() -> list[object]:
+    """The package's version and its source files' identity: an edited checkout (an editable
+    install) or a reinstall of another commit under the same version is other code."""
+    package = Path(eval_pipeline.__file__).parent
+    newest, count = 0, 0
+    for folder, _, names in os.walk(package):
+        for name in names:
+            if name.endswith(".py"):
+                newest = max(newest, os.stat(os.path.join(folder, name)).st_mtime_ns)
+                count += 1
+    return [eval_pipeline.__version__, PROMPTS_VERSION, newest, count]
+
+
 def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     """A digest of everything an evaluation's outcome depends on besides the store, or None
     when the request must run whatever the store holds.
 
-    It covers what the pipeline's data versions cover (the tests, the agent's context, the
-    judge and every setting in the configuration, the warehouse file), the request (models,
-    day, attempts, selection), today's date (a reference may read the clock), the package
-    version and the Dagster instance (`home`). A DuckDB file answers from itself alone (the
-    sandbox turns off file and URL access, so a view over a file outside it fails), so its
-    size and modification time stand for its data; a database on a server changes with
-    nothing here to look at, so an evaluation reading one always runs its references.
+    It covers what the pipeline's data versions cover and more: every field of every test
+    (tags and notes too: the test_cases table shows them), the agent's context, every setting
+    of the configuration (the judge among them), the warehouse files, the request (models,
+    day, attempts, selection), today's date, the package's code and judge prompts, and the
+    Dagster instance (`home`).
+
+    A DuckDB file answers from itself alone (the sandbox turns off file and URL access, so a
+    view over a file outside it fails), so its identity and its write-ahead log's stand for
+    its data. A database on a server changes with nothing here to look at, and a reference
+    that reads the clock (in the database's time zone) may answer otherwise within the day:
+    an evaluation with either always runs its references.
     """
     if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
         return None
@@ -53,13 +80,15 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     for database in config.databases:
         if database.url is not None or database.path is None or not database.path.is_file():
             return None
-        stat = database.path.stat()
-        files.append([str(database.path), stat.st_size, stat.st_mtime_ns])
+        wal = database.path.with_name(database.path.name + ".wal")
+        files.append([str(database.path), _file_identity(database.path), _file_identity(wal)])
+    if any(case.sql is not None and may_read_clock(case.sql) for case in suite.cases):
+        return None
     payload = [
-        eval_pipeline.__version__,
+        _code_identity(),
         str(home),
         datetime.now(UTC).date().isoformat(),
-        suite.hash,
+        repr(tuple(suite.cases)),
         load_agent_context(config).hash,
         repr(config),
         files,
@@ -112,9 +141,11 @@ class LastEvaluation:
                 return None
             if not all(grades_complete(self._layout, m, run_date, n) for m, n in planned.items()):
                 return None
-        except OSError:  # the store cannot be read: the pipeline says so, naming the stage
-            return None
-        return sum(planned.values())
+        except Exception:  # any failure here means "run": the pipeline reads the store
+            return None  # again and says what failed, naming the stage
+        selected = self._suite.select(list(self._request.select) or None)
+        k = self._request.k or self._suite.config.test.k
+        return sum(len(plan_requests(selected, m, run_date, "", k=k)) for m in models)
 
     def capture(self) -> None:
         """Take the inputs as the evaluation is about to read them."""
@@ -132,8 +163,8 @@ class LastEvaluation:
             partial = self._path.with_name(f".{self._path.name}.{os.getpid()}")
             partial.write_text(json.dumps(stamp, indent=2), encoding="utf-8")
             partial.replace(self._path)
-        except OSError:
-            self.forget()
+        except Exception:  # the evaluation is done; without a record the next command
+            self.forget()  # runs the pipeline, which reports any failure
 
     def _stamp(self) -> dict[str, object] | None:
         if self._captured is None:

@@ -220,16 +220,23 @@ class Journal:
 
 
 def day_state(layout: StoreLayout, models: Sequence[str], run_date: date) -> str:
-    """A token of the files a day's results are read from, for these models: it changes when
-    any writer (this machine or another, the CLI, the UI or a schedule) adds a file to one of
-    the day's partitions, a journal appears or goes, a file is set aside, or compaction starts
-    a new generation. Data file names are unique, so listing them is enough: nothing is read."""
-    folders = []
-    for table, spec in TABLES.items():
-        if spec.partitioning == "date":
-            folders.append(layout.partition_dir(table, run_date=run_date))
-        elif spec.partitioning == "model_date":
-            folders += [layout.partition_dir(table, model=m, run_date=run_date) for m in models]
+    """A token of the files a day's results are read from: it changes when any writer (this
+    machine or another, the CLI, the UI or a schedule) adds a file to one of the day's
+    partitions (any model's), a journal of these models appears or goes, a file is set aside,
+    or compaction starts a new generation. Data file names are unique, so listing them is
+    enough: nothing is read."""
+    # Every model's folders of the day, not only these models': another model's new summary
+    # makes the day's leaderboard and report out of date.
+    folders = [
+        layout.partition_dir(table, run_date=run_date)
+        for table, spec in TABLES.items()
+        if spec.partitioning == "date"
+    ]
+    folders += [
+        layout.partition_dir(table, model="x", run_date=run_date).parent
+        for table, spec in TABLES.items()
+        if spec.partitioning == "model_date"
+    ]
     folders += [layout.journal_path("agent_runs", m, run_date, "x").parent for m in models]
     names = [str(current_generation(layout))]
     for folder in folders:

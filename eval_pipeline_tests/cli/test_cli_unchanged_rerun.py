@@ -120,16 +120,49 @@ def _rebuild_warehouse(root: Path) -> None:
     os.utime(warehouse, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
 
 
-def _another_writer(root: Path) -> None:
+def _another_writer(root: Path, model: str = "local:a") -> None:
     # Another process (the UI, a schedule, another machine on a bucket) writes the day's
-    # grades again: the same rows, a new file.
+    # grades of a model again: the same rows, a new file.
     layout = StoreLayout(root / ".eval")
     day = date.fromisoformat(DAY)
     rows = [
         {k: v for k, v in row.items() if k not in ("written_at", "materialization_id")}
         for row in read_latest(layout, "grades", model="local:a", run_date=day)
     ]
-    write_rows(layout, "grades", rows, model="local:a", run_date=day, materialization_id="other")
+    write_rows(layout, "grades", rows, model=model, run_date=day, materialization_id="other")
+
+
+def _another_model(root: Path) -> None:
+    # Another model's results of the day make its leaderboard and report out of date.
+    _another_writer(root, model="local:b")
+
+
+def _edit_tags(root: Path) -> None:
+    # Tags decide no verdict, but the test_cases table (SQL, the viewer) shows them.
+    path = root / "cases" / "q0.yml"
+    case = yaml.safe_load(path.read_text())
+    case["tags"] = ["revenue"]
+    path.write_text(yaml.safe_dump(case, sort_keys=False))
+
+
+WRITE_WITHOUT_CHECKPOINT = """
+import os, sys, duckdb
+connection = duckdb.connect(sys.argv[1])
+connection.execute("SET checkpoint_threshold = '1GB'")
+connection.execute("INSERT INTO orders SELECT * FROM orders LIMIT 1")
+os._exit(0)  # a writer that died: the row is in the write-ahead log, the file unchanged
+"""
+
+
+def _write_ahead_log(root: Path) -> None:
+    warehouse = next(root.glob("*.duckdb"))
+    before = warehouse.stat()
+    subprocess.run([sys.executable, "-c", WRITE_WITHOUT_CHECKPOINT, str(warehouse)], check=True)
+    assert warehouse.with_name(warehouse.name + ".wal").exists()
+    assert (warehouse.stat().st_size, warehouse.stat().st_mtime_ns) == (
+        before.st_size,
+        before.st_mtime_ns,
+    )
 
 
 def _wipe_instance(root: Path) -> None:
@@ -141,6 +174,9 @@ CHANGES: dict[str, Callable[[Path], None]] = {
     "a setting of the configuration": _edit_config,
     "the warehouse file rebuilt": _rebuild_warehouse,
     "another writer in the day's partitions": _another_writer,
+    "another model's results of the day": _another_model,
+    "a test's tags edited": _edit_tags,
+    "rows in the warehouse's write-ahead log": _write_ahead_log,
     "the Dagster instance wiped": _wipe_instance,
 }
 
@@ -211,3 +247,31 @@ def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_
     )
     assert "file system operations are disabled" in reference["error"]
     assert str(archive) in reference["error"]
+
+
+def test_a_reference_reading_the_clock_always_runs(server: ScriptedServer, tmp_path: Path):
+    """`current_date` may move within a UTC day (the database's time zone), so a suite with
+    such a reference runs its references every time."""
+    root = write_suite(
+        tmp_path / "suite",
+        cases={"today": {"prompt": "What day is it?", "sql": "SELECT current_date AS today"}},
+        dbt=False,
+        providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+    )
+    for _ in range(2):
+        done = run_cli(*ARGS, cwd=root)
+        assert done.returncode in (0, 1), done.stderr
+        assert "nothing changed since" not in done.stdout
+
+
+def test_a_selection_takes_the_shortcut_and_counts_its_own_runs(suite: Path):
+    args = (*ARGS, "--select", "q0", "--format", "json")
+    through = json.loads(run_cli(*args, cwd=suite).stdout)  # the others are carried over
+    again = run_cli(*args, cwd=suite)
+    shortcut = json.loads(again.stdout)
+    assert "nothing changed since the last evaluation of 2026-03-02: 1 stored run(s)" in (
+        again.stderr
+    )
+    assert (shortcut["executed_runs"], shortcut["reused_runs"]) == (0, 1)
+    assert (through["executed_runs"], through["reused_runs"]) == (0, 1)
+    assert [r["name"] for r in shortcut["results"]] == ["q0"]

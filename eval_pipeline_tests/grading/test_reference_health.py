@@ -8,7 +8,7 @@ import pytest
 
 from eval_pipeline.agents._sandbox import SqlSandbox
 from eval_pipeline.grading._reference import ReferenceResult
-from eval_pipeline.grading._reference_health import check_drift, reference_health
+from eval_pipeline.grading._reference_health import check_drift, may_read_clock, reference_health
 
 CLEAN = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region ORDER BY region"
 
@@ -135,3 +135,11 @@ def test_the_same_groups_in_another_order_are_the_same_answer_unless_the_sql_ord
     # and other rows are another answer either way
     changed = ReferenceResult("t", unordered, ["region", "revenue"], [["EU", 41.0], *rows[1:]])
     assert changed.result_hash != one.result_hash
+
+
+def test_a_query_may_read_the_clock_by_any_clock_function_but_not_by_a_comment() -> None:
+    assert may_read_clock("SELECT count(*) FROM orders WHERE order_date = current_date")
+    assert may_read_clock("SELECT now() - INTERVAL 1 DAY")
+    assert may_read_clock("SELECT today(")  # does not parse: the words decide
+    assert not may_read_clock("-- today is 2026-06-30\nSELECT DATE '2026-06-30' AS today")
+    assert not may_read_clock("SELECT 1 FROM nowhere")
