@@ -105,17 +105,17 @@ def _models_at_once(models: int) -> int:
     return max(1, min(models, MODELS_AT_ONCE))
 
 
-def _unchanged_runs(
+def _unchanged(
     freshness: Freshness,
     request: EvaluationRequest,
     layout: StoreLayout,
     model: str,
     planned: int,
-) -> int | None:
-    """The number of stored runs the partition's evaluation would reuse, all of them and
-    nothing else, or None when its run must happen.
+) -> bool:
+    """Whether the partition's evaluation would reuse every stored run and run nothing, so
+    its Dagster run need not happen.
 
-    It need not happen when the runs, grades and summary are fresh (no input's data version
+    That holds when the runs, grades and summary are fresh (no input's data version
     changed since, as the UI says), the last runs materialization holds a completed run for
     every planned one (none carried from an earlier selection, none in error: errors are
     retried), the store still holds a grade for each, none an error (a judge that gave no
@@ -124,16 +124,14 @@ def _unchanged_runs(
     written from the store either way.
     """
     if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
-        return None
+        return False
     key = model_day_key(model, request.run_date.isoformat())
     if not freshness.fresh(EVALUATE_ASSETS, key):
-        return None
+        return False
     last = freshness.latest_metadata("agent_runs", key)
     if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
-        return None
-    if last.get("runs") != planned:
-        return None
-    return planned if grades_complete(layout, model, request.run_date, planned) else None
+        return False
+    return last.get("runs") == planned and grades_complete(layout, model, request.run_date, planned)
 
 
 def run_evaluation(
@@ -226,16 +224,15 @@ def run_evaluation(
             k = request.k or config.test.k
             evaluated, unchanged = [], []
             for model in request.models:
-                reused = _unchanged_runs(
-                    freshness, request, layout, model, planned_runs(suite, model, k)
-                )
-                if reused is None:
+                if not _unchanged(freshness, request, layout, model, planned_runs(suite, model, k)):
                     on_stage(f"evaluating {model}")
                     evaluated.append(model)
-                else:
-                    on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
-                    unchanged.append(model)
-                    result.reused += reused
+                    continue
+                # Reused as the results show them: the selected tests' runs.
+                reused = planned_runs(suite, model, k, request.select)
+                on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
+                unchanged.append(model)
+                result.reused += reused
 
             def evaluate(model: str) -> dg.ExecuteInProcessResult:
                 return step(

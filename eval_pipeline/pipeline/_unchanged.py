@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -23,9 +24,10 @@ __all__ = ["LastEvaluation", "grades_complete", "planned_runs"]
 STAMP_FILE = "eval_pipeline_last_evaluation.json"
 
 
-def planned_runs(suite: Suite, model: str, k: int) -> int:
-    """How many runs a full evaluation of the model holds (every test, its attempts)."""
-    return len(plan_requests(suite.cases, model, date.min, "", k=k))
+def planned_runs(suite: Suite, model: str, k: int, select: Sequence[str] = ()) -> int:
+    """How many runs an evaluation of the model holds: every selected test (all by default)
+    times its attempts."""
+    return len(plan_requests(suite.select(list(select) or None), model, date.min, "", k=k))
 
 
 def grades_complete(layout: StoreLayout, model: str, run_date: date, planned: int) -> bool:
@@ -143,9 +145,8 @@ class LastEvaluation:
                 return None
         except Exception:  # any failure here means "run": the pipeline reads the store
             return None  # again and says what failed, naming the stage
-        selected = self._suite.select(list(self._request.select) or None)
-        k = self._request.k or self._suite.config.test.k
-        return sum(len(plan_requests(selected, m, run_date, "", k=k)) for m in models)
+        k, select = self._request.k or self._suite.config.test.k, self._request.select
+        return sum(planned_runs(self._suite, m, k, select) for m in models)
 
     def capture(self) -> None:
         """Take the inputs as the evaluation is about to read them."""
