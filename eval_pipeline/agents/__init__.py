@@ -31,6 +31,7 @@ from eval_pipeline.agents._model_ids import (
     recording_path,
     split_model_id,
 )
+from eval_pipeline.agents._ordering import sql_is_ordered
 from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
@@ -138,5 +139,6 @@ __all__ = [
     "run_key",
     "send_with_retry",
     "split_model_id",
+    "sql_is_ordered",
     "to_json_safe",
 ]

@@ -300,6 +300,7 @@ class BuiltinAgent:
             record.error = f"Error: {error}"
             record.result = {"query_id": query.id}
             return record.error
+        result = result.in_stable_order(getattr(self.sandbox, "dialect", "duckdb"))
         query.columns = list(result.columns)
         query.column_types = list(result.column_types)
         query.rows = [list(row) for row in result.rows]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -12,6 +13,12 @@ import uuid
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from eval_pipeline.agents._ordering import sql_is_ordered
+
+#: Larger results keep the database's order: sorting them would cost more than it is worth
+#: (a model reads the first 100 rows of any result anyway).
+_MAX_ROWS_TO_ORDER = 10_000
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,22 @@ class QueryResult:
     duration_ms: float
     #: What the sandbox's byte or cell caps cut (see `SandboxLimits`); None when nothing.
     note: str | None = None
+
+    def in_stable_order(self, dialect: str = "duckdb") -> QueryResult:
+        """The same result with its rows in one order from run to run, when the query leaves
+        the order open (no ORDER BY on the outermost query; a database returns GROUP BY
+        groups in any order, a parallel scan too). What a model reads of it is then the same
+        every time: a replay finds its recorded request, and cached completions match. A
+        truncated or very large result is left as it came (only some of its rows are here).
+        """
+        if (
+            self.truncated
+            or len(self.rows) > _MAX_ROWS_TO_ORDER
+            or sql_is_ordered(self.sql, dialect)
+        ):
+            return self
+        rows = sorted(self.rows, key=lambda row: json.dumps(row, default=str, sort_keys=True))
+        return dataclasses.replace(self, rows=rows)
 
     def to_text(
         self, *, max_rows: int = 100, max_cell_chars: int = 200, max_chars: int = 20_000

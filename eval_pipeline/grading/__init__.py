@@ -1,5 +1,6 @@
 """Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
+from eval_pipeline.agents import sql_is_ordered
 from eval_pipeline.grading._agreement import (
     Agreement,
     JudgeNoise,
@@ -27,7 +28,6 @@ from eval_pipeline.grading._metrics import (
     rank_models,
     summarize_models,
 )
-from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult, run_references
 from eval_pipeline.grading._reference_health import (
     ReferenceWarning,

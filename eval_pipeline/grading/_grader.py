@@ -12,14 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
+from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel, sql_is_ordered
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
 from eval_pipeline.grading._failure_kind import classify_failure
 from eval_pipeline.grading._judges import Judge, judge_label
 from eval_pipeline.grading._metrics import RunOutcome
-from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
 from eval_pipeline.grading._semantic import AgentQuery, SemanticCheck, semantic_check

@@ -11,8 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.agents import SandboxError, SqlSandbox
-from eval_pipeline.grading._ordering import sql_is_ordered
+from eval_pipeline.agents import SandboxError, SqlSandbox, sql_is_ordered
 from eval_pipeline.suite import Case
 
 

@@ -11,9 +11,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from eval_pipeline.agents import QueryResult, SandboxError
+from eval_pipeline.agents import QueryResult, SandboxError, sql_is_ordered
 from eval_pipeline.grading._compare import compare_results
-from eval_pipeline.grading._ordering import sql_is_ordered
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
 
 __all__ = [

@@ -12,8 +12,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from eval_pipeline.grading import sql_is_ordered
 from eval_pipeline.grading._compare import Comparison, compare_results
-from eval_pipeline.grading._ordering import sql_is_ordered
 
 
 def frame(**columns) -> pd.DataFrame:
