@@ -19,6 +19,9 @@ import pytest
 # The S3 endpoint (moto_server) and a fresh bucket per test, for the bucket-store tests.
 from eval_pipeline_tests.store.buckets import bucket, s3_endpoint  # noqa: F401
 
+# An empty PostgreSQL per module for a Dagster instance's storage (deploy/dagster.yaml).
+from eval_pipeline_tests.warehouses.servers import dagster_postgres  # noqa: F401
+
 SAMPLE_SUITE_DIR = Path(__file__).resolve().parents[1] / "tests_suite"
 SAMPLE_DBT_DIR = SAMPLE_SUITE_DIR / "dbt"
 _NOT_SOURCES = shutil.ignore_patterns(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -22,20 +21,12 @@ from eval_pipeline_tests.cli.test_cli_test_command import (
     write_suite,
 )
 from eval_pipeline_tests.store.buckets import Bucket
-from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
+from eval_pipeline_tests.warehouses.servers import Server
 
 pytestmark = pytest.mark.slow
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DAY = "2026-04-01"
-
-
-@pytest.fixture(scope="module")
-def dagster_postgres() -> Iterator[Server]:
-    if (reason := postgres_missing()) is not None:
-        pytest.skip(reason)
-    with postgres_server() as server:
-        yield server
 
 
 def production_env(home: Path, server: Server) -> dict[str, str]:

@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from eval_pipeline.defs.instance import WORKSPACE_YAML
+from eval_pipeline_tests.warehouses.servers import free_port
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 REPOSITORY_WORKSPACE = Path(__file__).resolve().parents[2] / "workspace.yaml"
@@ -23,12 +24,6 @@ QUERY = (
     "{ workspaceOrError { ... on Workspace { locationEntries "
     "{ name locationOrLoadError { __typename } } } } }"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def listening(port: int) -> bool:

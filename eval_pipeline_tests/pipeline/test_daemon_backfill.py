@@ -28,8 +28,6 @@ from eval_pipeline_tests.warehouses.servers import (
     Server,
     _stop,
     free_port,
-    postgres_missing,
-    postgres_server,
 )
 
 pytestmark = pytest.mark.slow
@@ -46,14 +44,6 @@ mutation($params: LaunchBackfillParams!) {
   }
 }
 """
-
-
-@pytest.fixture
-def dagster_postgres() -> Iterator[Server]:
-    if (reason := postgres_missing()) is not None:
-        pytest.skip(reason)
-    with postgres_server() as server:
-        yield server
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +26,7 @@ from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, evaluate, prepare
 from eval_pipeline_tests.pipeline.test_lineage_automation import run_requested, watch_tick
+from eval_pipeline_tests.warehouses.servers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -46,12 +46,6 @@ query Stale($partitions: [String!]) {
 }
 """
 LOADED = "{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { __typename } } } } }"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def graphql(base: str, query: str, variables: dict | None = None) -> dict:

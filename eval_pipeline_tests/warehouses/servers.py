@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 MARIADB_INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
@@ -115,6 +117,15 @@ def postgres_server() -> Iterator[Server]:
     """A PostgreSQL 15 with password (scram) authentication on 127.0.0.1, stopped on exit."""
     with _service_folder("eval-postgres-") as folder:
         yield from _run_postgres(folder)
+
+
+@pytest.fixture(scope="module")
+def dagster_postgres() -> Iterator[Server]:
+    """An empty PostgreSQL for a Dagster instance's storage (deploy/dagster.yaml), per module."""
+    if (reason := postgres_missing()) is not None:
+        pytest.skip(reason)
+    with postgres_server() as server:
+        yield server
 
 
 def _run_postgres(folder: Path) -> Iterator[Server]:
