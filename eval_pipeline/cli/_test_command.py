@@ -8,7 +8,7 @@ import io
 import json
 import logging
 import sys
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import get_args
 
@@ -33,6 +33,7 @@ from eval_pipeline.pipeline import (
     read_run_rows,
     since_previous_run,
     subscribe,
+    today,
     write_results_file,
 )
 from eval_pipeline.store import StoreLayout
@@ -137,7 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_date(text: str | None) -> date:
-    return datetime.now(UTC).date() if text is None else parse_day(text)
+    return today() if text is None else parse_day(text)
 
 
 def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:

@@ -3,11 +3,11 @@
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 
 import dagster as dg
 
-from eval_pipeline.pipeline import first_evaluated_day
+from eval_pipeline.pipeline import first_evaluated_day, today
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import SuiteConfig
 
@@ -37,11 +37,6 @@ def day_partitions(start: date) -> DayPartitions:
         daily=daily,
         model_day=dg.MultiPartitionsDefinition({"date": daily, "model": models_partitions}),
     )
-
-
-def today() -> date:
-    """The last day that can be evaluated: today, UTC (the daily partitions' clock)."""
-    return datetime.now(UTC).date()
 
 
 def history_start(config: SuiteConfig, *, include: date | None = None) -> date:

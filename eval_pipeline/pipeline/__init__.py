@@ -7,7 +7,12 @@ from eval_pipeline.pipeline._dagster_home import (
     default_instance_yaml,
     instance_home,
 )
-from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, check_day
+from eval_pipeline.pipeline._evaluation import (
+    EvaluationRequest,
+    EvaluationResult,
+    check_day,
+    today,
+)
 from eval_pipeline.pipeline._gates import (
     CAUSES,
     PartitionChecks,
@@ -111,6 +116,7 @@ __all__ = [
     "subscribe",
     "summarize_grades",
     "summarize_partition",
+    "today",
     "tool_call_rows",
     "write_report",
     "write_results_file",

@@ -34,10 +34,16 @@ class EvaluationResult:
     run_ids: list[str] = field(default_factory=list)
 
 
+def today() -> date:
+    """The last day that can be evaluated, and the default one: today, UTC (the daily
+    partitions' clock)."""
+    return datetime.now(UTC).date()
+
+
 def check_day(run_date: date) -> None:
     """Refuse a day after today (UTC). An earlier day than the history's first is fine: its
     evaluation extends the daily partitions back to it (`build_definitions(include_day=…)`)."""
-    last = datetime.now(UTC).date()
+    last = today()
     if run_date > last:
         raise SuiteError(
             [

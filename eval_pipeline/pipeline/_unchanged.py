@@ -12,7 +12,7 @@ from pathlib import Path
 
 import eval_pipeline
 from eval_pipeline.grading import PROMPTS_VERSION, may_read_clock
-from eval_pipeline.pipeline._evaluation import EvaluationRequest
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.store import StoreLayout, day_state, read_latest
 from eval_pipeline.suite import Suite, load_agent_context
@@ -89,7 +89,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     payload = [
         _code_identity(),
         str(home),
-        datetime.now(UTC).date().isoformat(),
+        today().isoformat(),
         repr(tuple(suite.cases)),
         load_agent_context(config).hash,
         repr(config),
@@ -120,9 +120,13 @@ class LastEvaluation:
         self._layout = StoreLayout.of(suite.config)
         self._captured: str | None = None
 
-    def _planned(self) -> dict[str, int]:
-        k = self._request.k or self._suite.config.test.k
-        return {model: planned_runs(self._suite, model, k) for model in self._request.models}
+    def _all_graded(self) -> bool:
+        """Every model's partition holds a grade for each planned run (all tests), none an error."""
+        k, run_date = self._request.k or self._suite.config.test.k, self._request.run_date
+        return all(
+            grades_complete(self._layout, m, run_date, planned_runs(self._suite, m, k))
+            for m in self._request.models
+        )
 
     def reused(self) -> int | None:
         """The stored runs an evaluation would reuse, all of them and nothing else, when the
@@ -137,11 +141,10 @@ class LastEvaluation:
         run_date, models = self._request.run_date, self._request.models
         if not isinstance(stamp, dict) or stamp.get("inputs") != inputs:
             return None
-        planned = self._planned()
         try:
             if stamp.get("store") != day_state(self._layout, models, run_date):
                 return None
-            if not all(grades_complete(self._layout, m, run_date, n) for m, n in planned.items()):
+            if not self._all_graded():
                 return None
         except Exception:  # any failure here means "run": the pipeline reads the store
             return None  # again and says what failed, naming the stage
@@ -170,10 +173,9 @@ class LastEvaluation:
     def _stamp(self) -> dict[str, object] | None:
         if self._captured is None:
             return None
-        run_date = self._request.run_date
-        planned = self._planned()
-        if not all(grades_complete(self._layout, m, run_date, n) for m, n in planned.items()):
+        if not self._all_graded():
             return None
+        run_date = self._request.run_date
         return {
             "inputs": self._captured,
             "store": day_state(self._layout, self._request.models, run_date),
