@@ -22,6 +22,9 @@ from eval_pipeline_tests.store.buckets import bucket, s3_endpoint  # noqa: F401
 # An empty PostgreSQL per module for a Dagster instance's storage (deploy/dagster.yaml).
 from eval_pipeline_tests.warehouses.servers import dagster_postgres  # noqa: F401
 
+# A PostgreSQL 15 holding the small warehouse, once per session.
+from eval_pipeline_tests.warehouses.small_warehouse import postgres  # noqa: F401
+
 SAMPLE_SUITE_DIR = Path(__file__).resolve().parents[1] / "tests_suite"
 SAMPLE_DBT_DIR = SAMPLE_SUITE_DIR / "dbt"
 _NOT_SOURCES = shutil.ignore_patterns(

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import textwrap
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -31,10 +30,8 @@ from eval_pipeline_tests.agents.servers import (
     tool_calls,
 )
 from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
-from eval_pipeline_tests.warehouses.servers import Server, postgres_missing
 from eval_pipeline_tests.warehouses.small_warehouse import (
     load_statements,
-    postgres_with_small_warehouse,
 )
 
 pytestmark = pytest.mark.slow
@@ -103,14 +100,6 @@ class Relay:
                 sink.sendall(data)
         with contextlib.suppress(OSError):
             sink.shutdown(socket.SHUT_WR)
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[Server]:
-    if reason := postgres_missing():
-        pytest.skip(reason)
-    with postgres_with_small_warehouse() as server:
-        yield server
 
 
 def write_suite(root: Path, base_url: str) -> Path:

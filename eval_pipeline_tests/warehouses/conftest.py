@@ -18,21 +18,10 @@ from eval_pipeline_tests.warehouses.servers import (
     Server,
     mariadb_missing,
     mariadb_server,
-    postgres_missing,
 )
 from eval_pipeline_tests.warehouses.small_warehouse import (
     load_statements,
-    postgres_with_small_warehouse,
 )
-
-
-@pytest.fixture(scope="session")
-def postgres() -> Iterator[Server]:
-    """A PostgreSQL 15 holding the small warehouse in its `public` schema."""
-    if reason := postgres_missing():
-        pytest.skip(reason)
-    with postgres_with_small_warehouse() as server:
-        yield server
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,9 @@ import datetime as dt
 from collections.abc import Iterator
 from decimal import Decimal
 
-from eval_pipeline_tests.warehouses.servers import Server, postgres_server
+import pytest
+
+from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
 
 TABLE_COMMENTS = {"customers": "One row per customer", "orders": "One row per order"}
 
@@ -126,4 +128,13 @@ def postgres_with_small_warehouse() -> Iterator[Server]:
         with psycopg.connect(server.url, autocommit=True) as connection:
             for statement in load_statements("postgres"):
                 connection.execute(statement)
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Server]:
+    """A PostgreSQL 15 holding the small warehouse in its `public` schema."""
+    if reason := postgres_missing():
+        pytest.skip(reason)
+    with postgres_with_small_warehouse() as server:
         yield server
