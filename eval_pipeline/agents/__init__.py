@@ -22,6 +22,11 @@ from eval_pipeline.agents._errors import (
 )
 from eval_pipeline.agents._factory import AgentFactory
 from eval_pipeline.agents._http_agent import HttpAgent
+from eval_pipeline.agents._identity import (
+    BUILTIN_AGENT_VERSION,
+    answerer_identity,
+    endpoint_settings,
+)
 from eval_pipeline.agents._model_ids import (
     RECORDINGS_DIR,
     check_model_id,
@@ -73,6 +78,7 @@ from eval_pipeline.agents._types import (
 from eval_pipeline.agents._wire import MAX_COUNT
 
 __all__ = [
+    "BUILTIN_AGENT_VERSION",
     "DEFAULT_RETRY_POLICY",
     "MAX_COUNT",
     "PRICE_TABLE_DATE",
@@ -123,6 +129,7 @@ __all__ = [
     "UnknownModel",
     "Usage",
     "WarehouseCatalog",
+    "answerer_identity",
     "call_context",
     "check_model_id",
     "check_models",
@@ -130,6 +137,7 @@ __all__ = [
     "complete_usable",
     "cost_usd",
     "costs_for",
+    "endpoint_settings",
     "execute_run",
     "execute_runs",
     "model_id_problem",

@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
-from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
+from eval_pipeline.defs.assets.suite import agent_context, grading_rules, test_cases
 from eval_pipeline.defs.assets.variants import build_variants_asset
 from eval_pipeline.defs.assets.warehouse_reads import models_read
 from eval_pipeline.defs.automation import build_automation
@@ -28,7 +28,7 @@ SUITE_JOB = "read_suite"
 INPUTS_JOB = "day_inputs"
 EVALUATE_JOB = "evaluate_model_day"
 REPORT_JOB = "day_report"
-SUITE_ASSETS = ("test_cases", "agent_context", "judge")
+SUITE_ASSETS = ("test_cases", "agent_context", "grading_rules")
 EVALUATE_ASSETS = ("agent_runs", "grades", "model_summaries")
 REPORT_ASSETS = ("leaderboard", "report")
 
@@ -63,7 +63,7 @@ def build_definitions(
     """
     config = load_config(suite_root)
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
-    suite_assets = [test_cases, agent_context, judge]
+    suite_assets = [test_cases, agent_context, grading_rules]
     assets: list[dg.AssetsDefinition] = list(suite_assets)
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
@@ -100,7 +100,7 @@ def build_definitions(
         resources["history_dbt"] = history_dbt
     jobs += [
         _stage_job(
-            SUITE_JOB, suite_assets, "Read the test files, the agent context and the judge."
+            SUITE_JOB, suite_assets, "Read the test files, the agent context and the grading rules."
         ),
         _stage_job(
             INPUTS_JOB,

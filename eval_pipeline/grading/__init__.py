@@ -35,6 +35,7 @@ from eval_pipeline.grading._reference_health import (
     reference_health,
 )
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
+from eval_pipeline.grading._rules import GRADING_CODE_VERSION, GradingRules
 from eval_pipeline.grading._semantic import SemanticCheck, semantic_check
 from eval_pipeline.grading._statistics import (
     AttemptsByTest,
@@ -62,6 +63,7 @@ from eval_pipeline.grading._verdict import CheckResult, GradeStatus
 
 __all__ = [
     "DEFAULT_CONSISTENCY_PROMPT",
+    "GRADING_CODE_VERSION",
     "PROMPTS_VERSION",
     "Agreement",
     "AttemptsByTest",
@@ -74,6 +76,7 @@ __all__ = [
     "Grade",
     "GradeStatus",
     "Grader",
+    "GradingRules",
     "Judge",
     "JudgeDecision",
     "JudgeNoise",

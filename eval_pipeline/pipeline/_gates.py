@@ -270,14 +270,25 @@ class RunChanges:
 
 
 # What can change a verdict besides the agent's answer, in the order they are named.
-CAUSES = ("test", "reference SQL", "reference result", "tolerance", "context")
+CAUSES = (
+    "test",
+    "reference SQL",
+    "reference result",
+    "tolerance",
+    "extraction",
+    "grading code",
+    "context",
+)
+# The grading rules (`GradingRules.parts`) a grade keeps that name a cause of their own; the
+# judge is told apart as `rejudged`, a tolerance by the comparison the data check applied.
+_RULE_CAUSES = ("extraction", "grading code")
 
 
 def _verdict(passed: bool) -> str:
     return "passed" if passed else "not passed"
 
 
-_GRADE_COLUMNS = "name, attempt, passed, judge, run_key, content_hash, checks"
+_GRADE_COLUMNS = "name, attempt, passed, judge, run_key, content_hash, checks, grading_rules"
 
 
 def since_previous_run(
@@ -361,6 +372,17 @@ def _run_inputs(layout: StoreLayout, keys: set[str]) -> dict[str, tuple[str, str
     return {k: (i, c) for k, i, c in frame.itertuples(index=False)}
 
 
+def _rules(row: Mapping) -> dict:
+    """The grading rules' digests a grade was made under ({} for a grade older than them)."""
+    rules = row.get("grading_rules")
+    if isinstance(rules, str):
+        try:
+            rules = json.loads(rules)
+        except ValueError:
+            return {}
+    return rules if isinstance(rules, dict) else {}
+
+
 def _data_check(row: Mapping) -> dict:
     checks = row["checks"]
     if isinstance(checks, str):
@@ -396,6 +418,9 @@ def _causes(
             is_.get("ordered"),
         ):
             found.add("tolerance")
+        rules_was, rules_is = _rules(old), _rules(row)
+        if rules_was and rules_is:
+            found.update(c for c in _RULE_CAUSES if rules_was.get(c) != rules_is.get(c))
         old_inputs, new_inputs = inputs.get(old["run_key"]), inputs.get(row["run_key"])
         if old_inputs and new_inputs and old_inputs[1] != new_inputs[1]:
             found.add("context")

@@ -64,10 +64,13 @@ async def grade_partition(
     layout: StoreLayout,
     grader: Grader,
     resamplers: Sequence[Grader] = (),
+    rules: Mapping[str, str] | None = None,
 ) -> list[Grade]:
     """Grade the partition's stored runs (no agent call) and store the grades; with
     `resamplers` (graders whose judge answers as other samples), each run a judge decided is
-    judged again by each and keeps its verdicts (`with_judge_samples`).
+    judged again by each and keeps its verdicts (`with_judge_samples`). `rules`: the digests
+    of the grading rules the grader applies (`GradingRules.parts`), kept with each grade so a
+    verdict that moved with them is told from one that moved with the agent.
 
     The partition is held from reading its runs to writing their grades, so when two
     evaluations of it finish together the grades written last are of the runs written last.
@@ -90,7 +93,7 @@ async def grade_partition(
         cases = [c for c in suite.cases if runs_by_case.get(c.name)]
         graded = await asyncio.gather(*(grade(c) for c in cases))
         grades = [g for case_grades in graded for g in case_grades]
-        records = [g.to_record() for g in grades]
+        records = [{**g.to_record(), "grading_rules": rules} for g in grades]
         write_rows(layout, "grades", records, model=model, run_date=run_date)
     return grades
 

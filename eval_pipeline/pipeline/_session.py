@@ -12,7 +12,7 @@ from eval_pipeline.agents import (
     ProviderPool,
     recording_name,
 )
-from eval_pipeline.grading import Grade, Grader
+from eval_pipeline.grading import Grade, Grader, GradingRules
 from eval_pipeline.pipeline._grades import grade_partition
 from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._runs import PartitionRuns, run_partition
@@ -90,18 +90,17 @@ async def grade_runs(
     `rejudge_samples` j ≥ 2 judges each run with judged checks j times in all (its grade is
     the first; `Grade.judge_samples`), to tell judge noise from agent noise."""
     config = suite.config.test
+    rules = GradingRules.of(suite.config)
     async with ProviderPool(suite.config, concurrency=8) as pool:
         factory = AgentFactory(suite.config, pool, context=context)
-        # nao's extraction needs a model; without one, the last query is taken as the answer
-        extraction = config.extraction if config.judge_model is not None else "last_query"
         variants = VariantSandboxes(suite, layout)
 
         def grader(sample: int) -> Grader:
             judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge, sample=sample)
             return Grader(
                 judge_model=judge,
-                extraction=extraction,
-                tolerance=config.comparison,
+                extraction=rules.extraction,
+                tolerance=rules.tolerance,
                 variants=variants,
             )
 
@@ -110,7 +109,13 @@ async def grade_runs(
         resamplers = [grader(sample) for sample in range(1, rejudge_samples)] if live_judge else []
         try:
             grades = await grade_partition(
-                suite, model, run_date, layout=layout, grader=grader(0), resamplers=resamplers
+                suite,
+                model,
+                run_date,
+                layout=layout,
+                grader=grader(0),
+                resamplers=resamplers,
+                rules=rules.parts(),
             )
         finally:
             variants.close()

@@ -172,6 +172,9 @@ TABLES: dict[str, TableSpec] = {
                     # Added later (issue 18): with `--rejudge-samples j`, the j verdicts of a
                     # run with judged checks (its own first), as a JSON list; NULL otherwise.
                     _json("judge_samples"),
+                    # Added later (issue 25): the digests of the grading rules applied, by
+                    # name (tolerance, extraction, judge, grading code); NULL before.
+                    _json("grading_rules"),
                 ]
             ),
             "The grade of every run: passed, failed (the agent was wrong) or error.",

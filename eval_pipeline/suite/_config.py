@@ -149,6 +149,9 @@ class AgentConfig:
     url: str
     headers: dict[str, Templated] = field(default_factory=dict)
     timeout_s: float = 300.0
+    #: What the agent says it is (its release); when set, it stands for the agent in its runs'
+    #: identity instead of the URL, so moving the agent re-runs nothing and a new release does.
+    version: str | None = None
 
 
 @dataclass(frozen=True)
@@ -625,11 +628,12 @@ def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
     items = data["agents"]
     for i, _item in r.items(data, "agents", "agents"):
         where = f"agents[{i}]"
-        block = r.mapping(items, i, where, ("name", "url", "headers", "timeout_s"))
+        block = r.mapping(items, i, where, ("name", "url", "headers", "timeout_s", "version"))
         if block is None:
             continue
         name = r.text(block, "name", f"{where}.name", required=True)
         url = r.text(block, "url", f"{where}.url", required=True)
+        version = r.text(block, "version", f"{where}.version")
         if url is not None and not url.startswith(("http://", "https://")):
             r.problem(f"{where}.url", f"expected an http:// or https:// URL, got {url!r}")
         headers = {}
@@ -659,6 +663,12 @@ def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
             first_seen[name] = where
         if name and url:
             agents.append(
-                AgentConfig(name=name, url=url, headers=headers, timeout_s=timeout or 300.0)
+                AgentConfig(
+                    name=name,
+                    url=url,
+                    headers=headers,
+                    timeout_s=timeout or 300.0,
+                    version=version,
+                )
             )
     return tuple(agents)

@@ -12,7 +12,7 @@ import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import agent_context, judge, test_cases
+from eval_pipeline.defs.assets.suite import agent_context, grading_rules, test_cases
 from eval_pipeline.defs.conditions import (
     follows_parents,
     leaderboard_condition,
@@ -20,7 +20,7 @@ from eval_pipeline.defs.conditions import (
 )
 from eval_pipeline.defs.partitions import DayPartitions
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.grading import Grade, GradeStatus
+from eval_pipeline.grading import GRADING_CODE_VERSION, Grade, GradeStatus
 from eval_pipeline.pipeline import (
     check_partition,
     compute_references,
@@ -270,16 +270,17 @@ def build_evaluation_assets(
             agent_runs,
             dg.AssetDep(reference_results, partition_mapping=BY_DATE),
             test_cases,
-            judge,
+            grading_rules,
             warehouse_variants,
         ],
+        code_version=GRADING_CODE_VERSION,
         kinds={"duckdb", "python"},
         automation_condition=follows_parents(
             ["agent_runs", "reference_results"], caches=["warehouse_variants"]
         ),
         description="The grade of every run: passed, failed (the agent was wrong) or error. "
-        "Grading reads stored runs and never calls the agent under test; a new judge "
-        "(model or prompt version) regrades them.",
+        "Grading reads stored runs and never calls the agent under test; new grading rules "
+        "(tolerance, extraction, the judge and its prompts) or grading code regrade them.",
     )
     def grades(
         context: dg.AssetExecutionContext, config: GradesConfig, suite: SuiteResource

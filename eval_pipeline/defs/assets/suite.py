@@ -1,4 +1,4 @@
-"""Assets for what the user writes: the test cases, the context the built-in agent reads, the judge."""
+"""Assets for what the user writes: the test cases, the context the built-in agent reads, the grading rules."""
 
 import hashlib
 from collections import Counter
@@ -8,7 +8,7 @@ import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.grading import PROMPTS_VERSION, judge_label
+from eval_pipeline.grading import PROMPTS_VERSION, GradingRules
 from eval_pipeline.pipeline import record_cases
 from eval_pipeline.suite import AgentContext, Case, Suite
 
@@ -126,21 +126,26 @@ def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg
 
 @dg.asset(
     group_name=groups.SUITE,
-    kinds={"python"},
-    description="Who decides the judged checks (evaluators, consistency, llm_judge arguments) "
-    "and extracts answers: test.judge_model, its prompt version and test.extraction. A new "
-    "judge marks the grades unsynced; regrading reads the stored runs, with no agent call.",
+    kinds={"yaml"},
+    description="How runs are graded besides what each test says: the suite's comparison "
+    "defaults (test.comparison), the answer extraction, the judge model with its prompts and "
+    "endpoint. A change marks the grades unsynced (`changed_rules` names it); regrading reads "
+    "the stored runs, with no agent call. The grading code is the grades' code version.",
 )
-def judge(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
-    settings = suite.config().test
-    label = judge_label(settings.judge_model) if settings.judge_model else "no judge"
-    identity = f"{label}; extraction: {settings.extraction}"
-    context.log.info(f"judge: {identity}")
+def grading_rules(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
+    rules = GradingRules.of(suite.config())
+    parts = {name: digest for name, digest in rules.parts().items() if name != "grading code"}
+    changed = GradingRules.changed(_previous_hashes(context, "rule_digests"), parts)
+    described = rules.describe()
+    context.log.info(f"grading rules: {described}; changed: {', '.join(changed) or 'nothing'}")
     return dg.MaterializeResult(
-        data_version=dg.DataVersion(hashlib.sha256(identity.encode()).hexdigest()[:16]),
+        data_version=dg.DataVersion(rules.settings_version),
         metadata={
-            "judge_model": settings.judge_model or "(none)",
+            "changed_rules": ", ".join(changed) or "nothing changed",
+            "tolerance": dg.MetadataValue.json(described["tolerance"]),
+            "extraction": rules.extraction,
+            "judge_model": rules.judge or "(none)",
             "prompt_version": PROMPTS_VERSION,
-            "extraction": settings.extraction,
+            "rule_digests": dg.MetadataValue.json(parts),
         },
     )
