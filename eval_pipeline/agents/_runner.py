@@ -27,6 +27,7 @@ class RunRequest:
     attempt: int
     run_date: date
     context_hash: str
+    answerer: str = ""  # `answerer_identity` of the model: a stored run must match it
 
     @property
     def key(self) -> str:
@@ -47,6 +48,7 @@ class RunRequest:
             run_date=self.run_date,
             input_hash=self.case.input_hash,
             context_hash=self.context_hash,
+            answerer=self.answerer or None,
         )
 
 

@@ -143,6 +143,9 @@ class AgentRun:
     error: str | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    #: What answered (`answerer_identity`): the endpoint, request settings and agent. A stored
+    #: run is reused only for the same; None for a run stored before it was kept.
+    answerer: str | None = None
 
     @property
     def key(self) -> str:

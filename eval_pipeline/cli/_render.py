@@ -358,11 +358,19 @@ def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
     return lines
 
 
-def reuse_line(executed: int, reused: int, changes: dict[str, RunChanges]) -> str:
-    """How many runs were made and reused; when none was made, what changed the verdicts
+def reuse_line(
+    executed: int, reused: int, changes: dict[str, RunChanges], *, answerer_changed: int = 0
+) -> str:
+    """How many runs were made and reused, and why stored runs were made again
+    (`answerer_changed`: what answers changed); when none was made, what changed the verdicts
     (a reused run is the same answer: only the grading inputs can have changed)."""
     if executed or not reused:
-        return f"{executed} agent run(s) executed, {reused} reused."
+        why = (
+            f"; re-run: model settings changed ({answerer_changed} run(s))"
+            if answerer_changed
+            else ""
+        )
+        return f"{executed} agent run(s) executed, {reused} reused{why}."
     causes = sorted(
         {c for change in changes.values() for found in change.causes.values() for c in found},
         key=CAUSES.index,
@@ -384,6 +392,7 @@ def print_report(
     changes: dict[str, RunChanges],
     executed: int,
     reused: int,
+    answerer_changed: int = 0,
     failures_only: bool = False,
     judge_noise: bool = False,
 ) -> None:
@@ -434,4 +443,6 @@ def print_report(
         f"{summary['total_tokens']:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
         highlight=False,
     )
-    console.print(reuse_line(executed, reused, changes), highlight=False)
+    console.print(
+        reuse_line(executed, reused, changes, answerer_changed=answerer_changed), highlight=False
+    )

@@ -325,6 +325,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             changes=changes,
             executed=evaluated.executed,
             reused=evaluated.reused,
+            answerer_changed=evaluated.answerer_changed,
             failures_only=args.failures_only,
             judge_noise=args.rejudge_samples > 1,
         )

@@ -28,6 +28,7 @@ from eval_pipeline.defs.instance import (
     share_log_handlers,
 )
 from eval_pipeline.defs.partitions import add_models, model_day_key
+from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs.unchanged import Freshness
 from eval_pipeline.pipeline import (
     EvaluationRequest,
@@ -108,16 +109,17 @@ def _models_at_once(models: int) -> int:
 def _unchanged(
     freshness: Freshness,
     request: EvaluationRequest,
-    layout: StoreLayout,
+    config: SuiteConfig,
     model: str,
     planned: int,
 ) -> bool:
     """Whether the partition's evaluation would reuse every stored run and run nothing, so
     its Dagster run need not happen.
 
-    That holds when the runs, grades and summary are fresh (no input's data version
-    changed since, as the UI says), the last runs materialization holds a completed run for
-    every planned one (none carried from an earlier selection, none in error: errors are
+    That holds when the runs, grades and summary are fresh (no input's data version or code
+    version changed since, as the UI says), the model answers as it did (the same endpoint,
+    request settings and agent: `answerer_identity`), the last runs materialization holds a
+    completed run for every planned one (none carried from an earlier selection, none in error: errors are
     retried), the store still holds a grade for each, none an error (a judge that gave no
     verdict is asked again; a damaged file set aside is rewritten), and the command asks for
     nothing new (no --no-cache, --record, --rejudge or --rejudge-samples). The results file is
@@ -131,6 +133,9 @@ def _unchanged(
     last = freshness.latest_metadata("agent_runs", key)
     if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
         return False
+    if last.get("answerer") != answerer_identity(config, model):
+        return False
+    layout = StoreLayout.of(config)
     return last.get("runs") == planned and grades_complete(layout, model, request.run_date, planned)
 
 
@@ -220,11 +225,10 @@ def run_evaluation(
                 "threads": request.threads,
             }
             freshness = Freshness(defs, instance)
-            layout = StoreLayout.of(config)
             k = request.k or config.test.k
             evaluated, unchanged = [], []
             for model in request.models:
-                if not _unchanged(freshness, request, layout, model, planned_runs(suite, model, k)):
+                if not _unchanged(freshness, request, config, model, planned_runs(suite, model, k)):
                     on_stage(f"evaluating {model}")
                     evaluated.append(model)
                     continue
@@ -262,6 +266,7 @@ def run_evaluation(
                         metadata = event.materialization.metadata
                         result.executed += int(metadata["executed"].value)
                         result.reused += int(metadata["reused"].value)
+                        result.answerer_changed += int(metadata["answerer_changed"].value)
             if evaluated or not freshness.fresh(REPORT_ASSETS, day):
                 on_stage("writing the leaderboard and report")
                 step("writing the leaderboard and report", REPORT_JOB, day)

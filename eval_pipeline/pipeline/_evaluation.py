@@ -31,6 +31,8 @@ class EvaluationResult:
 
     executed: int = 0
     reused: int = 0
+    #: of the executed, runs made again because what answers changed (`answerer_identity`)
+    answerer_changed: int = 0
     run_ids: list[str] = field(default_factory=list)
 
 

@@ -113,6 +113,7 @@ def run_to_row(run: AgentRun, *, reused: bool, database: str | None = None) -> d
         "finished_at": run.finished_at,
         "reused": reused,
         "database": database,
+        "answerer": run.answerer,
     }
 
 
@@ -159,6 +160,7 @@ def run_from_row(row: dict[str, Any]) -> AgentRun:
             error=row.get("error"),
             started_at=row.get("started_at"),
             finished_at=row.get("finished_at"),
+            answerer=row.get("answerer"),
         )
     )
 

@@ -6,7 +6,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
-from eval_pipeline.agents import Agent, AgentRun, RunRequest, RunStatus, execute_runs
+from eval_pipeline.agents import (
+    Agent,
+    AgentRun,
+    RunRequest,
+    RunStatus,
+    answerer_identity,
+    execute_runs,
+)
 from eval_pipeline.pipeline._records import (
     journaled_runs,
     make_storable,
@@ -39,10 +46,16 @@ def attempts_for(case: Case, k: int) -> int:
 
 
 def plan_requests(
-    cases: Sequence[Case], model: str, run_date: date, context_hash: str, *, k: int
+    cases: Sequence[Case],
+    model: str,
+    run_date: date,
+    context_hash: str,
+    *,
+    k: int,
+    answerer: str = "",
 ) -> list[RunRequest]:
     return [
-        RunRequest(case, model, attempt, run_date, context_hash)
+        RunRequest(case, model, attempt, run_date, context_hash, answerer)
         for case in cases
         for attempt in range(attempts_for(case, k))
     ]
@@ -56,6 +69,9 @@ class PartitionRuns:
     executed: list[AgentRun] = field(default_factory=list)
     reused: int = 0
     carried: int = 0  # runs of unselected cases kept from the previous materialization
+    #: runs made again, their stored run complete, because what answers changed: the model's
+    #: endpoint or request settings, the built-in agent, an external agent's URL or version
+    answerer_changed: int = 0
 
     @property
     def errors(self) -> int:
@@ -84,7 +100,8 @@ async def run_partition(
     """Bring one partition's runs up to date and persist them.
 
     A run whose key (case, its input, model, context, attempt, day) matches a completed stored
-    run is reused; the others are made, `threads` at a time, each journaled the moment it
+    run made by the same answerer (`answerer_identity`: the endpoint, every request setting
+    and the agent) is reused; the others are made, `threads` at a time, each journaled the moment it
     finishes, so a crash loses only the runs in flight. With a selection, only the selected
     cases are brought up to date and the partition keeps the other cases' runs.
 
@@ -107,9 +124,19 @@ async def run_partition(
     journaled = journaled_runs(journal_lines(leftovers))
     reusable = {} if no_cache else _reusable([*previous, *journaled])
 
-    requests = plan_requests(selected, model, run_date, context_hash, k=k or suite.config.test.k)
-    reused = [reusable[r.key] for r in requests if r.key in reusable]
-    to_run = [r for r in requests if r.key not in reusable]
+    answerer = answerer_identity(suite.config, model)
+    requests = plan_requests(
+        selected, model, run_date, context_hash, k=k or suite.config.test.k, answerer=answerer
+    )
+    reused, to_run, answerer_changed = [], [], 0
+    for request in requests:
+        stored = reusable.get(request.key)
+        # A run stored before answerers were kept (None) was made by the model as it was then.
+        if stored is not None and stored.answerer in (None, answerer):
+            reused.append(stored)
+        else:
+            to_run.append(request)
+            answerer_changed += stored is not None
 
     materialization_id = new_materialization_id()
     journal_path = layout.journal_path("agent_runs", model, run_date, materialization_id)
@@ -168,7 +195,13 @@ async def run_partition(
         )
     # Their runs are in the Parquet file now; a journal another evaluation is writing stays.
     remove_files([*abandoned_journals(leftovers), journal_path])
-    return PartitionRuns(runs=runs, executed=executed, reused=len(reused), carried=len(carried))
+    return PartitionRuns(
+        runs=runs,
+        executed=executed,
+        reused=len(reused),
+        carried=len(carried),
+        answerer_changed=answerer_changed,
+    )
 
 
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:

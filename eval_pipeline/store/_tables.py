@@ -120,6 +120,8 @@ TABLES: dict[str, TableSpec] = {
                     *_WRITE_COLUMNS,
                     # Added later (issue 14): the `databases:` entry the test names (NULL before).
                     ("database", pa.string()),
+                    # Added later (issue 25): what answered, `answerer_identity` (NULL before).
+                    ("answerer", pa.string()),
                 ]
             ),
             "Every agent run: one attempt of one model at one test, with its transcript.",

@@ -20,6 +20,7 @@ from eval_pipeline.defs.conditions import (
 )
 from eval_pipeline.defs.partitions import DayPartitions
 from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.agents import answerer_identity
 from eval_pipeline.grading import GRADING_CODE_VERSION, Grade, GradeStatus
 from eval_pipeline.pipeline import (
     check_partition,
@@ -256,10 +257,12 @@ def build_evaluation_assets(
                 "executed": len(executed),
                 "reused": outcome.reused,
                 "carried_over": outcome.carried,
+                "answerer_changed": outcome.answerer_changed,
                 "errors": outcome.errors,
                 "tokens_executed": sum(r.usage.total_tokens for r in executed),
                 "cost_usd_executed": dg.MetadataValue.float(sum(costs)) if costs else None,
                 "model": model,
+                "answerer": answerer_identity(loaded.config, model),
             },
         )
 
