@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 
+from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs import (
     EVALUATE_ASSETS,
     EVALUATE_JOB,
@@ -28,7 +29,6 @@ from eval_pipeline.defs.instance import (
     share_log_handlers,
 )
 from eval_pipeline.defs.partitions import add_models, model_day_key
-from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs.unchanged import Freshness
 from eval_pipeline.pipeline import (
     EvaluationRequest,

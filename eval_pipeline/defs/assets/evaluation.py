@@ -11,6 +11,7 @@ from datetime import date
 import dagster as dg
 from pydantic import Field
 
+from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import agent_context, grading_rules, test_cases
 from eval_pipeline.defs.conditions import (
@@ -20,7 +21,6 @@ from eval_pipeline.defs.conditions import (
 )
 from eval_pipeline.defs.partitions import DayPartitions
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.agents import answerer_identity
 from eval_pipeline.grading import GRADING_CODE_VERSION, Grade, GradeStatus
 from eval_pipeline.pipeline import (
     check_partition,
