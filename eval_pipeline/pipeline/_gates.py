@@ -327,10 +327,15 @@ def since_previous_run(
         for n in names
         if n in passed_now and n in passed_before and passed_now[n] != passed_before[n]
     ]
-    rejudged = [n for n in changed if judge_now[n] != judge_before[n]]
     inputs = _run_inputs(
         layout, {r["run_key"] for n in changed for r in rows_now[n] + rows_before[n]}
     )
+    causes = {n: _causes(rows_before[n], rows_now[n], inputs) for n in changed}
+    # A new extraction brings the judge in (or out) as the data check's extractor: that is the
+    # extraction's change, named as such, not a new judge's.
+    rejudged = [
+        n for n in changed if judge_now[n] != judge_before[n] and "extraction" not in causes[n]
+    ]
     return RunChanges(
         regressed=[n for n in changed if passed_before[n] and n not in rejudged],
         improved=[n for n in changed if passed_now[n] and n not in rejudged],
@@ -339,11 +344,7 @@ def since_previous_run(
             f"{judge_before[n] or 'none'} → {judge_now[n] or 'none'})"
             for n in rejudged
         ],
-        causes={
-            n: found
-            for n in changed
-            if (found := _causes(rows_before[n], rows_now[n], inputs)) and n not in rejudged
-        },
+        causes={n: found for n, found in causes.items() if found and n not in rejudged},
     )
 
 

@@ -204,7 +204,10 @@ def prepare(
     """Definitions with the suite inputs and each day's references materialized."""
     defs = suite.definitions()
     inputs = materialize(
-        defs, ["test_cases", "agent_context", "judge"], instance=instance, run_config=run_config
+        defs,
+        ["test_cases", "agent_context", "grading_rules"],
+        instance=instance,
+        run_config=run_config,
     )
     assert inputs.success
     for day in days or (DAY,):

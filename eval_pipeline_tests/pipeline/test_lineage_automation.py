@@ -20,7 +20,7 @@ from eval_pipeline_tests.pipeline.test_staleness import status
 
 pytestmark = pytest.mark.slow  # each test starts Dagster runs
 
-INPUTS = ["test_cases", "agent_context", "judge"]
+INPUTS = ["test_cases", "agent_context", "grading_rules"]
 
 
 def watch_tick(defs: dg.Definitions, instance: dg.DagsterInstance):

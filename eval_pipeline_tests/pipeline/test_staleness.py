@@ -1,4 +1,4 @@
-"""Editing a test, the agent's context or the judge marks runs or grades out of date in Dagster (DESIGN §2, §10)."""
+"""Editing a test, the agent's context or a grading rule marks runs or grades out of date in Dagster."""
 
 from __future__ import annotations
 
@@ -87,14 +87,14 @@ def test_a_new_judge_turns_the_grades_stale_and_regrades_without_agent_calls(sma
     # last_query extraction asks no model: nothing judged the data cases
     assert judged.drop(EVALUATOR_CASE)["judge"].isna().all()
 
-    materialize(defs, ["judge"], instance=instance)  # the same judge: nothing changes
+    materialize(defs, ["grading_rules"], instance=instance)  # the same judge: nothing changes
     assert status(defs, instance, "grades", MODELS[0])[0] is StaleStatus.FRESH
 
     small_suite.write_config(judge_model="judge:gpt-judge-2")
-    materialize(defs, ["judge"], instance=instance)
+    materialize(defs, ["grading_rules"], instance=instance)
     stale, causes = status(defs, instance, "grades", MODELS[0])
     assert stale is StaleStatus.STALE
-    assert causes == [("judge", "has a new data version")]
+    assert causes == [("grading_rules", "has a new data version")]
     assert status(defs, instance, "agent_runs", MODELS[0])[0] is StaleStatus.FRESH
 
     agent_calls, judge_calls = len(small_suite.agent.requests), len(small_suite.judge.requests)
@@ -107,3 +107,34 @@ def test_a_new_judge_turns_the_grades_stale_and_regrades_without_agent_calls(sma
     assert regraded.to_dict("records") == [
         {"name": EVALUATOR_CASE, "judge": f"judge:gpt-judge-2 (prompts {PROMPTS_VERSION})"}
     ]
+
+
+def test_a_suite_tolerance_turns_the_grades_stale_naming_the_rule(small_suite, instance):
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0])
+    assert status(defs, instance, "grades", MODELS[0]) == (StaleStatus.FRESH, [])
+
+    small_suite.write_config(comparison={"atol": 0.1})
+    result = materialize(defs, ["grading_rules"], instance=instance)
+    stale, causes = status(defs, instance, "grades", MODELS[0])
+    assert stale is StaleStatus.STALE
+    assert causes == [("grading_rules", "has a new data version")]
+    assert status(defs, instance, "agent_runs", MODELS[0])[0] is StaleStatus.FRESH
+    (event,) = result.get_asset_materialization_events()
+    assert event.materialization.metadata["changed_rules"].value == "tolerance"
+
+
+def test_new_grading_code_turns_the_grades_stale(small_suite, instance, monkeypatch):
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0])
+    assert status(defs, instance, "grades", MODELS[0]) == (StaleStatus.FRESH, [])
+
+    # What a release or an edited checkout does: the grading code's version moves.
+    import eval_pipeline.defs.assets.evaluation as evaluation_assets
+
+    monkeypatch.setattr(evaluation_assets, "GRADING_CODE_VERSION", "another-version")
+    moved = small_suite.definitions()
+    stale, causes = status(moved, instance, "grades", MODELS[0])
+    assert stale is StaleStatus.STALE
+    assert causes == [("grades", "has a new code version")]
+    assert status(moved, instance, "agent_runs", MODELS[0])[0] is StaleStatus.FRESH
