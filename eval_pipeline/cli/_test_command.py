@@ -34,6 +34,7 @@ from eval_pipeline.pipeline import (
     since_previous_run,
     subscribe,
     today,
+    ungraded_rows,
     write_results_file,
 )
 from eval_pipeline.store import StoreLayout
@@ -271,7 +272,12 @@ def cmd_test(args: argparse.Namespace) -> int:
     check_day(request.run_date)
     names = [c.name for c in selected]
     k = request.k or settings.k
-    total = sum(len(plan_requests(selected, m, request.run_date, "", k=k)) for m in request.models)
+    planned = [
+        (m, r.case.name, r.attempt)
+        for m in request.models
+        for r in plan_requests(selected, m, request.run_date, "", k=k)
+    ]
+    total = len(planned)
     with Progress(progress_console, total, quiet=args.quiet) as progress:
         # Nothing changed since the last complete evaluation (the inputs, the store's files of
         # the day): it would run nothing and write nothing, so the results come from the store
@@ -288,11 +294,13 @@ def cmd_test(args: argparse.Namespace) -> int:
 
     layout = StoreLayout.of(suite.config)
     rows = read_run_rows(layout, request.models, request.run_date, names)
+    if not rows:  # evaluating nothing is never a pass
+        raise CouldNotRun(f"no graded run of this evaluation was found in {layout.root}")
+    # Exactly the planned runs: one the store holds no grade of is an error, never left out.
+    rows += ungraded_rows(rows, planned, request.run_date)
     document = build_results(
         rows, request.models, names, request.run_date, dialect=_dialects(suite)
     )
-    if not document["results"]:  # evaluating nothing is never a pass
-        raise CouldNotRun(f"no graded run of this evaluation was found in {layout.root}")
     threshold = args.min_accuracy if args.min_accuracy is not None else settings.min_accuracy
     mode = args.threshold_mode or settings.threshold_mode
     accuracies = {

@@ -49,6 +49,7 @@ from eval_pipeline.pipeline._results import (
     read_run_rows,
     run_rows_parameters,
     run_rows_sql,
+    ungraded_rows,
     write_results_file,
 )
 from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
@@ -118,6 +119,7 @@ __all__ = [
     "summarize_partition",
     "today",
     "tool_call_rows",
+    "ungraded_rows",
     "write_report",
     "write_results_file",
 ]

@@ -31,7 +31,7 @@ from eval_pipeline.pipeline._nao_format import (
     pass_metrics_by_test,
 )
 from eval_pipeline.store import StoreLayout, decode_json, query
-from eval_pipeline.suite import redact_value
+from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
 
 
 def _none_if_nan(value: Any) -> Any:
@@ -119,6 +119,44 @@ def read_run_rows(
     for row in rows:
         row["judge_samples"] = samples.get((row["name"], row["model"], int(row["attempt"])))
     return rows
+
+
+def ungraded_rows(
+    rows: Sequence[Mapping[str, Any]], planned: Sequence[tuple[str, str, int]], day: date
+) -> list[dict[str, Any]]:
+    """An `error` row for each planned run (model, test, attempt) that `rows` hold no grade
+    of, so a results document counts exactly the runs it planned: a run that went missing
+    (a crash between its run and its grade, a store that lost a file) is reported as an
+    error to rerun, never left out of the totals."""
+    graded = {(r["model"], r["name"], int(r["attempt"])) for r in rows}
+    message = "no grade is stored for this run; run the evaluation again to grade it"
+    return [
+        {
+            "name": name,
+            "model": model,
+            "attempt": attempt,
+            "run_key": None,
+            "status": "error",
+            "passed": False,
+            "message": message,
+            "verified": False,
+            "checks": [],
+            "tokens": 0,
+            "cost_usd": None,
+            "duration_ms": 0.0,
+            "tool_call_count": 0,
+            "run_date": day,
+            "final_text": None,
+            "run_tool_calls": [],
+            "run_error": message,
+            "run_queries": [],
+            "reference_sql": None,
+            "database": None,
+            "judge_samples": None,
+        }
+        for model, name, attempt in planned
+        if (model, name, attempt) not in graded
+    ]
 
 
 def build_results(
@@ -305,7 +343,9 @@ def write_results_file(document: dict[str, Any], folder: Path) -> Path:
     day = date.fromisoformat(document.get("run_date") or written.date().isoformat())
     path = folder / f"results_{day:%Y%m%d}_{written:%H%M%S}.json"
     path.write_text(
-        json.dumps(redact_value(document), indent=2, default=str, ensure_ascii=False),
+        json.dumps(
+            redact_value(document, keep=IDENTITY_FIELDS), indent=2, default=str, ensure_ascii=False
+        ),
         encoding="utf-8",
     )
     return path

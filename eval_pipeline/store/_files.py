@@ -20,7 +20,7 @@ from eval_pipeline.store import _objects
 from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
 from eval_pipeline.store._tables import TABLES
-from eval_pipeline.suite import redact_value
+from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
 
 log = logging.getLogger("eval_pipeline.store")
 
@@ -45,7 +45,8 @@ def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any])
             value = extra[name] if name in extra else row.get(name)
             if name in json_columns and value is not None and not isinstance(value, str):
                 value = json.dumps(value, default=str, ensure_ascii=False)
-            values.append(redact_value(value))  # no piece of a known secret is ever stored
+            # No piece of a known secret is ever stored; what names the row stays as written.
+            values.append(value if name in IDENTITY_FIELDS else redact_value(value))
     return pa.Table.from_pydict(columns, schema=spec.schema)
 
 
@@ -199,7 +200,7 @@ class Journal:
         self._held.enter_context(journal_lock(path))
 
     def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(redact_value(record), default=str, ensure_ascii=False)
+        line = json.dumps(redact_value(record, IDENTITY_FIELDS), default=str, ensure_ascii=False)
         if self._handle is None:
             _objects.append_record(self.path, line + "\n")
             return

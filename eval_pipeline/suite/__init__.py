@@ -51,6 +51,7 @@ from eval_pipeline.suite._nao import (
 )
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_CONSISTENCY_RUNS
 from eval_pipeline.suite._secrets import (
+    IDENTITY_FIELDS,
     MIN_PIECE,
     PUBLIC_HEADERS,
     REDACTED,
@@ -73,6 +74,7 @@ __all__ = [
     "CASES_DIR",
     "CONFIG_FILE",
     "DEFAULT_DATABASE_NAME",
+    "IDENTITY_FIELDS",
     "MAX_ATTEMPTS",
     "MAX_CONSISTENCY_RUNS",
     "MIN_PIECE",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import yaml
 
@@ -19,7 +19,7 @@ from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
-from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
+from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret, url_passwords
 from eval_pipeline.suite._store_config import StoreConfig, read_store
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -88,20 +88,21 @@ class Templated:
                 ],
                 headline="a secret the configuration needs is missing",
             )
-        for name in self.env_names:
-            # From now on no piece of it is stored, printed or logged.
-            register_secret(env[name] if self.secret == "whole" else _url_password(env[name]))
         if self.percent_encode:
-            return _ENV_CALL.sub(lambda m: quote(env[m.group(1)], safe=""), self.template)
-        return _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
-
-
-def _url_password(value: str) -> str:
-    """The password of a URL, or the whole value when it is no URL with one (a bare password)."""
-    try:
-        return urlsplit(value).password or value
-    except ValueError:
-        return value
+            resolved = _ENV_CALL.sub(lambda m: quote(env[m.group(1)], safe=""), self.template)
+        else:
+            resolved = _ENV_CALL.sub(lambda m: env[m.group(1)], self.template)
+        # From now on no piece of a secret is stored, printed or logged: every value read
+        # from the environment, or of a URL only its passwords (its user, host and database
+        # are names that queries and messages must keep readable).
+        secrets = (
+            [env[name] for name in self.env_names]
+            if self.secret == "whole"
+            else url_passwords(resolved)
+        )
+        for secret in secrets:
+            register_secret(secret)
+        return resolved
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ import re
 import threading
 from collections.abc import Iterable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 __all__ = [
+    "IDENTITY_FIELDS",
     "MIN_PIECE",
     "PUBLIC_HEADERS",
     "REDACTED",
@@ -25,7 +26,53 @@ __all__ = [
     "redact",
     "redact_value",
     "register_secret",
+    "url_passwords",
 ]
+
+#: Fields that say what a record is (its test, model, day, attempt, keys, database): names the
+#: user wrote and digests, never secrets. They are never redacted, so redaction can never
+#: rename a test, part a run from its grade or change a count; their text stays as written.
+IDENTITY_FIELDS = frozenset(
+    {
+        "name",
+        "model",
+        "model_a",
+        "model_b",
+        "run_date",
+        "attempt",
+        "case_name",
+        "key",
+        "run_key",
+        "input_hash",
+        "context_hash",
+        "content_hash",
+        "answerer",
+        "database",
+        "call_index",
+        "materialization_id",
+    }
+)
+
+#: Query parameters of a URL whose values are secrets (`?password=`, `sslpassword`, `token`).
+_SECRET_PARAMETER = re.compile(r"pass|secret|token", re.IGNORECASE)
+
+
+def url_passwords(url: str) -> list[str]:
+    """The secrets a URL holds, as written and decoded: the password of its user part and the
+    value of any `password`, `secret` or `token` query parameter. A URL without one holds
+    none; a value that is no URL is itself the secret (a bare password)."""
+    try:
+        parts = urlsplit(url.strip())
+        password = parts.password
+        query = parse_qsl(parts.query, keep_blank_values=False)
+    except ValueError:
+        return [url]
+    if not parts.scheme or not parts.netloc:
+        return [url]
+    found = [password] if password else []
+    found += [value for name, value in query if _SECRET_PARAMETER.search(name)]
+    return [variant for value in found for variant in dict.fromkeys([value, unquote(value)])]
+
 
 #: The shortest piece of a secret that is recognised (shorter ones are too common in text).
 MIN_PIECE = 8
@@ -70,12 +117,8 @@ class Redactor:
         if not isinstance(secret, str):
             return
         candidates = [secret.strip(), *secret.split()]
-        try:
-            password = urlsplit(secret.strip()).password
-        except ValueError:
-            password = None
-        if password:
-            candidates.append(password)
+        if "://" in secret:
+            candidates += url_passwords(secret)
         with self._lock:
             for candidate in candidates:
                 if len(candidate) < MIN_PIECE or candidate in self._secrets:
@@ -105,16 +148,20 @@ class Redactor:
         parts.append(text[done:])
         return "".join(parts)
 
-    def redact_value(self, value: Any) -> Any:
-        """Strings anywhere in nested dicts, lists and tuples redacted; other values as they are."""
+    def redact_value(self, value: Any, keep: frozenset[str] = frozenset()) -> Any:
+        """Strings anywhere in nested dicts, lists and tuples redacted, but the values of the
+        dict fields named in `keep` (`IDENTITY_FIELDS`); other values as they are."""
         if not self._secrets:
             return value
         if isinstance(value, str):
             return self.redact(value)
         if isinstance(value, dict):
-            return {self.redact_value(k): self.redact_value(v) for k, v in value.items()}
+            return {
+                self.redact_value(k): v if k in keep else self.redact_value(v, keep)
+                for k, v in value.items()
+            }
         if isinstance(value, list | tuple):
-            return type(value)(self.redact_value(item) for item in value)
+            return type(value)(self.redact_value(item, keep) for item in value)
         return value
 
     def _compiled(self) -> re.Pattern[str]:
@@ -168,9 +215,9 @@ def redact(text: str) -> str:
     return _KNOWN.redact(text)
 
 
-def redact_value(value: Any) -> Any:
-    """`value` with every string in it redacted (see `redact`)."""
-    return _KNOWN.redact_value(value)
+def redact_value(value: Any, keep: frozenset[str] = frozenset()) -> Any:
+    """`value` with every string in it redacted (see `redact`), but the fields in `keep`."""
+    return _KNOWN.redact_value(value, keep)
 
 
 def _install_log_redaction() -> None:

@@ -8,7 +8,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.pipeline import build_results
+from eval_pipeline.pipeline import build_results, ungraded_rows
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
 DAY = date(2026, 1, 5)
@@ -88,3 +88,19 @@ def test_a_partly_priced_model_keeps_the_known_sum_and_says_it_is_incomplete():
         0.25,
         False,
     )
+
+
+def test_a_planned_run_without_a_grade_is_an_error_run_never_left_out():
+    planned = [
+        (MODEL, name, attempt) for name in ("total_revenue", "order_count") for attempt in (0, 1)
+    ]
+    graded = RUNS[:3]  # the grade of order_count #1 went missing
+    rows = graded + ungraded_rows(graded, planned, DAY)
+    document = build_results(rows, [MODEL], ["total_revenue", "order_count"], DAY)
+
+    assert document["summary"]["total"] == 4
+    assert document["summary"]["errors"] == 1
+    missing = document["results"][-1]
+    assert (missing["name"], missing["attempt"], missing["status"]) == ("order_count", 1, "error")
+    assert "no grade is stored" in missing["error"]
+    assert ungraded_rows(RUNS, planned, DAY) == []

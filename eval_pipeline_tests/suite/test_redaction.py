@@ -6,8 +6,15 @@ import logging
 
 import pytest
 
-from eval_pipeline.suite import load_config
-from eval_pipeline.suite._secrets import Redactor, redact, redact_value, register_secret
+from eval_pipeline.suite import IDENTITY_FIELDS, Templated, load_config
+from eval_pipeline.suite._secrets import (
+    Redactor,
+    forget_secrets,
+    redact,
+    redact_value,
+    register_secret,
+    url_passwords,
+)
 
 KEY = "sk-REDTEAM-OPEN-9f3c71d2e8b4AAAA"
 
@@ -65,3 +72,39 @@ def test_config_secrets_are_redacted_from_log_records_of_any_logger(
     assert redact("sent application/json") == "sent application/json"  # a public header
     register_secret("short")
     assert redact_value(["short"]) == ["short"]
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets"),
+    [
+        ("postgresql://app@127.0.0.1:5432/analytics", []),  # trust, .pgpass, IAM: no secret
+        ("postgresql://app:s%40cret-pw@db/analytics", ["s%40cret-pw", "s@cret-pw"]),
+        ("mysql://app@db/shop?user=app&password=hunter2hunter", ["hunter2hunter"]),
+        ("postgresql://db/analytics?sslpassword=keypass99&sslmode=require", ["keypass99"]),
+        ("just-a-bare-password", ["just-a-bare-password"]),
+    ],
+)
+def test_a_url_holds_only_its_passwords_as_secrets(url, secrets):
+    assert url_passwords(url) == secrets
+
+
+def test_a_database_url_read_from_the_environment_blanks_only_its_password(monkeypatch):
+    forget_secrets()
+    url = Templated("{{ env('ANALYTICS_URL') }}", secret="url_password")
+    monkeypatch.setenv(
+        "ANALYTICS_URL", "postgresql://app@127.0.0.1:5432/analytics?password=pw-7f3a9c1e"
+    )
+    url.resolve()
+    text = "SELECT * FROM analytics.orders -- analytics_total on postgres, pw-7f3a9c1e"
+    assert (
+        redact(text) == "SELECT * FROM analytics.orders -- analytics_total on postgres, [redacted]"
+    )
+
+
+def test_fields_naming_a_record_are_never_redacted():
+    redactor = Redactor(["analytics_total_secret"])
+    row = {"name": "analytics_total_secret", "message": "analytics_total_secret failed"}
+    assert redactor.redact_value(row, IDENTITY_FIELDS) == {
+        "name": "analytics_total_secret",
+        "message": "[redacted] failed",
+    }
