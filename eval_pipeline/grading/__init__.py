@@ -31,12 +31,12 @@ from eval_pipeline.grading._metrics import (
 from eval_pipeline.grading._reference import ReferenceResult, run_references
 from eval_pipeline.grading._reference_health import (
     ReferenceWarning,
-    may_read_clock,
     reference_health,
 )
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
 from eval_pipeline.grading._rules import GRADING_CODE_VERSION, GradingRules
 from eval_pipeline.grading._semantic import SemanticCheck, semantic_check
+from eval_pipeline.grading._stability import may_vary_within_day
 from eval_pipeline.grading._statistics import (
     AttemptsByTest,
     PairedComparison,
@@ -107,7 +107,7 @@ __all__ = [
     "judge_noise",
     "judge_self_agreement",
     "load_variants",
-    "may_read_clock",
+    "may_vary_within_day",
     "mcnemar_exact_p",
     "minimum_detectable_difference",
     "pass_at_k",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -182,15 +181,6 @@ def _clock_reads(tree: exp.Expression, dialect: str) -> list[str]:
         if str(node.this).lower() in _NOW_FUNCTIONS
     ]
     return found
-
-
-def may_read_clock(sql: str, *, dialect: str = "duckdb") -> bool:
-    """Whether a query may read the current date or time. A query that does not parse is
-    searched as text for a clock function's name (a false alarm only costs a rerun)."""
-    tree = _parse(sql, dialect)
-    if tree is None:
-        return not _NOW_FUNCTIONS.isdisjoint(re.findall(r"[a-z_]+", sql.lower()))
-    return bool(_clock_reads(tree, dialect))
 
 
 def check_current_date(sql: str, *, dialect: str = "duckdb") -> ReferenceWarning | None:

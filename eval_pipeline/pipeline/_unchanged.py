@@ -11,7 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import eval_pipeline
-from eval_pipeline.grading import PROMPTS_VERSION, may_read_clock
+from eval_pipeline.grading import PROMPTS_VERSION, may_vary_within_day
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.store import StoreLayout, day_state, read_latest
@@ -72,7 +72,8 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     A DuckDB file answers from itself alone (the sandbox turns off file and URL access, so a
     view over a file outside it fails), so its identity and its write-ahead log's stand for
     its data. A database on a server changes with nothing here to look at, and a reference
-    that reads the clock (in the database's time zone) may answer otherwise within the day:
+    calling a function DuckDB does not declare consistent (the clock, randomness, a setting)
+    or one it cannot classify may answer otherwise within the day (`may_vary_within_day`):
     an evaluation with either always runs its references.
     """
     if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
@@ -84,7 +85,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
             return None
         wal = database.path.with_name(database.path.name + ".wal")
         files.append([str(database.path), _file_identity(database.path), _file_identity(wal)])
-    if any(case.sql is not None and may_read_clock(case.sql) for case in suite.cases):
+    if any(case.sql is not None and may_vary_within_day(case.sql) for case in suite.cases):
         return None
     payload = [
         _code_identity(),

@@ -249,12 +249,26 @@ def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_
     assert str(archive) in reference["error"]
 
 
-def test_a_reference_reading_the_clock_always_runs(server: ScriptedServer, tmp_path: Path):
-    """`current_date` may move within a UTC day (the database's time zone), so a suite with
-    such a reference runs its references every time."""
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT current_date AS today",
+        "SELECT current_localtime() AS now",
+        'SELECT "now"() AS now',
+        "SELECT age(max(order_date)) AS since FROM orders",
+        "SELECT random() < 2 AS always",
+        "SELECT uuid() IS NOT NULL AS always",
+    ],
+)
+def test_a_reference_that_may_answer_otherwise_always_runs(
+    server: ScriptedServer, tmp_path: Path, sql: str
+):
+    """A function DuckDB does not declare consistent (the clock, in the database's time zone,
+    which may move within a UTC day; randomness) may give another answer at the next run, so
+    a suite with such a reference runs its references every time."""
     root = write_suite(
         tmp_path / "suite",
-        cases={"today": {"prompt": "What day is it?", "sql": "SELECT current_date AS today"}},
+        cases={"varies": {"prompt": "What day is it?", "sql": sql}},
         dbt=False,
         providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
     )
