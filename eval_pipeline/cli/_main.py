@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--suite",
             metavar="DIR",
-            help="the suite folder (default: the current folder if it holds eval_config.yaml, else ./tests_suite)",
+            help="the suite folder (default: the current folder if it holds eval_config.yaml "
+            "or cases/, else ./tests_suite)",
         )
         sub.add_argument(
             "--debug",

@@ -99,13 +99,19 @@ def _matching(cases: Iterable[Case], token: str) -> list[Case]:
     return [c for c in cases if c.folder == token or c.folder.startswith(token + "/")]
 
 
+def is_suite(folder: Path) -> bool:
+    """True when `folder` is a suite: it holds `eval_config.yaml` or `cases/`, or is a nao
+    project."""
+    return (
+        (folder / CONFIG_FILE).exists() or (folder / CASES_DIR).is_dir() or is_nao_project(folder)
+    )
+
+
 def find_suite_root(start: Path | None = None) -> Path:
-    """The suite to use when none is given: the current folder if it holds the config file
-    or is a nao project, else its `tests_suite/` folder."""
+    """The suite to use when none is given: the current folder if it is one (`is_suite`),
+    else its `tests_suite/` folder (the sample suite of a clone of this repository)."""
     here = (start or Path.cwd()).resolve()
-    if (here / CONFIG_FILE).exists() or is_nao_project(here):
-        return here
-    return here / DEFAULT_SUITE_DIR
+    return here if is_suite(here) else here / DEFAULT_SUITE_DIR
 
 
 def discover_case_files(cases_dir: Path) -> list[Path]:
@@ -187,7 +193,16 @@ def load_suite(root: Path | str | None = None) -> Suite:
     """
     root = Path(root).resolve() if root is not None else find_suite_root()
     if not root.is_dir():
-        raise SuiteError([Problem(str(root), None, "suite folder not found; pass --suite DIR")])
+        raise SuiteError(
+            [
+                Problem(
+                    str(root),
+                    None,
+                    "suite folder not found; pass --suite DIR, or start one here with "
+                    "`eval-pipeline init`",
+                )
+            ]
+        )
     problems: list[Problem] = []
     try:
         config = load_config(root)
