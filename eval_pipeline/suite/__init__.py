@@ -14,6 +14,7 @@ from eval_pipeline.suite._case import (
 )
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
+    ENVIRONMENT_KEYS,
     AgentConfig,
     MissingSecret,
     ModelConfig,
@@ -58,6 +59,14 @@ from eval_pipeline.suite._secrets import (
     redact,
     redact_value,
 )
+from eval_pipeline.suite._starter import (
+    RULES_FILE,
+    StarterModels,
+    StarterWarehouse,
+    starter_files,
+    starter_gitignore,
+    starter_test_path,
+)
 from eval_pipeline.suite._store_config import StoreConfig
 from eval_pipeline.suite._suite import (
     CASES_DIR,
@@ -73,12 +82,14 @@ __all__ = [
     "CASES_DIR",
     "CONFIG_FILE",
     "DEFAULT_DATABASE_NAME",
+    "ENVIRONMENT_KEYS",
     "MAX_ATTEMPTS",
     "MAX_CONSISTENCY_RUNS",
     "MIN_PIECE",
     "NAO_CONFIG_FILE",
     "PUBLIC_HEADERS",
     "REDACTED",
+    "RULES_FILE",
     "AgentConfig",
     "AgentContext",
     "ArgumentMatcher",
@@ -99,6 +110,8 @@ __all__ = [
     "Redactor",
     "SelectionError",
     "Semantic",
+    "StarterModels",
+    "StarterWarehouse",
     "StoreConfig",
     "Suite",
     "SuiteConfig",
@@ -125,5 +138,8 @@ __all__ = [
     "recording_name_problem",
     "redact",
     "redact_value",
+    "starter_files",
+    "starter_gitignore",
+    "starter_test_path",
     "to_model_id",
 ]
