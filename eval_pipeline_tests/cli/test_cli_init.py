@@ -111,7 +111,9 @@ def test_test_reads_openai_s_key_from_the_environment_with_no_llm_block(started)
     folder, _ = started
     result = run("test", cwd=folder)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "environment variable OPENAI_API_KEY is not set" in result.stderr
+    assert "environment variable OPENAI_API_KEY is not set; openai:gpt-4.1 (test.models)" in (
+        result.stderr
+    )
     assert "not under llm.providers" not in result.stderr
 
 
