@@ -16,7 +16,6 @@ from eval_pipeline.suite import (
     CASES_DIR,
     CONFIG_FILE,
     DEFAULT_DATABASE_NAME,
-    NAO_CONFIG_FILE,
     RULES_FILE,
     DatabaseConfig,
     Problem,
@@ -28,6 +27,7 @@ from eval_pipeline.suite import (
     starter_files,
     starter_gitignore,
     starter_test_path,
+    suite_marker,
 )
 from eval_pipeline.warehouses import WarehouseError, connect, describe_tables
 
@@ -135,13 +135,12 @@ def start_suite(
 def _check_free(root: Path) -> None:
     if root.exists() and not root.is_dir():
         raise _refuse(root, "is a file; give a folder for the new suite")
-    for name in (CONFIG_FILE, CASES_DIR, NAO_CONFIG_FILE):
-        if (root / name).exists():
-            raise _refuse(
-                root / name,
-                "already exists: this folder is a suite, and init never overwrites one "
-                "(edit it, or give init another folder)",
-            )
+    if (marker := suite_marker(root)) is not None:
+        raise _refuse(
+            marker,
+            "already exists: this folder is a suite, and init never overwrites one "
+            "(edit it, or give init another folder)",
+        )
 
 
 def _duckdb_file(root: Path, given: Path | None) -> Path:

@@ -75,6 +75,7 @@ from eval_pipeline.suite._suite import (
     find_suite_root,
     load_cases,
     load_suite,
+    suite_marker,
 )
 from eval_pipeline.suite._yaml import load_yaml
 
@@ -141,5 +142,6 @@ __all__ = [
     "starter_files",
     "starter_gitignore",
     "starter_test_path",
+    "suite_marker",
     "to_model_id",
 ]

@@ -298,11 +298,10 @@ def with_environment_providers(config: SuiteConfig, *, source: str) -> SuiteConf
         for name, variable in ENVIRONMENT_KEYS.items()
         if config.provider(name) is None
     )
-    if not implicit:
-        return config
-    config = dataclasses.replace(config, providers=config.providers + implicit)
-    _register_secrets(config)
-    return config
+    for provider in implicit:  # known as secrets from now on, as declared keys are
+        with contextlib.suppress(MissingSecret):  # reported when a request needs it
+            provider.api_key.resolve()  # type: ignore[union-attr]
+    return dataclasses.replace(config, providers=config.providers + implicit)
 
 
 def read_config_file(root: Path) -> SuiteConfig:
