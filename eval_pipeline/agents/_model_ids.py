@@ -155,7 +155,9 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Proble
         if (agent := config.agent(rest)) is not None:
             needed = [(f"agents[{agent.name}].headers.{h}", v) for h, v in agent.headers.items()]
     elif (settings := config.provider(provider)) is not None and settings.api_key is not None:
-        needed = [(f"llm.providers[{settings.name}].api_key", settings.api_key)]
+        # An undeclared openai / anthropic has no entry to point at: its `where` says so.
+        entry = f"llm.providers[{settings.name}].api_key" if settings.declared else None
+        needed = [(entry, settings.api_key)]
     return [
         Problem(
             templated.where,

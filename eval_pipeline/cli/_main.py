@@ -10,6 +10,8 @@ from datetime import date
 from pathlib import Path
 
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
+from eval_pipeline.cli._init_command import add_arguments as add_init_arguments
+from eval_pipeline.cli._init_command import cmd_init
 from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
 from eval_pipeline.cli._sql import cmd_sql
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
@@ -249,13 +251,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, handler, help_text: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, handler, help_text: str, *, suite_option: bool = True
+    ) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument(
-            "--suite",
-            metavar="DIR",
-            help="the suite folder (default: the current folder if it holds eval_config.yaml, else ./tests_suite)",
-        )
+        if suite_option:
+            sub.add_argument(
+                "--suite",
+                metavar="DIR",
+                help="the suite folder (default: the current folder if it holds "
+                "eval_config.yaml or cases/, else ./tests_suite)",
+            )
         sub.add_argument(
             "--debug",
             action="store_true",
@@ -263,6 +269,14 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.set_defaults(handler=handler)
         return sub
+
+    init = add(
+        "init",
+        cmd_init,
+        "start a suite on a warehouse: a commented eval_config.yaml, a first test, RULES.md",
+        suite_option=False,
+    )
+    add_init_arguments(init)
 
     listing = add("list", cmd_list, "list the suite's tests with their checks and tags")
     listing.add_argument(

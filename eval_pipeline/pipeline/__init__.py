@@ -40,6 +40,7 @@ from eval_pipeline.pipeline._import_results import (
     read_results_file,
 )
 from eval_pipeline.pipeline._nao_format import label_models
+from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
 from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
@@ -65,11 +66,13 @@ from eval_pipeline.pipeline._variants import (
 __all__ = [
     "CAUSES",
     "DAGSTER_HOME_ENV",
+    "URL_VARIABLE",
     "BuiltVariants",
     "EvaluationRequest",
     "EvaluationResult",
     "ImportReport",
     "LastEvaluation",
+    "NewSuite",
     "PartitionChecks",
     "PartitionRuns",
     "PartitionSummary",
@@ -114,6 +117,7 @@ __all__ = [
     "run_to_row",
     "since_previous_day",
     "since_previous_run",
+    "start_suite",
     "subscribe",
     "summarize_grades",
     "summarize_partition",

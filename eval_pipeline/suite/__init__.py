@@ -14,6 +14,7 @@ from eval_pipeline.suite._case import (
 )
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
+    ENVIRONMENT_KEYS,
     AgentConfig,
     MissingSecret,
     ModelConfig,
@@ -59,6 +60,14 @@ from eval_pipeline.suite._secrets import (
     redact,
     redact_value,
 )
+from eval_pipeline.suite._starter import (
+    RULES_FILE,
+    StarterModels,
+    StarterWarehouse,
+    starter_files,
+    starter_gitignore,
+    starter_test_path,
+)
 from eval_pipeline.suite._store_config import StoreConfig
 from eval_pipeline.suite._suite import (
     CASES_DIR,
@@ -67,6 +76,7 @@ from eval_pipeline.suite._suite import (
     find_suite_root,
     load_cases,
     load_suite,
+    suite_marker,
 )
 from eval_pipeline.suite._yaml import load_yaml
 
@@ -74,6 +84,7 @@ __all__ = [
     "CASES_DIR",
     "CONFIG_FILE",
     "DEFAULT_DATABASE_NAME",
+    "ENVIRONMENT_KEYS",
     "IDENTITY_FIELDS",
     "MAX_ATTEMPTS",
     "MAX_CONSISTENCY_RUNS",
@@ -81,6 +92,7 @@ __all__ = [
     "NAO_CONFIG_FILE",
     "PUBLIC_HEADERS",
     "REDACTED",
+    "RULES_FILE",
     "AgentConfig",
     "AgentContext",
     "ArgumentMatcher",
@@ -101,6 +113,8 @@ __all__ = [
     "Redactor",
     "SelectionError",
     "Semantic",
+    "StarterModels",
+    "StarterWarehouse",
     "StoreConfig",
     "Suite",
     "SuiteConfig",
@@ -127,5 +141,9 @@ __all__ = [
     "recording_name_problem",
     "redact",
     "redact_value",
+    "starter_files",
+    "starter_gitignore",
+    "starter_test_path",
+    "suite_marker",
     "to_model_id",
 ]

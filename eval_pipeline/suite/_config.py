@@ -24,6 +24,9 @@ from eval_pipeline.suite._store_config import StoreConfig, read_store
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
 CONFIG_FILE = "eval_config.yaml"
+#: The providers a suite reaches with no `llm.providers` entry, and the environment variable
+#: each reads its key from (the variables nao and the vendors' own clients read).
+ENVIRONMENT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 _ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 
 ThresholdMode = Literal["average", "all"]
@@ -132,6 +135,8 @@ class ProviderConfig:
     models: tuple[ModelConfig, ...] = ()
     timeout_s: float = 120.0
     max_tokens: int | None = None  # cap on each completion; None: the caller's default
+    #: False for `openai` / `anthropic` with no `llm.providers` entry (`with_environment_providers`).
+    declared: bool = True
 
     def model(self, model_id: str) -> ModelConfig | None:
         return next((m for m in self.models if m.id == model_id), None)
@@ -259,19 +264,58 @@ _TEST_KEYS = (
 )
 
 
-def load_config(root: Path, *, layout: Literal["auto", "eval"] = "auto") -> SuiteConfig:
+def load_config(root: Path) -> SuiteConfig:
     """Read `<root>/eval_config.yaml` (a missing file means all defaults), or a nao project's
-    `nao_config.yaml` when `root` is one (and `layout` is "auto").
+    `nao_config.yaml` when `root` is one. `openai` and `anthropic` need no `llm.providers`
+    entry: without one they read `ENVIRONMENT_KEYS` (see `with_environment_providers`).
 
     Raises:
         SuiteError: listing every problem in the file.
     """
     root = root.resolve()
-    if layout == "auto":
-        from eval_pipeline.suite import _nao  # here, not on top: _nao builds on this module
+    from eval_pipeline.suite import _nao  # here, not on top: _nao builds on this module
 
-        if _nao.is_nao_project(root):
-            return _nao.load_nao_config(root)
+    if _nao.is_nao_project(root):
+        return _nao.load_nao_config(root)
+    return with_environment_providers(read_config_file(root), source=CONFIG_FILE)
+
+
+def with_environment_providers(config: SuiteConfig, *, source: str) -> SuiteConfig:
+    """The config with a provider for `openai` and for `anthropic` when it declares none, its
+    key read from the environment (`ENVIRONMENT_KEYS`) when a request needs it.
+
+    So `-m openai:gpt-4.1` works with `OPENAI_API_KEY` set and no `llm` block, as in nao; a
+    declared provider of that name (another key, a `base_url`, prices) is kept as it is.
+
+    Args:
+        source: the configuration file, for the message about an unset key.
+    """
+    implicit = tuple(
+        ProviderConfig(
+            name=name,
+            protocol=name,  # type: ignore[arg-type]  # the two names are the two protocols
+            api_key=Templated(
+                "{{ env('" + variable + "') }}", f"{source} (no llm.providers entry for {name})"
+            ),
+            declared=False,
+        )
+        for name, variable in ENVIRONMENT_KEYS.items()
+        if config.provider(name) is None
+    )
+    for provider in implicit:  # known as secrets from now on, as declared keys are
+        with contextlib.suppress(MissingSecret):  # reported when a request needs it
+            provider.api_key.resolve()  # type: ignore[union-attr]
+    return dataclasses.replace(config, providers=config.providers + implicit)
+
+
+def read_config_file(root: Path) -> SuiteConfig:
+    """`<root>/eval_config.yaml` as written (all defaults when it is missing): no nao
+    project, no provider it does not declare.
+
+    Raises:
+        SuiteError: listing every problem in the file.
+    """
+    root = root.resolve()
     path = root / CONFIG_FILE
     if not path.exists():
         return SuiteConfig(root=root)

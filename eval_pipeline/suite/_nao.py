@@ -13,6 +13,7 @@ import yaml
 from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
+    ENVIRONMENT_KEYS,
     ModelConfig,
     ModelCosts,
     ProviderConfig,
@@ -20,7 +21,8 @@ from eval_pipeline.suite._config import (
     Templated,
     TestDefaults,
     WarehouseConfig,
-    load_config,
+    read_config_file,
+    with_environment_providers,
 )
 from eval_pipeline.suite._databases import DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SuiteError
@@ -39,9 +41,7 @@ _COMPATIBLE_PREFIX = "openaiCompatible/"
 _NAO_ENV_CALL = re.compile(r"\$?{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 _ENV_TOKEN = re.compile(r"__nao_env_([A-Za-z_][A-Za-z0-9_]*)__")
 _ENV_TOKEN_SPLIT = re.compile(r"(__nao_env_[A-Za-z_][A-Za-z0-9_]*__)")
-# The key nao reads from the environment when a built-in provider declares none.
-_DEFAULT_KEY_VARIABLE = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
-_BUILT_IN = ("openai", "anthropic")
+_BUILT_IN = tuple(ENVIRONMENT_KEYS)  # declared without an api_key, they read these variables
 
 
 def is_nao_project(root: Path) -> bool:
@@ -87,10 +87,10 @@ def load_nao_config(root: Path) -> SuiteConfig:
     providers, unsupported = _providers(r, data) if data.get("llm") is not None else ((), {})
     spellings = _models(r, data)
     test = _test_block(r, data, spellings)
-    providers = _with_implicit_providers(r, data, providers, unsupported, spellings)
+    _check_test_providers(r, data, providers, unsupported, spellings)
     if r.problems:
         raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {NAO_CONFIG_FILE}")
-    ours = load_config(root, layout="eval") if (root / CONFIG_FILE).is_file() else None
+    ours = read_config_file(root) if (root / CONFIG_FILE).is_file() else None
     config = SuiteConfig(
         root=root,
         test=test,
@@ -102,7 +102,9 @@ def load_nao_config(root: Path) -> SuiteConfig:
         model_labels={to_model_id(s): s for s in spellings if to_model_id(s) != s},
     )
     # A test's `database:` names one of nao's databases (the first is the default).
-    return _merged(config, ours) if ours is not None else config
+    config = _merged(config, ours) if ours is not None else config
+    # openai / anthropic undeclared in both files read nao's key variables.
+    return with_environment_providers(config, source=NAO_CONFIG_FILE)
 
 
 def _first_duckdb(databases: tuple[DatabaseConfig, ...]) -> WarehouseConfig | None:
@@ -285,7 +287,7 @@ def _api_key(r: FieldReader, item: dict, where: str, declared: str) -> Templated
     if item.get("api_key") is not None:
         key = r.text(item, "api_key", f"{where}.api_key")
         return Templated(_template(key), source) if key else None
-    variable = _DEFAULT_KEY_VARIABLE.get(declared)
+    variable = ENVIRONMENT_KEYS.get(declared)
     return Templated("{{ env('" + variable + "') }}", source) if variable else None
 
 
@@ -387,33 +389,23 @@ def _test_block(r: FieldReader, data: dict, spellings: tuple[str, ...]) -> TestD
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
 
 
-def _with_implicit_providers(
+def _check_test_providers(
     r: FieldReader,
     data: dict,
     providers: tuple[ProviderConfig, ...],
     unsupported: dict[str, str],
     spellings: tuple[str, ...],
-) -> tuple[ProviderConfig, ...]:
-    """Providers for test models that name `openai` / `anthropic` without declaring them (nao
-    then reads the key from the environment), and a problem for any model we cannot reach."""
-    found = list(providers)
+) -> None:
+    """A problem for each test model whose provider we cannot reach: neither declared nor
+    `openai` / `anthropic` (which read their key from the environment when undeclared)."""
     block = data.get("test") if isinstance(data.get("test"), dict) else {}
     line = r.line_of(block, "models")
     for spelling in spellings:
         declared = spelling.partition(":")[0]
         name = to_model_id(spelling).partition(":")[0]
-        if any(p.name == name for p in found):
+        if declared in _BUILT_IN or any(p.name == name for p in providers):
             continue
-        if declared in _BUILT_IN:
-            variable = _DEFAULT_KEY_VARIABLE[declared]
-            found.append(
-                ProviderConfig(
-                    name=declared,
-                    protocol="anthropic" if declared == "anthropic" else "openai",
-                    api_key=Templated("{{ env('" + variable + "') }}", NAO_CONFIG_FILE),
-                )
-            )
-        elif declared in unsupported:
+        if declared in unsupported:
             r.problem(
                 "test.models",
                 f"{spelling!r}: {declared} providers are not supported yet; serve the model "
@@ -426,7 +418,6 @@ def _with_implicit_providers(
                 f"{spelling!r}: no provider {declared!r} under llm.providers; declare it there",
                 line,
             )
-    return tuple(found)
 
 
 def _merged(nao: SuiteConfig, ours: SuiteConfig) -> SuiteConfig:

@@ -13,7 +13,7 @@ from eval_pipeline.suite._case import Case
 from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, load_config
 from eval_pipeline.suite._databases import unknown_database_problems
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
-from eval_pipeline.suite._nao import NAO_TESTS_DIR, is_nao_project
+from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_TESTS_DIR, is_nao_project
 from eval_pipeline.suite._parse import parse_case
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -99,13 +99,20 @@ def _matching(cases: Iterable[Case], token: str) -> list[Case]:
     return [c for c in cases if c.folder == token or c.folder.startswith(token + "/")]
 
 
+def suite_marker(folder: Path) -> Path | None:
+    """What makes `folder` a suite: its `eval_config.yaml`, its `cases/`, or the
+    `nao_config.yaml` of a nao project; None when it is no suite."""
+    for marker in (folder / CONFIG_FILE, folder / CASES_DIR):
+        if marker.exists():
+            return marker
+    return folder / NAO_CONFIG_FILE if is_nao_project(folder) else None
+
+
 def find_suite_root(start: Path | None = None) -> Path:
-    """The suite to use when none is given: the current folder if it holds the config file
-    or is a nao project, else its `tests_suite/` folder."""
+    """The suite to use when none is given: the current folder if it is one (`suite_marker`),
+    else its `tests_suite/` folder (the sample suite of a clone of this repository)."""
     here = (start or Path.cwd()).resolve()
-    if (here / CONFIG_FILE).exists() or is_nao_project(here):
-        return here
-    return here / DEFAULT_SUITE_DIR
+    return here if suite_marker(here) is not None else here / DEFAULT_SUITE_DIR
 
 
 def discover_case_files(cases_dir: Path) -> list[Path]:
@@ -187,7 +194,16 @@ def load_suite(root: Path | str | None = None) -> Suite:
     """
     root = Path(root).resolve() if root is not None else find_suite_root()
     if not root.is_dir():
-        raise SuiteError([Problem(str(root), None, "suite folder not found; pass --suite DIR")])
+        raise SuiteError(
+            [
+                Problem(
+                    str(root),
+                    None,
+                    "suite folder not found; pass --suite DIR, or start one here with "
+                    "`eval-pipeline init`",
+                )
+            ]
+        )
     problems: list[Problem] = []
     try:
         config = load_config(root)

@@ -15,7 +15,10 @@ from eval_pipeline_tests.agents.tiny_suite import open_factory
 @pytest.mark.parametrize(
     ("model", "reason"),
     [
-        ("anthropic:claude", "provider 'anthropic' is not under llm.providers; configured: openai"),
+        (
+            "mistral:large",
+            "provider 'mistral' is not under llm.providers; configured: openai, anthropic",
+        ),
         ("replay:dmeo", "no recording recordings/dmeo.jsonl; recordings: replay:demo"),
         ("http:bot", "no such agent under `agents`; configured: (none)"),
         ("gpt-4.1", "expected `provider:model_id`, e.g. openai:gpt-4.1"),

@@ -258,12 +258,15 @@ def test_a_bad_test_file_exits_2_naming_file_and_field(tmp_path):
 
 
 def test_an_unknown_model_exits_2_listing_what_is_configured(suite):
-    result = run_cli("test", "-m", "replay:goood", "-m", "anthropic:claude-x", cwd=suite)
+    result = run_cli("test", "-m", "replay:goood", "-m", "mistral:large-x", cwd=suite)
     assert result.returncode == 2
     assert "nothing was run" in result.stderr
     assert "'replay:goood': no recording recordings/goood.jsonl" in result.stderr
     assert "recordings: replay:drift, replay:good, replay:mixed" in result.stderr
-    assert "provider 'anthropic' is not under llm.providers; configured: openai" in result.stderr
+    assert (
+        "provider 'mistral' is not under llm.providers; configured: openai, anthropic"
+        in result.stderr
+    )
     no_traceback(result)
 
 

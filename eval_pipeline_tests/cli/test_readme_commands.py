@@ -78,6 +78,9 @@ EXCUSED = {
 
 # The Commands table gives synopses: each runs as these commands (placeholders filled in).
 SYNOPSES = {
+    "eval-pipeline init [DIR] [--warehouse FILE|--url URL]": [
+        "eval-pipeline init my_suite --warehouse tests_suite/warehouse.duckdb"
+    ],
     "eval-pipeline test": ["eval-pipeline test"],
     "eval-pipeline list": ["eval-pipeline list"],
     "eval-pipeline diff [--base D] [--date D] [--model M]": ["eval-pipeline diff"],
@@ -305,6 +308,14 @@ def _compacts(result: Result, _: Path) -> None:
     assert result.stdout.startswith("compacted "), result.stdout + result.stderr
 
 
+def _starts_a_suite_that_list_accepts(result: Result, cwd: Path) -> None:
+    assert result.stdout.startswith("wrote eval_config.yaml\n"), result.stdout + result.stderr
+    assert "its reference SQL ran read-only on the warehouse" in result.stdout, result.stdout
+    assert result.stdout.rstrip().endswith("cd my_suite && eval-pipeline test"), result.stdout
+    listed = run_cli("eval-pipeline list --suite my_suite", cwd)
+    assert listed.returncode == 0 and "1 test(s) in " in listed.stdout, listed.stderr
+
+
 def _builds_the_warehouse(result: Result, _: Path) -> None:
     assert "warehouse built:" in result.stdout, result.stdout + result.stderr
 
@@ -324,6 +335,10 @@ CHECKS: dict[str, tuple[int, Callable[[Result, Path], None]]] = {
         _imports_the_results_file,
     ),
     "eval-pipeline compact": (0, _compacts),
+    "eval-pipeline init my_suite --warehouse tests_suite/warehouse.duckdb": (
+        0,
+        _starts_a_suite_that_list_accepts,
+    ),
     "eval-pipeline warehouse": (0, _builds_the_warehouse),
 }
 

@@ -137,7 +137,7 @@ def test_a_bad_model_id_in_the_config_stops_the_sensor_and_the_schedule_as_the_c
     defs = small_suite.definitions()
     expected = (
         "eval_config.yaml: test.models: 'nope:gpt-x': provider 'nope' is not under "
-        "llm.providers; configured: openai, judge"
+        "llm.providers; configured: openai, judge, anthropic"
     )
     sensor = defs.resolve_sensor_def("sync_model_partitions")
     schedule = defs.resolve_schedule_def("daily_evaluation")

@@ -147,3 +147,40 @@ def test_regression_significant_only_is_read_and_defaults_to_off(make_suite):
     root = make_suite({}, config="test:\n  regression: {only: true}\n")
     with pytest.raises(SuiteError, match=r"test\.regression.*only"):
         load_config(root)
+
+
+def test_openai_and_anthropic_read_their_environment_keys_with_no_llm_block(
+    make_suite, monkeypatch
+):
+    # The one-line config: `-m openai:gpt-4.1` must not stop at "not under llm.providers".
+    root = make_suite({}, config="warehouse: {type: duckdb, path: shop.duckdb}\n")
+    config = load_config(root)
+    openai, anthropic = config.provider("openai"), config.provider("anthropic")
+    assert (openai.protocol, openai.base_url) == ("openai", None)
+    assert openai.api_key.env_names == ("OPENAI_API_KEY",)
+    assert anthropic.protocol == "anthropic"
+    assert anthropic.api_key.env_names == ("ANTHROPIC_API_KEY",)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-environment-1")
+    assert openai.api_key.resolve() == "sk-from-the-environment-1"
+
+
+def test_a_declared_provider_of_that_name_is_kept_as_written(make_suite):
+    root = make_suite({}, config=CONFIG)
+    (root / "RULES.md").write_text("# rules")
+    config = load_config(root)
+    openai = config.provider("openai")
+    assert openai.api_key.env_names == ("EVAL_TEST_OPENAI_KEY",) and openai.declared
+    assert [p.name for p in config.providers] == ["openai", "local", "anthropic"]
+    assert not config.provider("anthropic").declared
+
+
+def test_a_folder_holding_eval_config_or_cases_is_a_suite(tmp_path):
+    from eval_pipeline.suite import find_suite_root
+
+    assert find_suite_root(tmp_path) == tmp_path / "tests_suite"
+    (tmp_path / "cases").mkdir()
+    assert find_suite_root(tmp_path) == tmp_path
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "eval_config.yaml").write_text("warehouse: {type: duckdb, path: shop.duckdb}\n")
+    assert find_suite_root(other) == other
