@@ -9,7 +9,6 @@ import duckdb
 from eval_pipeline.cli._exit import CouldNotRun
 from eval_pipeline.suite import (
     CONFIG_FILE,
-    DEFAULT_DATABASE_NAME,
     Case,
     DatabaseConfig,
     Problem,
@@ -47,16 +46,20 @@ def check_warehouse(suite: Suite, selected: Sequence[Case]) -> None:
     for database in databases:
         if not database.is_server:
             _check_duckdb_file(database)
-    lines = check_databases(d for d in databases if d.is_server)
-    if lines:
+    # Each named where it was declared (eval_config.yaml or a nao project's nao_config.yaml).
+    problems = [
+        database.problem(line)
+        for database in databases
+        if database.is_server
+        for line in check_databases([database])
+    ]
+    if problems:
         raise SuiteError(
-            [Problem(CONFIG_FILE, "databases", line) for line in lines],
-            headline="a database the tests use cannot be reached; nothing was run",
+            problems, headline="a database the tests use cannot be reached; nothing was run"
         )
 
 
 def _check_duckdb_file(database: DatabaseConfig) -> None:
-    field = "warehouse.path" if database.name == DEFAULT_DATABASE_NAME else "databases"
     path = database.path
     assert path is not None  # a DuckDB database always has one (suite/_databases.py)
     problem = None
@@ -73,7 +76,7 @@ def _check_duckdb_file(database: DatabaseConfig) -> None:
             problem = f"{path} is not a DuckDB database"
     if problem:
         raise SuiteError(
-            [Problem(CONFIG_FILE, field, problem)],
+            [database.problem(problem, "path")],
             headline="the warehouse cannot be used; nothing was run",
         )
     try:

@@ -373,7 +373,13 @@ def warehouse_as_database(config: SuiteConfig, name: str = DEFAULT_DATABASE_NAME
     if config.warehouse is None or config.databases:
         return config
     w = config.warehouse
-    only = DatabaseConfig(name, "duckdb", path=w.path, dbt_project=w.dbt_project)
+    only = DatabaseConfig(
+        name,
+        "duckdb",
+        path=w.path,
+        dbt_project=w.dbt_project,
+        declared=(CONFIG_FILE, "warehouse", None),
+    )
     return dataclasses.replace(config, databases=(only,))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import re
 from dataclasses import dataclass
@@ -42,6 +43,9 @@ class DatabaseConfig:
             a secret, so the value is resolved when a connection is made, never stored.
         schema: the schema (PostgreSQL) queries and schema descriptions default to.
         dbt_project: a dbt project whose docs describe the tables to the agent.
+        declared: where the user wrote it, as a problem names it: the file, the entry and
+            its line (`nao_config.yaml`, `databases[0]`, 4), so a message about the database
+            points at the file the user has.
     """
 
     name: str
@@ -50,6 +54,12 @@ class DatabaseConfig:
     url: Templated | None = None
     schema: str | None = None
     dbt_project: Path | None = None
+    declared: tuple[str, str, int | None] = ("eval_config.yaml", "databases", None)
+
+    def problem(self, message: str, key: str | None = None) -> Problem:
+        """`message` about this database (its `key`, e.g. `path`), where it was declared."""
+        source, field, line = self.declared
+        return Problem(source, f"{field}.{key}" if key else field, message, line)
 
     @property
     def is_server(self) -> bool:
@@ -124,6 +134,10 @@ def read_databases(
             )
             continue
         database = _database(r, block, where, root, name, kind, templated)
+        if database is not None:
+            database = dataclasses.replace(
+                database, declared=(r.source, where, r.line_of(items, i))
+            )
         if database is not None and name is not None:
             seen[name] = where
             databases.append(database)

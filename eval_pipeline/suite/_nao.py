@@ -179,7 +179,7 @@ def _databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, 
         )
         if database is not None:
             seen.add(name)
-            databases.append(database)
+            databases.append(dataclasses.replace(database, declared=(NAO_CONFIG_FILE, where, line)))
     return tuple(databases)
 
 

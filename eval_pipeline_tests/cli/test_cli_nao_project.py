@@ -143,3 +143,51 @@ def test_the_results_file_has_every_key_path_of_naos_with_naos_value_kinds(tmp_p
     assert call["result"]["data"] == [{"total_revenue": 132.75}]
     assert call["result"]["dialect"] == "duckdb" and call["result"]["row_count"] == 1
     assert ours["pass_metrics"]["k"] == 1 and ours["pass_metrics"]["aggregate"]["pass_at_1"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("host", "env", "cause"),
+    [
+        (
+            "\"{{ env('NAO_TEST_PG_HOST') }}\"",
+            {},
+            "environment variable NAO_TEST_PG_HOST is not set",
+        ),
+        ("127.0.0.1", {}, "cannot connect"),  # port 9: nothing listens there
+    ],
+)
+def test_a_database_problem_names_nao_config_yaml_and_its_line(tmp_path, host, env, cause):
+    project = tmp_path / "shop"
+    (project / "tests").mkdir(parents=True)
+    (project / "tests" / "total.yml").write_text(
+        "name: total\nprompt: Total?\nsql: SELECT 1 AS n\n"
+    )
+    (project / "nao_config.yaml").write_text(
+        "project_name: shop\n"
+        "databases:\n"
+        "  - name: analytics\n"
+        "    type: postgres\n"
+        f"    host: {host}\n"
+        "    port: 9\n"
+        "    user: app\n"
+        "    database: analytics\n"
+        "llm:\n"
+        "  providers:\n"
+        "    - provider: openaiCompatible/local\n"
+        "      base_url: http://127.0.0.1:9/v1\n"
+        "      api_key: none\n"
+        "      models: [{id: agent}]\n"
+    )
+    result = subprocess.run(
+        [str(SCRIPT), "test", "--date", DAY, "-m", "local:agent"],
+        cwd=project,
+        env={**cli_env(), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    no_traceback(result)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "nao_config.yaml:3: databases[0]: database 'analytics' (postgres): " in result.stderr
+    assert cause in result.stderr
+    assert "eval_config.yaml" not in result.stderr
