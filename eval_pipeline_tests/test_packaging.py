@@ -71,3 +71,35 @@ def test_one_version_and_one_instance_configuration():
     assert eval_pipeline.__version__ == PYPROJECT["project"]["version"]
     assert not (REPO / "dagster.yaml").exists()  # the package's copy is the one source
     assert (PACKAGE / "dagster.yaml").is_file()
+
+
+def test_every_document_the_code_cites_is_in_the_repository():
+    """A citation points a reader at something they can open: no internal design brief (which
+    the repository lacks), and every `docs/….md` named in the code or the docs exists."""
+    folders = (
+        "eval_pipeline",
+        "eval_pipeline_tests",
+        "benchmarks",
+        "docs",
+        "deploy",
+        "tests_suite",
+    )
+    texts = [REPO / "README.md", REPO / "pyproject.toml"] + [
+        path
+        for folder in folders
+        for path in (REPO / folder).rglob("*")
+        if path.suffix in {".py", ".md", ".yaml", ".yml", ".toml"} and path.is_file()
+    ]
+    brief = "DES" + "IGN"  # spelled apart, so this test does not find itself
+    citing, missing = [], []
+    for path in texts:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if re.search(rf"\b{brief}\b", text):
+            citing.append(str(path.relative_to(REPO)))
+        missing += [
+            f"{path.relative_to(REPO)}: {cited}"
+            for cited in re.findall(r"\bdocs/[\w./-]+\.md\b", text)
+            if not (REPO / cited).is_file()
+        ]
+    assert not citing, f"cite a design brief the repository lacks: {citing}"
+    assert not missing, f"cite documents that do not exist: {missing}"

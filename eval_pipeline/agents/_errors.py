@@ -114,7 +114,7 @@ class ProtocolError(ProviderError):
 
     hint = (
         "Check that the URL points at the right kind of endpoint (OpenAI Chat Completions, "
-        "Anthropic Messages, or the agent protocol of DESIGN §6)."
+        "Anthropic Messages, or the agent protocol of docs/agent-protocol.md)."
     )
 
 

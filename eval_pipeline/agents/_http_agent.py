@@ -1,4 +1,4 @@
-"""External agents under test (`http:<name>`), spoken to over the HTTP protocol of DESIGN §6."""
+"""External agents under test (`http:<name>`), spoken to over the HTTP protocol of docs/agent-protocol.md."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ class AgentReply:
 
 
 def agent_request(case: Case, *, attempt: int) -> dict[str, Any]:
-    """The request body of the protocol (**contract**, DESIGN §6)."""
+    """The request body of the protocol (a contract: docs/agent-protocol.md)."""
     return {
         "test": case.name,
         "messages": [{"role": m.role, "content": m.content} for m in case.messages],

@@ -149,7 +149,7 @@ class ProviderConfig:
 
 @dataclass(frozen=True)
 class AgentConfig:
-    """An external agent under test, spoken to over the HTTP protocol of DESIGN §6."""
+    """An external agent under test, spoken to over the HTTP protocol of docs/agent-protocol.md."""
 
     name: str
     url: str

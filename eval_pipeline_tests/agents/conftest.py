@@ -25,6 +25,6 @@ def anthropic_server() -> Iterator[ScriptedServer]:
 
 @pytest.fixture
 def agent_server() -> Iterator[ScriptedServer]:
-    """An external agent speaking the protocol of DESIGN §6 at `base_url`."""
+    """An external agent speaking the protocol of docs/agent-protocol.md at `base_url`."""
     with ScriptedServer("agent") as server:
         yield server

@@ -1,4 +1,4 @@
-"""External agents over HTTP (DESIGN §6): the request contract, reply parsing, and error runs."""
+"""External agents over HTTP (docs/agent-protocol.md): the request contract, reply parsing, and error runs."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Two `eval-pipeline test` processes evaluating different selections of one day, at once.
 
-Each selection is answered by a slow external agent (DESIGN §6); the agent holds each first
+Each selection is answered by a slow external agent (docs/agent-protocol.md); the agent holds each first
 reply until both processes have asked, so their runs stages overlap for certain. Whichever
 writes last, the day's partition must end up with both selections' runs and grades.
 """

@@ -1,4 +1,4 @@
-"""Re-materializing a partition calls the agent only for what changed (DESIGN §2)."""
+"""Re-materializing a partition calls the agent only for what changed."""
 
 from __future__ import annotations
 
