@@ -9,10 +9,10 @@ from eval_pipeline.suite import ModelCosts, ProviderConfig, SuiteConfig
 
 __all__ = ["PRICE_TABLE", "PRICE_TABLE_DATE", "cost_usd", "costs_for", "table_costs"]
 
-#: When the table was written. Its prices are the vendors' public list prices (standard tier,
-#: prompts under any long-context surcharge) as published by late 2025. Prices change and new
-#: models appear: a `costs` block in eval_config.yaml always wins over this table.
-PRICE_TABLE_DATE = "2026-11-29"
+#: The day the table's prices are from: the vendors' public list prices (standard tier, prompts
+#: under any long-context surcharge) as published in late 2025. Prices change and new models
+#: appear: a `costs` block in eval_config.yaml always wins over this table.
+PRICE_TABLE_DATE = "2025-12-01"
 
 
 def _p(input_no_cache: float, input_cache_read: float | None, output: float) -> ModelCosts:

@@ -151,14 +151,18 @@ def test_unknown_model_has_unknown_cost(server):
 
 
 def test_known_model_is_priced_from_the_table(server):
-    known = {"openai": "gpt-4.1-mini", "anthropic": "claude-sonnet-4-5-20250929"}[server.protocol]
+    known, price = {
+        "openai": ("gpt-4.1-mini", (0.40, 0.10, 1.60)),
+        "anthropic": ("claude-sonnet-4-5-20250929", (3.0, 0.30, 15.0)),  # a dated snapshot
+    }[server.protocol]
     server.script(answer("42"))
 
     async def go():
         async with open_chat_model(server, known) as model:
             return model
 
-    assert asyncio.run(go()).costs is not None
+    costs = asyncio.run(go()).costs
+    assert (costs.input_no_cache, costs.input_cache_read, costs.output) == price
 
 
 def test_server_error_then_success(server):
