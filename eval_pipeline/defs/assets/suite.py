@@ -97,7 +97,7 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
 
 @dg.asset(
     group_name=groups.SUITE,
-    kinds={"markdown", "dbt"},
+    kinds={"markdown"},  # it reads dbt docs, but it is no dbt asset
     description="What the built-in agent is told besides the question: the configured context "
     "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced "
     "(re-read by the watch_suite_files sensor; `changed_files` names them).",
