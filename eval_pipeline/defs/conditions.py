@@ -16,7 +16,13 @@ AC = dg.AutomationCondition
 class AnyParentUnsynced(dg.AutomationCondition):
     """A partition with a parent partition Dagster marks unsynced (STALE): grading runs that
     are about to be redone would be wasted, and the badge would lie. The same status the UI
-    shows, from the same resolver."""
+    shows, from the same resolver. `ignored` parents (caches the step rebuilds itself, as the
+    warehouse variants) never hold a partition back: nothing may be left to rebuild them."""
+
+    ignored: frozenset[dg.AssetKey]
+
+    def __init__(self, ignored: frozenset[dg.AssetKey] = frozenset()) -> None:
+        self.ignored = ignored
 
     @property
     def name(self) -> str:
@@ -34,7 +40,7 @@ class AnyParentUnsynced(dg.AutomationCondition):
         view = context.asset_graph_view
         resolver = CachingStaleStatusResolver(view.instance, context.asset_graph, view)
         true = context.get_empty_subset()
-        for parent in context.asset_graph.get(context.key).parent_keys:
+        for parent in context.asset_graph.get(context.key).parent_keys - self.ignored:
             parents = context.candidate_subset.compute_parent_subset(parent)
             if parents.is_empty:
                 continue
@@ -121,7 +127,7 @@ def follows_parents(
         & ~AC.any_deps_match(AC.missing()).ignore(ignored)
         & ~AC.any_deps_in_progress()
         & ~AC.in_progress()
-        & ~AnyParentUnsynced()
+        & ~AnyParentUnsynced(frozenset(dg.AssetKey(name) for name in caches))
     ).with_label("follows_parents")
 
 
