@@ -9,7 +9,7 @@ Run: python benchmarks/history.py [--days 365] [--models 10] [--cases 200] [--k 
    cost, latency, a one-line reply; no transcripts) and `model_summaries` (one row).
    A share of the partitions (`--rewrites`) is written twice, the first time with other
    verdicts, as re-materializations do, so the views must pick each partition's latest file.
-   Then times the README's example queries through results.duckdb opened read-only, as a
+   Then times the example queries of docs/results-in-sql.md through results.duckdb opened read-only, as a
    person would: the first run (cold) and the median of `--repeats` more. Target: < 1 s.
    With `--compact`, then compacts the store (`compact_store`, cutoff: now) and times the
    queries again, side by side with the figures before.
@@ -62,7 +62,7 @@ TARGET_S = 1.0
 
 
 def queries(last_day: date) -> dict[str, str]:
-    """The README's example queries; the flakiness window ends on the history's last day."""
+    """The example queries of docs/results-in-sql.md; the flakiness window ends on the history's last day."""
     since = (last_day - timedelta(days=29)).isoformat()
     return {
         "pass rate by model and day": (
@@ -181,7 +181,7 @@ def write_history(
 def time_queries(
     layout: StoreLayout, last_day: date, *, repeats: int
 ) -> list[tuple[str, int, float, float]]:
-    """(query, rows, first run s, median of the next `repeats` runs s) per README query."""
+    """(query, rows, first run s, median of the next `repeats` runs s) per documented query."""
     results = []
     for label, sql in queries(last_day).items():
         timings, rows = [], 0
@@ -306,7 +306,7 @@ def main() -> None:
                 f" {runs / seconds:,.0f} runs/s"
             )
         check_counts(layout, days=args.days, models=args.models, cases=args.cases, k=args.k)
-        print(f"\nREADME queries on results.duckdb (read-only), target < {TARGET_S:.0f} s:")
+        print(f"\ndocumented queries on results.duckdb (read-only), target < {TARGET_S:.0f} s:")
         print(f"  {'query':<28} {'rows':>9} {'first':>8} {'median':>8} {'/ target':>9}")
         before = time_queries(layout, last_day, repeats=args.repeats)
         for label, rows, first, median in before:

@@ -10,7 +10,7 @@ child process, whose peak RSS (`os.wait4`) and wall time are printed:
 * `result`: the built-in agent, whose scripted OpenAI-compatible model runs one query
   returning 10,000 rows of ~96 KB.
 
-The caps are the defaults of the `limits:` block (README "Limits"); before they existed the
+The caps are the defaults of the `limits:` block (docs/limits.md); before they existed the
 same runs peaked at 2.6 GB, 2.5 GB and 10.1 GB.
 """
 

@@ -9,7 +9,7 @@ tests, the production instance (deploy/dagster.yaml on a throwaway PostgreSQL),
 `dagster-webserver` and `dagster-daemon`; a backfill of `--models` model partitions is launched
 through the UI's API and timed until every run finished. Printed per store: wall time, the
 ideal (completions x latency / threads, the models running at once), wall / ideal, objects
-(or files) written, and the README's history queries over the store (median of `--repeats`).
+(or files) written, and the documented history queries over the store (median of `--repeats`).
 Needs PostgreSQL 15 and moto (the dev extra), like the tests.
 """
 

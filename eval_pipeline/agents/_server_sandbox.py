@@ -5,7 +5,7 @@ the engine's dialect and must be one read (no writes, no SELECT INTO, no locks, 
 server-side file or program access); it runs in a read-only transaction that is always
 rolled back; the server stops it at the time limit (`statement_timeout`,
 `max_statement_time` / `max_execution_time`), with a cancellation from here as a
-backstop. A read-only database role is still the recommended setup (README "Warehouses"):
+backstop. A read-only database role is still the recommended setup (docs/warehouses.md):
 the sandbox cannot know every function a server offers.
 """
 

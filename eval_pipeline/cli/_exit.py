@@ -16,7 +16,7 @@ ERROR_LOG = "eval-pipeline-errors.log"
 
 
 class ExitCode(IntEnum):
-    """What a CI gate reads (the README's table says the same)."""
+    """What a CI gate reads (README "Exit codes" says the same)."""
 
     OK = 0  # every test passed, or the accuracy gate was met
     FAILED = 1  # a test failed, or the accuracy gate was missed

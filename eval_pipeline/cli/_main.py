@@ -373,7 +373,7 @@ def _error_log(args: argparse.Namespace) -> Path | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; its exit code is one of `ExitCode` (see the README's table)."""
+    """Run one command; its exit code is one of `ExitCode` (README "Exit codes")."""
     parser = build_parser()
     args = parser.parse_args(argv)  # a malformed command line exits 2 here, as argparse does
     try:

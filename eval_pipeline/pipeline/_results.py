@@ -273,7 +273,7 @@ def _result_entry(
 
 def _add_statistics(document: dict[str, Any], outcomes: Sequence[RunOutcome]) -> dict[str, Any]:
     """Is the difference real? `by_model[].pass_rate_ci95` ([low, high] in percent, the unit
-    of `pass_rate` there) and the top-level `comparisons` of the ranked models (README "Is the difference real?")."""
+    of `pass_rate` there) and the top-level `comparisons` of the ranked models (docs/grading.md "Is the difference real?")."""
     intervals = model_intervals(outcomes)
     for entry in document["by_model"]:
         low, high = intervals[entry["model"]]

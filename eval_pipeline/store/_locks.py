@@ -23,7 +23,7 @@ or makes a lock unnecessary (immutable objects under unique names need none to b
 A bucket store (`StoreLayout.remote`) takes none of the store's cross-process locks, since
 its writers may be on other machines: objects are immutable under unique names; two
 evaluations of one (model, day) are kept apart by Dagster (one run per partition at a time,
-README "Object storage"); compaction deletes files one generation late instead of waiting
+docs/results-in-sql.md "Object storage"); compaction deletes files one generation late instead of waiting
 for readers (`store._compact`). The views lock and the compaction lock stay: results.duckdb
 is per machine, and compaction runs from one schedule.
 """

@@ -8,7 +8,7 @@ no object at all. An append-only file (a journal) becomes a folder with one obje
 The store's own reads and writes go through s3fs (fsspec's S3, behind `upath.UPath`, so the
 code keeps its pathlib shape). DuckDB reads through an fsspec filesystem registered on its
 connection: pyarrow's S3 client behind fsspec's `ArrowFSWrapper`, measured about twice as fast
-as s3fs for the views' glob + read (benchmarks/bucket_filesystems.py, README "Object storage").
+as s3fs for the views' glob + read (benchmarks/bucket_filesystems.py, docs/results-in-sql.md "Object storage").
 """
 
 from __future__ import annotations

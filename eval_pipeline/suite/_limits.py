@@ -14,7 +14,7 @@ _MEMORY = re.compile(r"^\s*\d+(\.\d+)?\s*(B|KB|KiB|MB|MiB|GB|GiB|TB|TiB)\s*$", r
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds that hold whatever an agent, a model or a query does (README "Limits").
+    """Bounds that hold whatever an agent, a model or a query does (docs/limits.md).
 
     Args:
         response_max_bytes: the body of one reply of an external agent or an LLM provider,

@@ -82,7 +82,7 @@ def starter_test(table: str, dialect: str) -> str:
     return f"""\
 # A first test: a question for the agent, and reference SQL whose result is the right answer.
 # The reference runs on the warehouse and is compared with the data the agent's answer
-# gives. Add a file per question under cases/ (subfolders welcome); README "Writing tests"
+# gives. Add a file per question under cases/ (subfolders welcome); docs/writing-tests.md
 # lists every key (assertions, tool_calls, evaluators, consistency, k, tags, ...).
 name: {starter_test_name(table)}
 prompt: {json.dumps(f"How many rows does the {table} table have?")}
@@ -97,14 +97,14 @@ def starter_config(warehouse: StarterWarehouse, models: StarterModels) -> str:
     if warehouse.type == "duckdb":
         where = f"""\
 # The database the reference SQL runs on and the built-in agent queries, read-only. Several
-# (PostgreSQL, MySQL/MariaDB too) go under `databases:` instead: README "Warehouses".
+# (PostgreSQL, MySQL/MariaDB too) go under `databases:` instead: docs/warehouses.md.
 warehouse: {{type: duckdb, path: {json.dumps(warehouse.location)}}}
 """
     else:
         where = f"""\
 # The database the reference SQL runs on and the built-in agent queries, read-only (give the
 # agent a read-only role all the same). A test picks another with `database: <name>` once
-# more are listed here: README "Warehouses".
+# more are listed here: docs/warehouses.md.
 databases:
   - name: {DEFAULT_DATABASE_NAME}
     type: {warehouse.type}
@@ -115,7 +115,7 @@ databases:
 # An eval-pipeline suite, started by `eval-pipeline init`. Relative paths are read from this
 # folder, so the suite can be copied anywhere. A value written "{{{{ env('NAME') }}}}" is read
 # from the environment when it is needed: keys and passwords never belong in this file.
-# README "Configuration" lists every key.
+# docs/configuration.md lists every key.
 
 # Defaults for `eval-pipeline test`; a command-line flag wins for that run.
 test:

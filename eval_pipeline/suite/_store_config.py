@@ -18,7 +18,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """An S3-compatible bucket holding every table and journal (README "Object storage").
+    """An S3-compatible bucket holding every table and journal (docs/results-in-sql.md "Object storage").
 
     Args:
         url: `s3://bucket/prefix`; the prefix keeps several suites apart in one bucket.

@@ -1,7 +1,7 @@
 """Connections to a warehouse, one kind per engine, behind one small interface of Arrow batches.
 
 PostgreSQL goes through ADBC (`adbc-driver-postgresql`: binary COPY into Arrow, measured
-~1.9× faster and ~6× leaner than pandas over psycopg, see README "Warehouses"); MySQL and
+~1.9× faster and ~6× leaner than pandas over psycopg, see docs/warehouses.md); MySQL and
 MariaDB, which have no ADBC driver on PyPI, through PyMySQL with rows turned into Arrow
 batches; DuckDB files through DuckDB itself. Every kind streams `pa.RecordBatch`es, so row
 caps, cell caps and value conversion are the same code for every engine.

@@ -1,6 +1,6 @@
-"""The README's commands, each run through the real `eval-pipeline` script on a fresh copy of
-the sample suite (issue 20): every command of its ```bash blocks and of its Commands table is
-either run here, with the exit code and the output the README shows, or excused below with the
+"""The commands of the README and of docs/, each run through the real `eval-pipeline` script on
+a fresh copy of the sample suite: every command of their ```bash blocks and of the README's
+Commands table is either run here, with the exit code and the output the README shows, or excused below with the
 reason. A command the README gains fails `test_every_readme_command_is_run_or_excused` until it
 is one or the other.
 
@@ -35,6 +35,10 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
+#: The README and every page of docs/: their commands and SQL are run alike.
+DOCUMENTS = README + "".join(
+    page.read_text(encoding="utf-8") for page in sorted((REPO / "docs").glob("*.md"))
+)
 COLUMNS = 120  # the terminal the README's output was taken on
 CSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
@@ -59,7 +63,7 @@ EXCUSED = {
     "eval-pipeline server [--port 8765] [--host 127.0.0.1] [--no-open]": (
         "serves until stopped (the viewer's tests start it)"
     ),
-    # README "Deploying": servers on machines of their own; the same instance, daemon and
+    # docs/dagster.md "Deploying": servers on machines of their own; the same instance, daemon and
     # webserver are started by pipeline/test_daemon_backfill.py on a throwaway PostgreSQL.
     **dict.fromkeys(
         [
@@ -226,12 +230,13 @@ def test_every_readme_command_is_run_or_excused():
     run = {command for commands in SYNOPSES.values() for command in commands}
     unknown = [
         command
-        for command in bash_commands(README)
+        for command in bash_commands(DOCUMENTS)
         if command not in EXCUSED and command not in run
     ]
     unknown += [command for command in table_commands(README) if command not in EXCUSED | SYNOPSES]
     assert not unknown, f"README commands neither run nor excused here: {unknown}"
     assert "eval-pipeline test" in bash_commands(README)  # the parsing still finds them
+    assert "eval-pipeline ui" in bash_commands(DOCUMENTS)  # in docs/dagster.md
     assert len(table_commands(README)) >= 10
 
 
@@ -258,7 +263,7 @@ def test_running_it_again_answers_from_the_store_as_the_readme_says(clone, first
     was built by the first run), Dagster is not started at all."""
     again = run_cli("eval-pipeline test", clone)
     assert again.returncode == 1, again.stdout + again.stderr
-    prose = " ".join(README.split())  # the quoted line may be folded across lines
+    prose = " ".join(DOCUMENTS.split())  # the quoted line may be folded across lines
     said = re.search(r"`(nothing changed since the last evaluation of [^`]*)`", prose)
     assert said, "the README no longer quotes the line"
     line = said.group(1).replace("<day>", TODAY)
@@ -345,7 +350,7 @@ CHECKS: dict[str, tuple[int, Callable[[Result, Path], None]]] = {
 
 def test_the_prompt_answers_the_readmes_sql(clone, first):
     """`eval-pipeline sql` with the README's SQL blocks piped in, as a person pasting them."""
-    result = run_cli("eval-pipeline sql", clone, stdin=sql_blocks(README))
+    result = run_cli("eval-pipeline sql", clone, stdin=sql_blocks(DOCUMENTS))
     assert result.returncode == 0, result.stderr  # a piped script: 2 if a statement failed
     assert "error" not in result.stderr, result.stderr
     for header in ("pass_rate", "message", "failure_kind", "flaky_days", "note"):
@@ -374,6 +379,6 @@ def test_the_readme_command_runs_as_documented(clone, first, command):
 
 def test_every_command_that_runs_is_checked():
     run = {command for commands in SYNOPSES.values() for command in commands}
-    run |= {c for c in bash_commands(README) if c not in EXCUSED}
+    run |= {c for c in bash_commands(DOCUMENTS) if c not in EXCUSED}
     checked = set(CHECKS) | {"eval-pipeline test", "eval-pipeline sql"}
     assert run <= checked, sorted(run - checked)

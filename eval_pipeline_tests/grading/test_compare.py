@@ -94,7 +94,7 @@ def test_value_matching_keeps_name_matches():
 
 
 def test_with_extra_actual_columns_names_decide_so_a_look_alike_column_is_not_taken():
-    # README "How data is compared": values match columns only when the counts are equal. Here `n_orders` holds
+    # docs/grading.md "How data is compared": values match columns only when the counts are equal. Here `n_orders` holds
     # the expected figures by chance; taking it as revenue would pass a wrong answer.
     actual = frame(n_orders=[3, 2], revenue_total=[250, 95.35])
     result = compare_results(actual, frame(revenue=[3, 2]))
