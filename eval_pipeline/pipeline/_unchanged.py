@@ -30,10 +30,20 @@ def planned_runs(suite: Suite, model: str, k: int, select: Sequence[str] = ()) -
     return len(plan_requests(suite.select(list(select) or None), model, date.min, "", k=k))
 
 
-def grades_complete(layout: StoreLayout, model: str, run_date: date, planned: int) -> bool:
-    """The store holds the partition's grade for each planned run, none an error (a judge
-    that gave no verdict is asked again; a damaged file set aside is rewritten)."""
+def grades_complete(
+    layout: StoreLayout,
+    model: str,
+    run_date: date,
+    planned: int,
+    names: Sequence[str] | None = None,
+) -> bool:
+    """The store holds the partition's grade for each planned run of the tests `names` (all
+    by default), none an error (a judge that gave no verdict is asked again; a damaged file
+    set aside is rewritten)."""
     grades = read_latest(layout, "grades", model=model, run_date=run_date)
+    if names is not None:
+        wanted = set(names)
+        grades = [grade for grade in grades if grade["name"] in wanted]
     return len(grades) == planned and not any(grade["status"] == "error" for grade in grades)
 
 
@@ -122,10 +132,16 @@ class LastEvaluation:
         self._captured: str | None = None
 
     def _all_graded(self) -> bool:
-        """Every model's partition holds a grade for each planned run (all tests), none an error."""
+        """Every model's partition holds a grade for each planned run of the selected tests
+        (all tests without a selection), none an error: a selection is decided by its own
+        runs, whatever the other tests' are."""
         k, run_date = self._request.k or self._suite.config.test.k, self._request.run_date
+        select = self._request.select
+        names = [case.name for case in self._suite.select(list(select))] if select else None
         return all(
-            grades_complete(self._layout, m, run_date, planned_runs(self._suite, m, k))
+            grades_complete(
+                self._layout, m, run_date, planned_runs(self._suite, m, k, select), names
+            )
             for m in self._request.models
         )
 

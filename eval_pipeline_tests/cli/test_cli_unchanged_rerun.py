@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from eval_pipeline.store import StoreLayout, read_latest, write_rows
-from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn
-from eval_pipeline_tests.agents.tiny_suite import write_suite
+from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn, error
+from eval_pipeline_tests.agents.tiny_suite import prompt_of, write_suite
 from eval_pipeline_tests.cli.test_cli_runs import runs_of
 from eval_pipeline_tests.cli.test_cli_test_command import (
     SCRIPT,
@@ -289,3 +289,32 @@ def test_a_selection_takes_the_shortcut_and_counts_its_own_runs(suite: Path):
     assert (shortcut["executed_runs"], shortcut["reused_runs"]) == (0, 1)
     assert (through["executed_runs"], through["reused_runs"]) == (0, 1)
     assert [r["name"] for r in shortcut["results"]] == ["q0"]
+
+
+def test_a_selection_is_decided_by_its_own_runs_whatever_the_others_are(tmp_path: Path):
+    """Iterating on one test while another ends in error: each rerun of the selection is
+    answered from the store, as its own runs are all graded."""
+
+    def script(request, index):
+        if prompt_of(request) == CASES["q1"]:
+            return error(400, "this test's question is refused")  # an error run, not retried
+        return answer("540 USD.")
+
+    with ScriptedServer("openai", script=script) as server:
+        root = write_suite(
+            tmp_path / "suite",
+            cases=CASES,
+            dbt=False,
+            providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+        )
+        whole = run_cli(*ARGS, cwd=root)
+        assert whole.returncode == 1, whole.stdout + whole.stderr  # q1 is an error run
+        args = (*ARGS, "--select", "q0")
+        run_cli(*args, cwd=root)
+        before = len(runs_of(root))
+        again = run_cli(*args, cwd=root)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "nothing changed since the last evaluation of 2026-03-02: 1 stored run(s)" in (
+        again.stdout
+    )
+    assert len(runs_of(root)) == before, "the selection's unchanged rerun started Dagster"
