@@ -13,18 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.pipeline._grades import summarize_grades
+from eval_pipeline.pipeline._records import IMPORTED_KEY_PREFIX
 from eval_pipeline.store import (
     StoreLayout,
     ensure_schema_files,
+    query,
     read_latest,
     updating_partition,
     write_rows,
 )
 from eval_pipeline.suite import to_model_id
 
-# Imported rows carry this in their run key (`import:<file hash>:<index>`): a second import of
-# the same file finds them and adds nothing, whatever the file is called now.
-_KEY_PREFIX = "import:"
+# Imported rows carry `import:<file hash>:<index>` as their run key: a second import of the
+# same file finds them and adds nothing, whatever the file is called now.
+_KEY_PREFIX = IMPORTED_KEY_PREFIX
 _MAX_BYTES = 256 * 1024 * 1024  # a results file bigger than this is not one we can hold
 
 
@@ -74,7 +76,9 @@ def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> Impor
     `model_summaries` row in the (model, day) partitions the file covers, beside what those
     partitions already hold (a past evaluation of ours, or another file of the same day: its
     runs then count as further attempts). The day is a result's `run_date` (our files), else
-    the date of the file's `timestamp` (nao's).
+    the date of the file's `timestamp` (nao's). Imported runs are history: an evaluation of
+    ours on that day never reuses them, and its runs replace them in the day's tables (the
+    `*_history` views keep them).
 
     Idempotent: rows are keyed by the file's content hash, so importing a file again (under
     any name) adds nothing, and a run of one of our files that the store already holds (its
@@ -286,11 +290,27 @@ def _store(layout: StoreLayout, digest: str, runs: Sequence[ImportedRun]) -> int
     by_partition: dict[tuple[str, date], list[tuple[int, ImportedRun]]] = defaultdict(list)
     for index, run in enumerate(runs):
         by_partition[(run.model, run.run_date)].append((index, run))
+    # A partition this file went into once is done, even when an evaluation of ours has
+    # replaced the imported runs there since (they are history: `grades_history` keeps them).
+    done = _imported_partitions(layout, digest)
     written = 0
     for (model, day), items in sorted(by_partition.items()):
+        if (model, day) in done:
+            continue
         with updating_partition(layout, model, day):
             written += _store_partition(layout, digest, model, day, items)
     return written
+
+
+def _imported_partitions(layout: StoreLayout, digest: str) -> set[tuple[str, date]]:
+    """The (model, day) partitions whose grades ever held this file's runs."""
+    frame = query(
+        layout,
+        "SELECT DISTINCT model, CAST(run_date AS VARCHAR) AS day FROM grades_history "
+        "WHERE starts_with(run_key, ?)",
+        [f"{_KEY_PREFIX}{digest}:"],
+    )
+    return {(model, date.fromisoformat(day)) for model, day in frame.itertuples(index=False)}
 
 
 def _store_partition(
