@@ -86,7 +86,7 @@ def test_a_broken_file_is_named_and_skipped_whole_and_the_others_still_come_in(l
     assert report.imported == [NAO_FILE]
     assert [(path.name, why) for path, why in report.skipped] == [
         (truncated.name, "is not JSON (line 18, column 9: Unterminated string starting at)"),
-        (half_bad.name, "results[2].passed is missing or not true/false"),
+        (half_bad.name, "results[2].passed: expected true or false, got null"),
         (not_results.name, "has no `results` list; is it a results_*.json file?"),
     ]
     days = query(layout, "SELECT DISTINCT run_date FROM grades")["run_date"]
@@ -134,7 +134,7 @@ def test_our_own_results_file_and_a_second_file_of_the_same_day_add_attempts(lay
 
 
 def test_an_import_stopped_half_way_is_completed_not_doubled(layout):
-    digest, _ = read_results_file(NAO_FILE)
+    digest = read_results_file(NAO_FILE).digest
     ensure_schema_files(layout)
     # A crash after the runs were written, before their grades.
     partial = {"key": f"import:{digest}:0", "name": "total_revenue", "model": "vllm:qwen3"}
