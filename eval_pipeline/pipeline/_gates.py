@@ -25,7 +25,12 @@ class AccuracyGate:
     @property
     def message(self) -> str:
         if self.threshold is None:
-            return f"accuracy {self.accuracy:.1%}; no minimum configured"
+            if self.passed:
+                return f"accuracy {self.accuracy:.1%}; no minimum configured: every run passed"
+            return (
+                f"accuracy {self.accuracy:.1%}; no minimum configured, so every run must pass: "
+                f"{len(self.below)} test(s) did not"
+            )
         if self.mode == "all":
             if not self.below:
                 return f"every test at or above {self.threshold:.1%}"
@@ -38,11 +43,14 @@ class AccuracyGate:
 def accuracy_gate(
     accuracies: dict[str, float], threshold: float | None, mode: ThresholdMode = "average"
 ) -> AccuracyGate:
-    """oxy's semantics: `average` needs the mean of the tests' accuracies to reach the
-    threshold, `all` needs every test to reach it. No threshold always passes."""
+    """The verdict of an evaluation, the one its results file, its summary and its exit code
+    give. oxy's semantics: `average` needs the mean of the tests' accuracies to reach the
+    threshold, `all` needs every test to reach it. No threshold: every run must pass (each
+    test at 100%), as `eval-pipeline test` exits 0 only when they all did."""
     average = sum(accuracies.values()) / len(accuracies) if accuracies else 0.0
     if threshold is None:
-        return AccuracyGate(True, average, None, mode)
+        below = sorted((name, value) for name, value in accuracies.items() if value + 1e-12 < 1)
+        return AccuracyGate(not below, average, None, mode, below)
     below = sorted((name, value) for name, value in accuracies.items() if value + 1e-12 < threshold)
     passed = not below if mode == "all" else average + 1e-12 >= threshold
     return AccuracyGate(passed, average, threshold, mode, below if mode == "all" else [])
