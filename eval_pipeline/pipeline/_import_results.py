@@ -239,4 +239,5 @@ def _grade_row(run: ImportedRun, key: str, attempt: int) -> dict[str, Any]:
         "duration_ms": run.duration_ms,
         "tool_call_count": len(run.tool_calls),
         "judge": None,
+        "imported_from": run.source,
     }

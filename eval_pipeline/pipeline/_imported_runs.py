@@ -17,6 +17,8 @@ from eval_pipeline.pipeline._evaluation import day_problem
 from eval_pipeline.suite import to_model_id
 
 _MAX_BYTES = 256 * 1024 * 1024  # a results file bigger than this is not one we can hold
+#: Who graded the runs of a results file of ours (`grades.imported_from`): the same rules.
+OURS = "eval_pipeline"
 
 
 class ResultsFileError(ValueError):
@@ -50,7 +52,7 @@ class ImportedRun:
     written_at: str | None = None
     # Where the result was graded: `nao 0.3.29`, `nao` when nao's file names no version, or
     # `eval_pipeline` (our own files).
-    source: str = "eval_pipeline"
+    source: str = OURS
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,7 @@ def _source(document: Mapping[str, Any]) -> str:
     if "run_date" in document or any(
         isinstance(r, dict) and "status" in r for r in document["results"]
     ):
-        return "eval_pipeline"
+        return OURS
     for key in ("nao_version", "version"):
         version = document.get(key)
         if isinstance(version, str) and version.strip():

@@ -172,6 +172,9 @@ TABLES: dict[str, TableSpec] = {
                     # Added later (issue 18): with `--rejudge-samples j`, the j verdicts of a
                     # run with judged checks (its own first), as a JSON list; NULL otherwise.
                     _json("judge_samples"),
+                    # Added later (issue 25): who graded an imported run (`nao 0.3.29`, `nao`
+                    # when its file names no version, `eval_pipeline`); NULL: graded here.
+                    ("imported_from", pa.string()),
                 ]
             ),
             "The grade of every run: passed, failed (the agent was wrong) or error.",

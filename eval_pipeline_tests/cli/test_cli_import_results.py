@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -223,3 +223,36 @@ def test_naos_attempts_count_from_0_after_the_days_others_and_its_sql_and_time_a
     assert rows[1][3] is None  # the error run had no data to compare
     assert rows[0][3] == "SELECT COUNT(*) AS orders FROM orders"
     assert rows[2][3] == "SELECT SUM(amount) AS total_revenue FROM orders"
+
+
+def test_the_first_native_run_after_naos_results_names_the_grading_rules_not_the_model(tmp_path):
+    """nao graded yesterday (in any row order, its own rules); today we grade. A verdict that
+    differs is the rules' change, reported as a new judge is: neither regressed nor improved."""
+    day = today()
+    with ScriptedServer("openai", script=_by_prompt) as server:
+        project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
+        (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
+        yesterday = _nao_document((day - timedelta(days=1)).isoformat())
+        yesterday["nao_version"] = "0.3.29"
+        for result in yesterday["results"]:  # nao: order_count passed, total_revenue failed
+            result["passed"] = result["name"] == "order_count"
+            result["error"] = None
+        imported = _write(project / "tests" / "outputs" / "results_nao.json", yesterday)
+        first = run_cli("import-results", f"tests/outputs/{imported}", cwd=project)
+        assert first.returncode == 0, first.stdout + first.stderr
+        native = subprocess.run(
+            [str(SCRIPT), "test", "-q"],
+            cwd=project,
+            env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    no_traceback(native)
+    assert native.returncode == 1, native.stdout + native.stderr  # order_count is wrong here
+    out = " ".join(native.stdout.split())
+    assert "regressed since" not in out and "improved since" not in out, out
+    assert (
+        "changed by grading rules (imported from nao 0.3.29), not by vllm:qwen3: "
+        "order_count (passed → not passed), total_revenue (not passed → passed)"
+    ) in out, out
