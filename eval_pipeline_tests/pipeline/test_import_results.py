@@ -177,3 +177,18 @@ def test_a_run_of_ours_the_store_already_holds_is_not_added_again(layout, tmp_pa
     path.write_text(json.dumps({"results": [{**result, "run_key": "elsewhere"}]}))
     assert import_results([path], layout=layout).runs == 1
     assert len(_grades(layout)) == len(before) + 1
+
+
+def test_a_value_the_store_cannot_hold_skips_its_file_before_anything_is_written(layout, tmp_path):
+    """Text JSON allows but UTF-8 does not (a lone surrogate) fails the store's own
+    conversion: found while checking the file, not half way through its writes."""
+    document = json.loads(NAO_FILE.read_text())
+    document["results"][1]["details"]["tool_calls"][0]["result"] = {"note": "\udfff"}
+    path = tmp_path / "results_20260105_000000.json"
+    path.write_text(json.dumps(document))
+
+    report = import_results([path], layout=layout)
+
+    assert report.runs == 0 and [p for p, _ in report.skipped] == [path]
+    assert report.skipped[0][1].startswith("results[1]: cannot be stored (agent_runs.tool_calls:")
+    assert _grades(layout) == []
