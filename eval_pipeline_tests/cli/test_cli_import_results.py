@@ -1,12 +1,14 @@
 """`eval-pipeline import-results` on a nao project: a team's history in, twice without
-duplicates, a broken file named and skipped (exit 2), nothing of it written."""
+duplicates; a broken file (or one bad field of it) named and skipped whole (exit 2), the
+others in; nao's attempts, reference SQL and time kept; and `eval-pipeline test` after an
+import runs its own tests and names nao's grading rules as the cause of a changed verdict."""
 
 from __future__ import annotations
 
 import json
 import shutil
 import subprocess
-from datetime import date, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,30 @@ NAO_FILE = Path(__file__).parents[1] / "pipeline" / "nao_results" / "results_202
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(SCRIPT), *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=300
+    )
+
+
+def _nao_document(day: str, time: str = "14:30:22") -> dict:
+    """The example nao file, dated `day` (nao dates its runs by the file's `timestamp`)."""
+    document = json.loads(NAO_FILE.read_text())
+    document["timestamp"] = f"{day}T{time}.123456"
+    return document
+
+
+def _write(path: Path, document: dict) -> str:
+    path.write_text(json.dumps(document), "utf-8")
+    return path.name
+
+
+def _test_natively(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`eval-pipeline test` in the project, its model served by the scripted server."""
+    return subprocess.run(
+        [str(SCRIPT), "test", *args],
+        cwd=project,
+        env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"},
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -65,15 +91,6 @@ def test_import_results_brings_a_teams_history_in_once_and_names_a_broken_file(t
     assert _count(project) == "4"  # no duplicate
 
 
-def _nao_file_of(day: date, into: Path) -> Path:
-    """The example nao file, dated `day` (nao dates a file by its `timestamp`)."""
-    document = json.loads(NAO_FILE.read_text())
-    document["timestamp"] = f"{day.isoformat()}T08:15:00.000000"
-    path = into / f"results_{day.strftime('%Y%m%d')}_081500.json"
-    path.write_text(json.dumps(document), "utf-8")
-    return path
-
-
 def test_a_native_run_after_importing_todays_nao_file_runs_its_own_tests(tmp_path):
     """Imported runs are history: a native evaluation of the same day never takes them for
     runs of ours (they have no inputs to match), and needs no --no-cache."""
@@ -81,17 +98,11 @@ def test_a_native_run_after_importing_todays_nao_file_runs_its_own_tests(tmp_pat
     with ScriptedServer("openai", script=_by_prompt) as server:
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
-        imported = _nao_file_of(day, project / "tests" / "outputs")
-        first = run_cli("import-results", f"tests/outputs/{imported.name}", cwd=project)
+        outputs = project / "tests" / "outputs"
+        imported = _write(outputs / "results_nao.json", _nao_document(day.isoformat()))
+        first = run_cli("import-results", f"tests/outputs/{imported}", cwd=project)
         assert first.returncode == 0, first.stdout + first.stderr
-        native = subprocess.run(
-            [str(SCRIPT), "test", "--format", "json"],
-            cwd=project,
-            env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        native = _test_natively(project, "--format", "json")
     no_traceback(native)
     assert native.returncode == 1, native.stdout + native.stderr  # order_count is wrong
     document = json.loads(native.stdout)
@@ -101,20 +112,9 @@ def test_a_native_run_after_importing_todays_nao_file_runs_its_own_tests(tmp_pat
     ]
     assert document["executed_runs"] == 2 and server.requests  # ours ran, none was "reused"
 
-    again = run_cli("import-results", f"tests/outputs/{imported.name}", cwd=project)
+    again = run_cli("import-results", f"tests/outputs/{imported}", cwd=project)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "already in the store" in again.stdout  # the day is ours now; the import is history
-
-
-def _nao_document(day: str, time: str = "14:30:22") -> dict:
-    document = json.loads(NAO_FILE.read_text())
-    document["timestamp"] = f"{day}T{time}.123456"
-    return document
-
-
-def _write(path: Path, document: dict) -> str:
-    path.write_text(json.dumps(document), "utf-8")
-    return path.name
 
 
 def _grades_per_day(project: Path) -> dict[str, int]:
@@ -240,14 +240,7 @@ def test_the_first_native_run_after_naos_results_names_the_grading_rules_not_the
         imported = _write(project / "tests" / "outputs" / "results_nao.json", yesterday)
         first = run_cli("import-results", f"tests/outputs/{imported}", cwd=project)
         assert first.returncode == 0, first.stdout + first.stderr
-        native = subprocess.run(
-            [str(SCRIPT), "test", "-q"],
-            cwd=project,
-            env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        native = _test_natively(project, "-q")
     no_traceback(native)
     assert native.returncode == 1, native.stdout + native.stderr  # order_count is wrong here
     out = " ".join(native.stdout.split())
