@@ -3,6 +3,7 @@ skipped whole, the rows queryable in SQL like our own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from datetime import date
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.pipeline import import_results, read_results_file
+from eval_pipeline.grading import Grader
+from eval_pipeline.pipeline import grade_partition, import_results, read_results_file
 from eval_pipeline.store import StoreLayout, ensure_schema_files, query, write_rows
+from eval_pipeline.suite import load_suite
+from eval_pipeline_tests.suite.nao_project import write_nao_project
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
 DAY = date(2026, 1, 5)
@@ -192,3 +196,20 @@ def test_a_value_the_store_cannot_hold_skips_its_file_before_anything_is_written
     assert report.runs == 0 and [p for p, _ in report.skipped] == [path]
     assert report.skipped[0][1].startswith("results[1]: cannot be stored (agent_runs.tool_calls:")
     assert _grades(layout) == []
+
+
+def test_regrading_an_imported_day_keeps_the_imported_grades(layout, tmp_path):
+    """Grades re-materialized on a day of imported history (a new tolerance marks them stale
+    in the UI): the imported runs are not ours to grade again, and their grades stay."""
+    project = write_nao_project(tmp_path / "project")
+    suite = load_suite(project)
+    import_results([NAO_FILE], layout=layout)
+    before = _grades(layout)
+
+    grades = asyncio.run(
+        grade_partition(
+            suite, "vllm:qwen3", DAY, layout=layout, grader=Grader(extraction="last_query")
+        )
+    )
+
+    assert grades == [] and _grades(layout) == before
