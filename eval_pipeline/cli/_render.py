@@ -337,7 +337,8 @@ def pass_hat_k_text(document: dict[str, Any]) -> str:
 def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
     """'regressed / improved since the previous run' lines per model, each test with what
     changed besides the answer ("total_revenue (reference SQL changed)"), and the tests whose
-    status changed with a new judge (not the model: neither regressed nor improved)."""
+    status changed with a new judge or against runs graded by other rules (imported from
+    nao): not the model, so neither regressed nor improved."""
     lines = []
     for model, change in changes.items():
         for label, style, names in (
@@ -352,6 +353,14 @@ def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
                 [change.label(n) for n in change.improved],
             ),
             (f"changed with a new judge, not by {model}:", "yellow", change.rejudged),
+            *(
+                (
+                    f"changed by grading rules (imported from {grader}), not by {model}:",
+                    "yellow",
+                    entries,
+                )
+                for grader, entries in change.by_rules.items()
+            ),
         ):
             if names:
                 lines.append(Text.assemble((label, style), f" {', '.join(names)}"))
@@ -376,8 +385,11 @@ def reuse_line(
         key=CAUSES.index,
     )
     rejudged = any(change.rejudged for change in changes.values())
-    if causes or rejudged:
-        what = ", ".join([*causes, *(["judge"] if rejudged else [])])
+    ruled = any(change.by_rules for change in changes.values())
+    if causes or rejudged or ruled:
+        what = ", ".join(
+            [*causes, *(["judge"] if rejudged else []), *(["grading rules"] if ruled else [])]
+        )
         return f"No agent run executed: all {reused} runs reused; verdicts changed by: {what}."
     moved = any(change.regressed or change.improved for change in changes.values())
     tail = "" if moved else "; no verdict changed since the previous run"

@@ -33,12 +33,8 @@ from eval_pipeline.pipeline._grades import (
     summarize_grades,
     summarize_partition,
 )
-from eval_pipeline.pipeline._import_results import (
-    ImportReport,
-    ResultsFileError,
-    import_results,
-    read_results_file,
-)
+from eval_pipeline.pipeline._import_results import ImportReport, import_results
+from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
 from eval_pipeline.pipeline._nao_format import label_models
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe

@@ -42,19 +42,31 @@ def today() -> date:
     return datetime.now(UTC).date()
 
 
-def check_day(run_date: date) -> None:
-    """Refuse a day after today (UTC). An earlier day than the history's first is fine: its
-    evaluation extends the daily partitions back to it (`build_definitions(include_day=…)`)."""
+#: The first day that can be evaluated or imported: before it, a day is a typo (year 1 would
+#: make the daily partitions 739,000 keys long).
+FIRST_DAY = date(2000, 1, 1)
+
+
+def day_problem(run_date: date) -> str | None:
+    """Why `run_date` cannot hold results (after today, UTC, or before `FIRST_DAY`), or None.
+    An earlier day than the history's first is fine: its evaluation extends the daily
+    partitions back to it (`build_definitions(include_day=…)`)."""
     last = today()
     if run_date > last:
-        raise SuiteError(
-            [
-                Problem(
-                    "--date",
-                    None,
-                    f"{run_date.isoformat()} is in the future; the last day that can be "
-                    f"evaluated is today, {last.isoformat()} (UTC)",
-                )
-            ],
-            headline="bad option; nothing was run",
+        return (
+            f"{run_date.isoformat()} is in the future; the last day that can be evaluated is "
+            f"today, {last.isoformat()} (UTC)"
         )
+    if run_date < FIRST_DAY:
+        return (
+            f"{run_date.isoformat()} is before {FIRST_DAY.isoformat()}, the first day that can "
+            "be evaluated"
+        )
+    return None
+
+
+def check_day(run_date: date) -> None:
+    """Refuse a `--date` that cannot hold results (`day_problem`)."""
+    problem = day_problem(run_date)
+    if problem:
+        raise SuiteError([Problem("--date", None, problem)], headline="bad option; nothing was run")

@@ -10,6 +10,7 @@ from functools import cache
 from importlib import resources
 
 from eval_pipeline.grading import CaseMetrics, PairedComparison, compare_models
+from eval_pipeline.pipeline._imported_runs import OURS
 from eval_pipeline.store import StoreLayout, query, read_latest
 from eval_pipeline.suite import ThresholdMode
 
@@ -25,7 +26,12 @@ class AccuracyGate:
     @property
     def message(self) -> str:
         if self.threshold is None:
-            return f"accuracy {self.accuracy:.1%}; no minimum configured"
+            if self.passed:
+                return f"accuracy {self.accuracy:.1%}; no minimum configured: every run passed"
+            return (
+                f"accuracy {self.accuracy:.1%}; no minimum configured, so every run must pass: "
+                f"{len(self.below)} test(s) did not"
+            )
         if self.mode == "all":
             if not self.below:
                 return f"every test at or above {self.threshold:.1%}"
@@ -38,11 +44,14 @@ class AccuracyGate:
 def accuracy_gate(
     accuracies: dict[str, float], threshold: float | None, mode: ThresholdMode = "average"
 ) -> AccuracyGate:
-    """oxy's semantics: `average` needs the mean of the tests' accuracies to reach the
-    threshold, `all` needs every test to reach it. No threshold always passes."""
+    """The verdict of an evaluation, the one its results file, its summary and its exit code
+    give. oxy's semantics: `average` needs the mean of the tests' accuracies to reach the
+    threshold, `all` needs every test to reach it. No threshold: every run must pass (each
+    test at 100%), as `eval-pipeline test` exits 0 only when they all did."""
     average = sum(accuracies.values()) / len(accuracies) if accuracies else 0.0
     if threshold is None:
-        return AccuracyGate(True, average, None, mode)
+        below = sorted((name, value) for name, value in accuracies.items() if value + 1e-12 < 1)
+        return AccuracyGate(not below, average, None, mode, below)
     below = sorted((name, value) for name, value in accuracies.items() if value + 1e-12 < threshold)
     passed = not below if mode == "all" else average + 1e-12 >= threshold
     return AccuracyGate(passed, average, threshold, mode, below if mode == "all" else [])
@@ -262,11 +271,22 @@ class RunChanges:
     improved: list[str]
     rejudged: list[str] = field(default_factory=list)
     causes: dict[str, list[str]] = field(default_factory=dict)
+    # Changes against runs another tool graded (imported from nao): its rules are not ours
+    # (nao compares rows in any order), so such a change is the rules', not the model's.
+    # Grader (`nao 0.3.29`) → "name (passed → not passed)".
+    by_rules: dict[str, list[str]] = field(default_factory=dict)
 
     def label(self, name: str) -> str:
         """`name`, or `name (reference SQL changed)` when something besides the answer did."""
         causes = self.causes.get(name)
         return f"{name} ({', '.join(causes)} changed)" if causes else name
+
+
+def _foreign_grader(rows: Sequence[Mapping]) -> str | None:
+    """The other tool that graded these runs (imported from its results file), if any."""
+    graders = [r.get("imported_from") for r in rows]
+    foreign = sorted(g for g in graders if isinstance(g, str) and g != OURS)
+    return foreign[0] if foreign else None
 
 
 # What can change a verdict besides the agent's answer, in the order they are named.
@@ -288,7 +308,9 @@ def _verdict(passed: bool) -> str:
     return "passed" if passed else "not passed"
 
 
-_GRADE_COLUMNS = "name, attempt, passed, judge, run_key, content_hash, checks, grading_rules"
+_GRADE_COLUMNS = (
+    "name, attempt, passed, judge, run_key, content_hash, checks, grading_rules, imported_from"
+)
 
 
 def since_previous_run(
@@ -327,6 +349,15 @@ def since_previous_run(
         for n in names
         if n in passed_now and n in passed_before and passed_now[n] != passed_before[n]
     ]
+    # Graded by other rules on one side (nao's, imported): the change is the rules'.
+    by_rules: dict[str, list[str]] = {}
+    for n in list(changed):
+        before, now = _foreign_grader(rows_before[n]), _foreign_grader(rows_now[n])
+        if before != now:
+            changed.remove(n)
+            by_rules.setdefault(before or now or "", []).append(
+                f"{n} ({_verdict(passed_before[n])} → {_verdict(passed_now[n])})"
+            )
     inputs = _run_inputs(
         layout, {r["run_key"] for n in changed for r in rows_now[n] + rows_before[n]}
     )
@@ -345,6 +376,7 @@ def since_previous_run(
             for n in rejudged
         ],
         causes={n: found for n, found in causes.items() if found and n not in rejudged},
+        by_rules=by_rules,
     )
 
 
@@ -423,7 +455,9 @@ def _causes(
         if rules_was and rules_is:
             found.update(c for c in _RULE_CAUSES if rules_was.get(c) != rules_is.get(c))
         old_inputs, new_inputs = inputs.get(old["run_key"]), inputs.get(row["run_key"])
-        if old_inputs and new_inputs and old_inputs[1] != new_inputs[1]:
+        # An imported run has no context hash: nothing to tell about its context.
+        contexts = (old_inputs[1], new_inputs[1]) if old_inputs and new_inputs else (None, None)
+        if None not in contexts and contexts[0] != contexts[1]:
             found.add("context")
     # "test" says only what the named parts do not: an edited reference is a test edit too.
     if found & {"reference SQL", "tolerance"}:

@@ -22,7 +22,7 @@ from eval_pipeline.grading import (
     with_judge_samples,
 )
 from eval_pipeline.pipeline._comparisons import model_intervals
-from eval_pipeline.pipeline._records import run_from_row
+from eval_pipeline.pipeline._records import is_imported, run_from_row
 from eval_pipeline.pipeline._references import references_by_database
 from eval_pipeline.store import (
     StoreLayout,
@@ -66,7 +66,8 @@ async def grade_partition(
     resamplers: Sequence[Grader] = (),
     rules: Mapping[str, str] | None = None,
 ) -> list[Grade]:
-    """Grade the partition's stored runs (no agent call) and store the grades; with
+    """Grade the partition's stored runs (no agent call) and store the grades (an imported
+    run keeps the grade it came with); with
     `resamplers` (graders whose judge answers as other samples), each run a judge decided is
     judged again by each and keeps its verdicts (`with_judge_samples`). `rules`: the digests
     of the grading rules the grader applies (`GradingRules.parts`), kept with each grade so a
@@ -78,7 +79,9 @@ async def grade_partition(
     with updating_partition(layout, model, run_date):
         runs_by_case = defaultdict(list)
         rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
-        for row in decode_json_rows("agent_runs", rows):
+        # Imported runs are history another tool graded; they hold no queries to grade again.
+        imported = {row["key"] for row in rows if is_imported(row["key"])}
+        for row in decode_json_rows("agent_runs", [r for r in rows if r["key"] not in imported]):
             runs_by_case[row["name"]].append(run_from_row(row))
         references = load_references(layout, run_date)
         gate = asyncio.Semaphore(GRADING_CONCURRENCY)
@@ -94,6 +97,9 @@ async def grade_partition(
         graded = await asyncio.gather(*(grade(c) for c in cases))
         grades = [g for case_grades in graded for g in case_grades]
         records = [{**g.to_record(), "grading_rules": rules} for g in grades]
+        if imported:  # their grades stay as they were imported
+            stored = read_latest(layout, "grades", model=model, run_date=run_date)
+            records += [row for row in stored if row["run_key"] in imported]
         write_rows(layout, "grades", records, model=model, run_date=run_date)
     return grades
 

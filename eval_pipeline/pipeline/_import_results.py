@@ -2,58 +2,29 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from eval_pipeline.pipeline._grades import summarize_grades
+from eval_pipeline.pipeline._imported_runs import ImportedRun, ResultsFileError, read_results_file
+from eval_pipeline.pipeline._records import IMPORTED_KEY_PREFIX
 from eval_pipeline.store import (
     StoreLayout,
+    check_rows,
     ensure_schema_files,
+    query,
     read_latest,
     updating_partition,
     write_rows,
 )
-from eval_pipeline.suite import to_model_id
 
-# Imported rows carry this in their run key (`import:<file hash>:<index>`): a second import of
-# the same file finds them and adds nothing, whatever the file is called now.
-_KEY_PREFIX = "import:"
-_MAX_BYTES = 256 * 1024 * 1024  # a results file bigger than this is not one we can hold
-
-
-class ResultsFileError(ValueError):
-    """A file that is not a results file we can read; the message says why, in one line."""
-
-
-@dataclass(frozen=True)
-class ImportedRun:
-    """One result of a results file, in our terms."""
-
-    name: str
-    model: str
-    label: str  # the model as the file spells it (nao's `openaiCompatible/vllm:qwen3`)
-    run_date: date
-    attempt: int  # within the file, per test and model
-    status: str  # passed / failed / error
-    passed: bool
-    verified: bool
-    message: str
-    tokens: int
-    cost_usd: float | None
-    duration_ms: float
-    tool_calls: list[dict[str, Any]]
-    final_text: str
-    error: str | None
-    checks: list[dict[str, Any]]
-    # The key our results files give each run: a run the store already holds is not added again.
-    run_key: str | None = None
+# Imported rows carry `import:<file hash>:<index>` as their run key: a second import of the
+# same file finds them and adds nothing, whatever the file is called now.
+_KEY_PREFIX = IMPORTED_KEY_PREFIX
 
 
 @dataclass
@@ -74,12 +45,16 @@ def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> Impor
     `model_summaries` row in the (model, day) partitions the file covers, beside what those
     partitions already hold (a past evaluation of ours, or another file of the same day: its
     runs then count as further attempts). The day is a result's `run_date` (our files), else
-    the date of the file's `timestamp` (nao's).
+    the date of the file's `timestamp` (nao's). Imported runs are history: an evaluation of
+    ours on that day never reuses them, and its runs replace them in the day's tables (the
+    `*_history` views keep them).
 
     Idempotent: rows are keyed by the file's content hash, so importing a file again (under
     any name) adds nothing, and a run of one of our files that the store already holds (its
-    `run_key`: the file `eval-pipeline test` wrote) is not added again. A file that cannot be read is named in `skipped` with the reason
-    and nothing of it is written; it never stops the other files.
+    `run_key`: the file `eval-pipeline test` wrote) is not added again. A whole file is
+    checked before any of it is written: one that cannot be read, or one field of it that
+    does not hold what it should, and the file is named in `skipped` with the field and
+    nothing of it is written; it never stops the other files.
 
     Args:
         paths: results files, nao's (`tests/outputs/results_*.json`) or ours.
@@ -90,10 +65,12 @@ def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> Impor
     for raw in paths:
         path = Path(raw)
         try:
-            digest, runs = read_results_file(path)
+            results = read_results_file(path)
+            _check_storable(results.runs)
         except ResultsFileError as error:
             report.skipped.append((path, str(error)))
             continue
+        digest, runs = results.digest, results.runs
         written = _store(layout, digest, runs)
         if written:
             report.imported.append(path)
@@ -104,181 +81,22 @@ def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> Impor
     return report
 
 
-def read_results_file(path: Path) -> tuple[str, list[ImportedRun]]:
-    """The content hash and runs of one results file, all checked before anything is written.
-
-    Raises:
-        ResultsFileError: the file is missing, not JSON, or not shaped like a results file.
-    """
-    try:
-        if path.stat().st_size > _MAX_BYTES:
-            raise ResultsFileError(f"larger than {_MAX_BYTES // 2**20} MiB")
-        content = path.read_bytes()
-    except OSError as error:
-        raise ResultsFileError(f"cannot be read ({error.strerror or error})") from None
-    try:
-        document = json.loads(content)
-    except json.JSONDecodeError as error:
-        raise ResultsFileError(
-            f"is not JSON (line {error.lineno}, column {error.colno}: {error.msg})"
-        ) from None
-    except (UnicodeDecodeError, RecursionError):
-        raise ResultsFileError("is not JSON text") from None
-    digest = hashlib.sha256(content).hexdigest()[:16]
-    return digest, _runs(document)
-
-
-def _runs(document: Any) -> list[ImportedRun]:
-    if not isinstance(document, dict) or not isinstance(document.get("results"), list):
-        raise ResultsFileError("has no `results` list; is it a results_*.json file?")
-    stamp = document.get("timestamp")
-    try:
-        file_day = datetime.fromisoformat(stamp).date() if isinstance(stamp, str) else None
-    except ValueError:
-        raise ResultsFileError(f"`timestamp` {stamp!r:.40} is not an ISO date and time") from None
-    attempts: dict[tuple[str, str], int] = defaultdict(int)
-    runs = []
-    for i, result in enumerate(document["results"]):
-        where = f"results[{i}]"
-        if not isinstance(result, dict):
-            raise ResultsFileError(f"{where} is not an object")
-        name, label = result.get("name"), result.get("model")
-        if not (isinstance(name, str) and name.strip()):
-            raise ResultsFileError(f"{where}.name is missing or not text")
-        if not (isinstance(label, str) and ":" in label and "|" not in label):
-            raise ResultsFileError(f"{where}.model {label!r:.60} is not `provider:model_id`")
-        if not isinstance(result.get("passed"), bool):
-            raise ResultsFileError(f"{where}.passed is missing or not true/false")
-        run_date = _day(result.get("run_date"), file_day, where)
-        model = to_model_id(label)
-        attempt = _attempt(result, where)
-        if attempt is None:
-            attempt = attempts[(name, model)]
-        attempts[(name, model)] = max(attempts[(name, model)], attempt + 1)
-        runs.append(_run(result, name, model, label, run_date, attempt, where))
-    return runs
-
-
-def _day(value: Any, file_day: date | None, where: str) -> date:
-    if isinstance(value, str):
-        try:
-            return date.fromisoformat(value)
-        except ValueError:
-            raise ResultsFileError(f"{where}.run_date {value!r:.40} is not a date") from None
-    if file_day is None:
-        raise ResultsFileError("has no `timestamp` to date its runs by")
-    return file_day
-
-
-def _attempt(result: Mapping[str, Any], where: str) -> int | None:
-    value = result.get("attempt")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 10_000:
-        raise ResultsFileError(f"{where}.attempt {value!r:.20} is not an attempt number")
-    return value
-
-
-def _number(result: Mapping[str, Any], key: str, where: str) -> float | None:
-    value = result.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ResultsFileError(f"{where}.{key} {value!r:.20} is not a number")
-    if value < 0:
-        raise ResultsFileError(f"{where}.{key} {value!r:.20} is negative")
-    return float(value)
-
-
-def _run(
-    result: Mapping[str, Any],
-    name: str,
-    model: str,
-    label: str,
-    run_date: date,
-    attempt: int,
-    where: str,
-) -> ImportedRun:
-    details = result.get("details") if isinstance(result.get("details"), dict) else {}
-    error = result.get("error") or details.get("error")
-    ours = "status" in result
-    if ours:
-        status = result["status"]
-        if status not in ("passed", "failed", "error"):
-            raise ResultsFileError(f"{where}.status {status!r:.20} is not passed/failed/error")
-    else:
-        status = "passed" if result["passed"] else "error" if error else "failed"
-    message = result.get("message")
-    # Ours keeps the honest cost in `cost_usd` (null: unknown); `cost` is nao's number.
-    cost = _number(result, "cost_usd" if "cost_usd" in result else "cost", where)
-    if not ours and cost == 0:
-        cost = None  # nao writes 0 for a model it has no price for (#1220): unknown, not free
-    tokens = _number(result, "tokens", where)
-    return ImportedRun(
-        name=name,
-        model=model,
-        label=label,
-        run_date=run_date,
-        attempt=attempt,
-        status=status,
-        passed=status == "passed",
-        verified=bool(result.get("verified", message != "no verification")),
-        message=message if isinstance(message, str) else status,
-        tokens=int(tokens or 0),
-        cost_usd=cost,
-        duration_ms=_number(result, "duration_ms", where) or 0.0,
-        tool_calls=_tool_calls(details.get("tool_calls")),
-        final_text=details.get("response_text")
-        if isinstance(details.get("response_text"), str)
-        else "",
-        error=str(error) if error else None,
-        checks=_checks(details, status, message) if not ours else details.get("checks") or [],
-        run_key=result["run_key"] if isinstance(result.get("run_key"), str) else None,
-    )
-
-
-def _tool_calls(calls: Any) -> list[dict[str, Any]]:
-    """Tool calls in our record shape, from nao's (`toolName`, `toolCallId`, `args`) or ours."""
-    found = []
-    for i, call in enumerate(calls if isinstance(calls, list) else []):
-        if not isinstance(call, dict):
-            continue
-        arguments = call.get("args", call.get("arguments"))
-        found.append(
-            {
-                "id": str(call.get("toolCallId") or call.get("id") or f"call_{i}"),
-                "name": str(call.get("toolName") or call.get("name") or "unknown"),
-                "arguments": arguments if isinstance(arguments, dict) else None,
-                "raw_arguments": json.dumps(arguments, default=str, ensure_ascii=False),
-                "result": call.get("result"),
-                "error": call.get("error") if isinstance(call.get("error"), str) else None,
-                "duration_ms": float(call.get("duration_ms") or 0.0),
-            }
-        )
-    return found
-
-
-def _checks(details: Mapping[str, Any], status: str, message: Any) -> list[dict[str, Any]]:
-    """nao's data comparison as our `data` check, so the viewer shows its tables and diff."""
-    if details.get("actual_data") is None and details.get("expected_data") is None:
-        return []
-    comparison = details.get("comparison")
-    return [
-        {
-            "kind": "data",
-            "status": status,
-            "message": message if isinstance(message, str) else status,
-            "details": {
-                "actual_data": details.get("actual_data"),
-                "expected_data": details.get("expected_data"),
-                # nao ≤ 0.3.x wrote its diff text here; later, the tolerances used.
-                "diff": comparison if isinstance(comparison, str) else None,
-                "tolerance": comparison if isinstance(comparison, dict) else None,
-                "verification_sql": details.get("verification_sql"),
-            },
-            "judge": None,
-        }
-    ]
+def _check_storable(runs: Sequence[ImportedRun]) -> None:
+    """Every row of every run converts as the store writes it (a lone surrogate in a text, a
+    number out of a column's range): found now, not half way through the writes."""
+    for index, run in enumerate(runs):
+        key = f"{_KEY_PREFIX}check:{index}"
+        for table, rows in (
+            ("agent_runs", [_run_row(run, key, run.attempt)]),
+            ("tool_calls", _tool_call_rows(run, key, run.attempt)),
+            ("grades", [_grade_row(run, key, run.attempt)]),
+        ):
+            try:
+                check_rows(table, rows)
+            except ValueError as error:
+                raise ResultsFileError(
+                    f"results[{index}]: cannot be stored ({table}.{error})"
+                ) from None
 
 
 def _store(layout: StoreLayout, digest: str, runs: Sequence[ImportedRun]) -> int:
@@ -286,11 +104,27 @@ def _store(layout: StoreLayout, digest: str, runs: Sequence[ImportedRun]) -> int
     by_partition: dict[tuple[str, date], list[tuple[int, ImportedRun]]] = defaultdict(list)
     for index, run in enumerate(runs):
         by_partition[(run.model, run.run_date)].append((index, run))
+    # A partition this file went into once is done, even when an evaluation of ours has
+    # replaced the imported runs there since (they are history: `grades_history` keeps them).
+    done = _imported_partitions(layout, digest)
     written = 0
     for (model, day), items in sorted(by_partition.items()):
+        if (model, day) in done:
+            continue
         with updating_partition(layout, model, day):
             written += _store_partition(layout, digest, model, day, items)
     return written
+
+
+def _imported_partitions(layout: StoreLayout, digest: str) -> set[tuple[str, date]]:
+    """The (model, day) partitions whose grades ever held this file's runs."""
+    frame = query(
+        layout,
+        "SELECT DISTINCT model, CAST(run_date AS VARCHAR) AS day FROM grades_history "
+        "WHERE starts_with(run_key, ?)",
+        [f"{_KEY_PREFIX}{digest}:"],
+    )
+    return {(model, date.fromisoformat(day)) for model, day in frame.itertuples(index=False)}
 
 
 def _store_partition(
@@ -363,7 +197,7 @@ def _run_row(run: ImportedRun, key: str, attempt: int) -> dict[str, Any]:
         "tool_call_count": len(run.tool_calls),
         "error": run.error,
         "started_at": None,
-        "finished_at": None,
+        "finished_at": run.written_at,
         "reused": False,
     }
 
@@ -405,4 +239,5 @@ def _grade_row(run: ImportedRun, key: str, attempt: int) -> dict[str, Any]:
         "duration_ms": run.duration_ms,
         "tool_call_count": len(run.tool_calls),
         "judge": None,
+        "imported_from": run.source,
     }

@@ -15,6 +15,16 @@ from eval_pipeline.agents import MAX_COUNT, AgentRun, QueryRecord, RunStatus, To
 
 log = logging.getLogger("eval_pipeline.store")
 
+# Runs imported from a results file are keyed `import:<file hash>:<index>`: they have no inputs
+# (test hash, context hash) of ours, so they are history, never a run an evaluation reuses.
+IMPORTED_KEY_PREFIX = "import:"
+
+
+def is_imported(key: object) -> bool:
+    """Whether a stored run key (`agent_runs.key`, `grades.run_key`) is an imported run's."""
+    return isinstance(key, str) and key.startswith(IMPORTED_KEY_PREFIX)
+
+
 # A lone UTF-16 surrogate is legal in JSON ("\ud800") but not in UTF-8, so no file can hold it.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 

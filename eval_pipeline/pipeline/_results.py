@@ -8,6 +8,8 @@ It lives below every surface that shows it: `eval-pipeline test` prints and writ
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime
 from pathlib import Path
@@ -337,15 +339,45 @@ def _model_entry(summary) -> dict[str, Any]:
 def write_results_file(document: dict[str, Any], folder: Path) -> Path:
     """`<folder>/results_YYYYMMDD_HHMMSS.json` (nao's `results_*.json` pattern), named by the
     evaluated day (`run_date`) and the time it was written, so a file of a past day sorts
-    and imports as that day. `folder` is the suite's `results_dir`."""
+    and imports as that day. `folder` is the suite's `results_dir`.
+
+    Each call writes a file of its own: when another command took the name (two commands
+    finishing in the same second), this one is `..._HHMMSS_2.json` (then `_3`, …). The file
+    appears whole under its name (written aside, then linked), never over another's.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     written = datetime.fromisoformat(document["timestamp"])
     day = date.fromisoformat(document.get("run_date") or written.date().isoformat())
-    path = folder / f"results_{day:%Y%m%d}_{written:%H%M%S}.json"
-    path.write_text(
-        json.dumps(
-            redact_value(document, keep=IDENTITY_FIELDS), indent=2, default=str, ensure_ascii=False
-        ),
-        encoding="utf-8",
+    stem = f"results_{day:%Y%m%d}_{written:%H%M%S}"
+    text = json.dumps(
+        redact_value(document, keep=IDENTITY_FIELDS), indent=2, default=str, ensure_ascii=False
     )
-    return path
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=folder, prefix=f".{stem}.", suffix=".tmp", delete=False
+    ) as handle:
+        handle.write(text)
+    aside = Path(handle.name)
+    try:
+        number = 1
+        while True:
+            path = folder / (f"{stem}.json" if number == 1 else f"{stem}_{number}.json")
+            if _claim(path, aside, text):
+                return path
+            number += 1
+    finally:
+        aside.unlink(missing_ok=True)
+
+
+def _claim(path: Path, aside: Path, text: str) -> bool:
+    """Give the file written `aside` the name `path`, unless that name is taken (False)."""
+    try:
+        os.link(aside, path)  # fails when the name is taken: never overwrites
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: create the name exclusively
+        try:
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except FileExistsError:
+            return False
+    return True

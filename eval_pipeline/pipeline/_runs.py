@@ -15,6 +15,7 @@ from eval_pipeline.agents import (
     execute_runs,
 )
 from eval_pipeline.pipeline._records import (
+    is_imported,
     journaled_runs,
     make_storable,
     run_from_row,
@@ -205,7 +206,10 @@ async def run_partition(
 
 
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
+    """The partition's runs of ours. Runs imported from a results file are history: an
+    evaluation of the day neither reuses nor carries them (they stay in `agent_runs_history`)."""
     rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
+    rows = [row for row in rows if not is_imported(row["key"])]
     return [run_from_row(row) for row in decode_json_rows("agent_runs", rows)]
 
 

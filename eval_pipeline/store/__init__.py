@@ -25,6 +25,7 @@ from eval_pipeline.store._database import (
 from eval_pipeline.store._files import (
     Journal,
     abandoned_journals,
+    check_rows,
     current_generation,
     day_state,
     ensure_schema_files,
@@ -60,6 +61,7 @@ __all__ = [
     "StoreLayout",
     "TableSpec",
     "abandoned_journals",
+    "check_rows",
     "check_store",
     "compact_store",
     "connect",

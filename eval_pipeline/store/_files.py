@@ -20,7 +20,7 @@ from eval_pipeline.store import _objects
 from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
 from eval_pipeline.store._tables import TABLES
-from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
+from eval_pipeline.suite import IDENTITY_FIELDS, first_line, redact_value
 
 log = logging.getLogger("eval_pipeline.store")
 
@@ -33,7 +33,7 @@ def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y%m%dT%H%M%S%fZ")
 
 
-def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any]) -> pa.Table:
+def _columns(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any]) -> dict:
     spec = TABLES[table]
     json_columns = spec.json_columns
     columns: dict[str, list[Any]] = {field.name: [] for field in spec.schema}
@@ -47,7 +47,27 @@ def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any])
                 value = json.dumps(value, default=str, ensure_ascii=False)
             # No piece of a known secret is ever stored; what names the row stays as written.
             values.append(value if name in IDENTITY_FIELDS else redact_value(value))
-    return pa.Table.from_pydict(columns, schema=spec.schema)
+    return columns
+
+
+def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any]) -> pa.Table:
+    return pa.Table.from_pydict(_columns(table, rows, extra), schema=TABLES[table].schema)
+
+
+def check_rows(table: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Convert rows as `write_rows` does, writing nothing, so a caller holding rows from
+    outside (an imported file) can refuse them before it writes any of them.
+
+    Raises:
+        ValueError: naming the first column that cannot hold its value, and why.
+    """
+    extra = {"written_at": datetime.now(UTC), "materialization_id": "check"}
+    schema = TABLES[table].schema
+    for name, values in _columns(table, rows, extra).items():
+        try:
+            pa.array(values, type=schema.field(name).type)
+        except (pa.ArrowException, ValueError, TypeError, OverflowError) as error:
+            raise ValueError(f"{name}: {first_line(str(error))}") from None
 
 
 def _write_atomically(table: pa.Table, path: Path) -> None:

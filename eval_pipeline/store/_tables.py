@@ -177,6 +177,9 @@ TABLES: dict[str, TableSpec] = {
                     # Added later (issue 25): the digests of the grading rules applied, by
                     # name (tolerance, extraction, judge, grading code); NULL before.
                     _json("grading_rules"),
+                    # Added later (issue 25): who graded an imported run (`nao 0.3.29`, `nao`
+                    # when its file names no version, `eval_pipeline`); NULL: graded here.
+                    ("imported_from", pa.string()),
                 ]
             ),
             "The grade of every run: passed, failed (the agent was wrong) or error.",

@@ -85,6 +85,11 @@ USAGE_CASES = {
         _nothing,
         "2099-01-01 is in the future; the last day that can be evaluated is today",
     ),
+    "day before 2000": (
+        ["test", "--date", "0001-01-01"],
+        _nothing,
+        "0001-01-01 is before 2000-01-01, the first day that can be evaluated",
+    ),
     "test date not a date": (
         ["test", "--date", "notadate"],
         _nothing,

@@ -3,6 +3,7 @@ skipped whole, the rows queryable in SQL like our own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from datetime import date
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.pipeline import import_results, read_results_file
+from eval_pipeline.grading import Grader
+from eval_pipeline.pipeline import grade_partition, import_results, read_results_file
 from eval_pipeline.store import StoreLayout, ensure_schema_files, query, write_rows
+from eval_pipeline.suite import load_suite
+from eval_pipeline_tests.suite.nao_project import write_nao_project
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
 DAY = date(2026, 1, 5)
@@ -86,7 +90,7 @@ def test_a_broken_file_is_named_and_skipped_whole_and_the_others_still_come_in(l
     assert report.imported == [NAO_FILE]
     assert [(path.name, why) for path, why in report.skipped] == [
         (truncated.name, "is not JSON (line 18, column 9: Unterminated string starting at)"),
-        (half_bad.name, "results[2].passed is missing or not true/false"),
+        (half_bad.name, "results[2].passed: expected true or false, got null"),
         (not_results.name, "has no `results` list; is it a results_*.json file?"),
     ]
     days = query(layout, "SELECT DISTINCT run_date FROM grades")["run_date"]
@@ -134,7 +138,7 @@ def test_our_own_results_file_and_a_second_file_of_the_same_day_add_attempts(lay
 
 
 def test_an_import_stopped_half_way_is_completed_not_doubled(layout):
-    digest, _ = read_results_file(NAO_FILE)
+    digest = read_results_file(NAO_FILE).digest
     ensure_schema_files(layout)
     # A crash after the runs were written, before their grades.
     partial = {"key": f"import:{digest}:0", "name": "total_revenue", "model": "vllm:qwen3"}
@@ -177,3 +181,35 @@ def test_a_run_of_ours_the_store_already_holds_is_not_added_again(layout, tmp_pa
     path.write_text(json.dumps({"results": [{**result, "run_key": "elsewhere"}]}))
     assert import_results([path], layout=layout).runs == 1
     assert len(_grades(layout)) == len(before) + 1
+
+
+def test_a_value_the_store_cannot_hold_skips_its_file_before_anything_is_written(layout, tmp_path):
+    """Text JSON allows but UTF-8 does not (a lone surrogate) fails the store's own
+    conversion: found while checking the file, not half way through its writes."""
+    document = json.loads(NAO_FILE.read_text())
+    document["results"][1]["details"]["tool_calls"][0]["result"] = {"note": "\udfff"}
+    path = tmp_path / "results_20260105_000000.json"
+    path.write_text(json.dumps(document))
+
+    report = import_results([path], layout=layout)
+
+    assert report.runs == 0 and [p for p, _ in report.skipped] == [path]
+    assert report.skipped[0][1].startswith("results[1]: cannot be stored (agent_runs.tool_calls:")
+    assert _grades(layout) == []
+
+
+def test_regrading_an_imported_day_keeps_the_imported_grades(layout, tmp_path):
+    """Grades re-materialized on a day of imported history (a new tolerance marks them stale
+    in the UI): the imported runs are not ours to grade again, and their grades stay."""
+    project = write_nao_project(tmp_path / "project")
+    suite = load_suite(project)
+    import_results([NAO_FILE], layout=layout)
+    before = _grades(layout)
+
+    grades = asyncio.run(
+        grade_partition(
+            suite, "vllm:qwen3", DAY, layout=layout, grader=Grader(extraction="last_query")
+        )
+    )
+
+    assert grades == [] and _grades(layout) == before
