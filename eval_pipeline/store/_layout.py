@@ -147,6 +147,14 @@ class StoreLayout:
             path = path / f"model={quote_part(model)}"
         return path
 
+    def partition_uri(
+        self, table: str, *, model: str | None = None, run_date: date | None = None
+    ) -> str:
+        """Where a partition's files are, as a URI (`file:///…`, `s3://…`): what a catalog
+        shows as the data's location."""
+        path = self.partition_dir(table, model=model, run_date=run_date)
+        return str(path) if self.remote else Path(path).resolve().as_uri()
+
     def glob(self, table: str) -> str:
         """Every file of a table, for DuckDB's `read_parquet` (schema file included)."""
         return (self.table_dir(table) / "**" / "*.parquet").as_posix()

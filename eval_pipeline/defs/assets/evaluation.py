@@ -19,6 +19,7 @@ from eval_pipeline.defs.conditions import (
     leaderboard_condition,
     references_condition,
 )
+from eval_pipeline.defs.metadata import table_definition, table_written
 from eval_pipeline.defs.partitions import DayPartitions
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading import GRADING_CODE_VERSION, Grade, GradeStatus
@@ -166,6 +167,7 @@ def build_evaluation_assets(
         partitions_def=daily,
         deps=[test_cases, *warehouse_keys],
         kinds={"duckdb", "sql"},
+        metadata=table_definition("reference_results"),
         automation_condition=references_condition("agent_runs"),
         description="Each test's reference SQL run on the warehouse, kept per day.",
         check_specs=[
@@ -182,7 +184,8 @@ def build_evaluation_assets(
         context: dg.AssetExecutionContext, suite: SuiteResource
     ) -> dg.MaterializeResult:
         day = date.fromisoformat(context.partition_key)
-        results = compute_references(suite.load(), day, layout=suite.store())
+        layout = suite.store()
+        results = compute_references(suite.load(), day, layout=layout)
         failed = [r for r in results if r.error]
         for result in failed:
             context.log.warning(f"{result.name}: {result.error}")
@@ -212,6 +215,7 @@ def build_evaluation_assets(
                 "failed": len(failed),
                 "empty_results": sum(r.row_count == 0 and not r.error for r in results),
                 "rows": sum(r.row_count for r in results),
+                **table_written(layout, "reference_results", len(results), run_date=day),
             },
         )
 
@@ -220,6 +224,7 @@ def build_evaluation_assets(
         partitions_def=model_day,
         deps=[test_cases, agent_context, *warehouse_keys],
         kinds={"duckdb", "python"},
+        metadata=table_definition("agent_runs"),
         description="Every agent run of the model on the day. Completed runs whose key (test, "
         "its input, model, context, attempt, day) is unchanged are reused, never re-run.",
     )
@@ -227,13 +232,13 @@ def build_evaluation_assets(
         context: dg.AssetExecutionContext, config: AgentRunsConfig, suite: SuiteResource
     ) -> dg.MaterializeResult:
         model, day = _partition(context)
-        loaded = suite.load()
+        loaded, layout = suite.load(), suite.store()
         outcome = asyncio.run(
             run_agents(
                 loaded,
                 model,
                 day,
-                layout=suite.store(),
+                layout=layout,
                 context=suite.agent_context(),
                 select=config.select or None,
                 no_cache=config.no_cache,
@@ -263,6 +268,7 @@ def build_evaluation_assets(
                 "cost_usd_executed": dg.MetadataValue.float(sum(costs)) if costs else None,
                 "model": model,
                 "answerer": answerer_identity(loaded.config, model),
+                **table_written(layout, "agent_runs", len(outcome.runs), model=model, run_date=day),
             },
         )
 
@@ -278,6 +284,7 @@ def build_evaluation_assets(
         ],
         code_version=GRADING_CODE_VERSION,
         kinds={"duckdb", "python"},
+        metadata=table_definition("grades"),
         automation_condition=follows_parents(
             ["agent_runs", "reference_results"], caches=["warehouse_variants"]
         ),
@@ -289,12 +296,13 @@ def build_evaluation_assets(
         context: dg.AssetExecutionContext, config: GradesConfig, suite: SuiteResource
     ) -> dg.MaterializeResult:
         model, day = _partition(context)
+        layout = suite.store()
         graded = asyncio.run(
             grade_runs(
                 suite.load(),
                 model,
                 day,
-                layout=suite.store(),
+                layout=layout,
                 context=suite.agent_context(),
                 rejudge=config.rejudge,
                 rejudge_samples=config.rejudge_samples,
@@ -314,6 +322,7 @@ def build_evaluation_assets(
                 "errors": sum(g.status is GradeStatus.ERROR for g in graded),
                 "unverified": sum(not g.verified for g in graded),
                 "failures": dg.MetadataValue.md(_failures_table(graded)),
+                **table_written(layout, "grades", len(graded), model=model, run_date=day),
             },
         )
 
@@ -327,6 +336,7 @@ def build_evaluation_assets(
                 partitions_def=model_day,
                 deps=[grades],
                 kinds={"duckdb", "python"},
+                metadata=table_definition("model_summaries"),
                 automation_condition=follows_parents(["grades"]),
                 description="One row per model and day: pass rate (percent of runs passed), "
                 "counts, tokens, cost, latency.",
@@ -373,6 +383,9 @@ def build_evaluation_assets(
                 "pass_rate_ci95": dg.MetadataValue.json([_percent(v) for v in result.interval])
                 if result
                 else None,
+                **table_written(
+                    layout, "model_summaries", 1 if result else 0, model=model, run_date=day
+                ),
             },
         )
         where = f"{model} on {day.isoformat()}"

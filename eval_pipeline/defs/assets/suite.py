@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import dagster as dg
 
 from eval_pipeline.defs import groups
+from eval_pipeline.defs.metadata import table_definition, table_written
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading import PROMPTS_VERSION, GradingRules
 from eval_pipeline.pipeline import record_cases
@@ -67,10 +68,11 @@ def context_hashes(loaded: AgentContext) -> dict[str, str]:
     "editing a test marks the runs and grades that depend on it as unsynced; the "
     "watch_suite_files sensor re-reads the files within a minute of an edit, and "
     "`changed_tests` names the tests added, edited or removed.",
+    metadata=table_definition("test_cases"),
 )
 def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
-    loaded = suite.load()
-    record_cases(loaded, suite.store())
+    loaded, layout = suite.load(), suite.store()
+    record_cases(loaded, layout)
     cases = list(loaded.cases)
     kinds = Counter(kind for case in cases for kind in case.kinds)
     unverified = [case.name for case in cases if not case.kinds]
@@ -91,6 +93,7 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
             "suite": dg.MetadataValue.path(str(loaded.root)),
             "cases_table": dg.MetadataValue.md(_cases_table(cases)),
             "case_hashes": dg.MetadataValue.json(hashes),
+            **table_written(layout, "test_cases", len(cases)),
         },
     )
 
