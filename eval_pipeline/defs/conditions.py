@@ -6,6 +6,10 @@ import warnings
 from collections.abc import Sequence
 
 import dagster as dg
+
+# Not in Dagster's public API: the resolver behind the UI's "Unsynced". No public call answers
+# "is this partition unsynced?"; defs/test_private_dagster_api.py pins the Dagster minor it
+# was checked on, so the next one is looked at before it is used.
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
 from eval_pipeline.defs.launched import CLI, LAUNCHED_BY_TAG

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-# Not in dagster's public API: the resolver the UI itself uses for "Unsynced".
+# Not in Dagster's public API: the resolver the UI itself uses for "Unsynced" (no public call
+# answers it); defs/test_private_dagster_api.py pins the Dagster minor it was checked on.
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
