@@ -13,6 +13,10 @@ from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
+# The daily evaluation calls the models under test, which costs money: it starts stopped, as
+# Dagster's schedules do, and a person turns it on in the UI (the instance remembers). What
+# only reads or tidies the suite's own files starts running.
+STOPPED = dg.DefaultScheduleStatus.STOPPED
 PROVIDER_TAG = "eval_pipeline/provider"
 HISTORY_CRON = "0 23 * * *"  # after the day's evaluations, before the 03:00 compaction
 
@@ -63,7 +67,7 @@ def build_automation(
         name="daily_evaluation",
         cron_schedule=cron,
         target=dg.AssetSelection.assets(agent_runs),
-        default_status=RUNNING,
+        default_status=STOPPED,
         description="Evaluate today's partition for every configured model.",
     )
     def daily_evaluation(context: dg.ScheduleEvaluationContext):

@@ -107,11 +107,17 @@ def test_runs_and_references_depend_on_the_models_the_suite_sql_reads(defs):
     assert dg.AssetKey(["warehouse", "staging", "stg_orders"]) in orders
 
 
-def test_schedules_and_sensors_run_by_default(defs):
-    schedule = defs.resolve_schedule_def("daily_evaluation")
+def test_what_spends_money_starts_stopped_and_what_tidies_the_suite_runs(defs):
+    schedule = defs.resolve_schedule_def("daily_evaluation")  # it calls the models under test
     assert schedule.cron_schedule == "0 6 * * *"
-    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
-    for name in ("sync_model_partitions", "watch_suite_files", "evaluation_automation"):
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+    names = (
+        "sync_model_partitions",
+        "watch_suite_files",
+        "evaluation_automation",
+        "tag_run_launcher",
+    )
+    for name in names:
         assert defs.resolve_sensor_def(name).default_status == dg.DefaultSensorStatus.RUNNING
     for name in ("daily_history_marts", "compact_store"):
         assert defs.resolve_schedule_def(name).default_status == dg.DefaultScheduleStatus.RUNNING
