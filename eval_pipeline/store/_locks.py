@@ -4,9 +4,11 @@ The store coordinates writers with locks, never by making anyone wait on results
 
 * the partition lock (`updating_partition`) serializes two evaluations of one (model, day)
   from reading its current rows to writing its next ones;
-* the views lock (`views_lock`) lets one process of a machine rewrite results.duckdb's views;
-* the readers lock: held shared by readers that resolve data files themselves
-  (`reading_files`), exclusively by compaction before it deletes files (`deleting_files`);
+* the publishing lock (`publishing_lock`) lets one process of a machine publish
+  results.duckdb (a new file renamed over it: readers of the old one never wait);
+* the readers lock: held shared by readers of the data files (`reading_files`: the views in
+  memory, the viewer, a publication), exclusively by compaction before it deletes files
+  (`deleting_files`);
 * the compaction lock (`compaction_lock`): one compaction at a time, the others skip;
 * the journal lock (`journal_lock`, `journal_in_use`): a live journal is told from one a
   crash left behind;
@@ -24,8 +26,8 @@ A bucket store (`StoreLayout.remote`) takes none of the store's cross-process lo
 its writers may be on other machines: objects are immutable under unique names; two
 evaluations of one (model, day) are kept apart by Dagster (one run per partition at a time,
 README "Object storage"); compaction deletes files one generation late instead of waiting
-for readers (`store._compact`). The views lock and the compaction lock stay: results.duckdb
-is per machine, and compaction runs from one schedule.
+for readers (`store._compact`). The publishing lock and the compaction lock stay:
+results.duckdb is per machine, and compaction runs from one schedule.
 """
 
 from __future__ import annotations
@@ -98,15 +100,15 @@ def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Itera
         yield
 
 
-def views_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
-    """Exclusive, blocking: one process of this machine writes results.duckdb's views."""
-    return file_lock(layout.views_lock_file)
+def publishing_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
+    """Exclusive, blocking: one process of this machine publishes results.duckdb."""
+    return file_lock(layout.publishing_lock_file)
 
 
 def reading_files(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
     """The readers lock, shared and blocking: hold while resolving and reading data files
-    outside results.duckdb (the viewer, the pipeline's reuse), so compaction does not
-    delete them meanwhile."""
+    (the views in memory, the viewer, the pipeline's reuse), so compaction does not delete
+    them meanwhile."""
     if layout.remote:
         return contextlib.nullcontext()
     return file_lock(layout.readers_lock_file, shared=True)
