@@ -243,9 +243,10 @@ class NotReadOnly(ValueError):
 def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tuple]]:
     """Run one reading statement on the results, with no file access beyond the store.
 
-    The connection is read-only, reads files only under the store's tables folder and its
-    configuration is locked, so neither `COPY … TO`, `read_text('/etc/…')` nor `ATTACH` can
-    reach a file; several statements, or one that is not a query, raise `NotReadOnly`.
+    The connection is this process's own, in memory (nothing done in it outlives the call),
+    reads files only under the store's tables folder and its configuration is locked, so
+    neither `COPY … TO`, `read_text('/etc/…')` nor `ATTACH` can reach a file; several
+    statements, or one that is not a query, raise `NotReadOnly`.
     """
     statements = duckdb.connect(":memory:").extract_statements(sql)
     if len(statements) != 1:
