@@ -11,10 +11,8 @@ from eval_pipeline.store._damage import (
     with_recovery,
 )
 from eval_pipeline.store._database import (
-    NotReadOnly,
     connect,
     fetch,
-    fetch_read_only,
     query,
     reading_config,
     table_names,
@@ -51,6 +49,7 @@ from eval_pipeline.store._published import (
     publish_results,
     published_current,
 )
+from eval_pipeline.store._sandbox import NotReadOnly, fetch_read_only
 from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [

@@ -163,7 +163,7 @@ def table_names() -> list[str]:
 _CREATED = re.compile(r"CREATE OR REPLACE VIEW (\w+) AS")
 
 
-def _named_views(sql: str) -> set[str] | None:
+def named_views(sql: str) -> set[str] | None:
     """The views a statement may read: those whose names it spells (a name in a string or a
     comment costs a view more, no error), and a view they read. None (every view) when it
     names none: `SHOW TABLES`, the catalog (`information_schema`)."""
@@ -211,7 +211,7 @@ def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.D
     aside, and the query runs again over the rest)."""
 
     def run() -> pd.DataFrame:
-        with connect(layout, views=_named_views(sql)) as connection:
+        with connect(layout, views=named_views(sql)) as connection:
             return connection.execute(sql, parameters or []).df()
 
     return with_recovery(layout, run)
@@ -223,59 +223,9 @@ def fetch(
     """Run one SQL query on the results; column names and rows with DuckDB's own types."""
 
     def run() -> tuple[list[str], list[tuple]]:
-        with connect(layout, views=_named_views(sql)) as connection:
+        with connect(layout, views=named_views(sql)) as connection:
             cursor = connection.execute(sql, parameters or [])
             columns = [column[0] for column in cursor.description or []]
             return columns, cursor.fetchall()
 
     return with_recovery(layout, run)
-
-
-# What `eval-pipeline sql` runs: one statement that reads (DESCRIBE, SHOW, SUMMARIZE and
-# FROM-first queries parse as SELECT), never COPY, ATTACH, SET, PRAGMA or several at once.
-_READING = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
-
-
-class NotReadOnly(ValueError):
-    """A statement given to `fetch_read_only` could change or reach beyond the results."""
-
-
-def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one reading statement on the results, with no file access beyond the store.
-
-    The connection is this process's own, in memory (nothing done in it outlives the call),
-    reads files only under the store's tables folder and its configuration is locked, so
-    neither `COPY … TO`, `read_text('/etc/…')` nor `ATTACH` can reach a file; several
-    statements, or one that is not a query, raise `NotReadOnly`.
-    """
-    statements = duckdb.connect(":memory:").extract_statements(sql)
-    if len(statements) != 1:
-        raise NotReadOnly(f"give one SQL statement, not {len(statements)}")
-    if statements[0].type not in _READING:
-        raise NotReadOnly(
-            f"only queries run here (SELECT, DESCRIBE, SUMMARIZE…), not {statements[0].type.name}"
-        )
-
-    def run() -> tuple[list[str], list[tuple]]:
-        with connect(layout, views=_named_views(sql)) as connection:
-            connection.execute("SET allowed_directories = ?", [_store_directories(layout)])
-            connection.execute("SET enable_external_access = false")
-            connection.execute("SET lock_configuration = true")
-            cursor = connection.execute(sql)
-            columns = [column[0] for column in cursor.description or []]
-            return columns, cursor.fetchall()
-
-    return with_recovery(layout, run)
-
-
-def _store_directories(layout: StoreLayout) -> list[str]:
-    """The folders `fetch_read_only` may read: the tables folder, and each table's and the
-    segments' folder as the views spell them (relative). DuckDB checks the path as written,
-    and looks a relative path up in the working folder too when the store lacks it, so the
-    relative ones name the table folders, not all of `store/`."""
-    if layout.remote:
-        return [layout.location + "/"]
-    relative = [layout.table_dir(name) for name in TABLES] + [layout.segments_root]
-    return [layout.tables_dir.resolve().as_posix() + "/"] + [
-        Path(folder).relative_to(layout.root).as_posix() + "/" for folder in relative
-    ]

@@ -16,6 +16,7 @@ import pytest
 from eval_pipeline.store import (
     StoreLayout,
     connect,
+    fetch_read_only,
     publish_results,
     published_current,
     table_names,
@@ -166,3 +167,21 @@ def test_an_older_duckdb_cli_reads_it_while_evaluations_publish(
     assert [int(a) for a in answers] == sorted(int(a) for a in answers)
     final = older_duckdb_cli.run(layout.database, "SELECT count(*) FROM grades", cwd=tmp_path)
     assert final.stdout.strip() == "90", final.stderr
+
+
+def test_sql_answers_from_the_file_when_current_and_from_the_files_when_not(layout):
+    """`eval-pipeline sql` reads results.duckdb only while it holds the store as it is, and
+    its sandbox holds on either path."""
+    write_day(layout, "m")
+    publish_results(layout)
+    assert fetch_read_only(layout, "SELECT count(*) FROM grades") == (["count_star()"], [(10,)])
+    write_day(layout, "n")  # written, not yet published
+    assert not published_current(layout)
+    assert fetch_read_only(layout, "SELECT count(*) FROM grades")[1] == [(20,)]
+    for published in (False, True):
+        if published:
+            publish_results(layout)
+        with pytest.raises(duckdb.Error, match=r"disabled|not allowed|Permission"):
+            fetch_read_only(layout, "SELECT * FROM read_text('/etc/hostname')")
+        with pytest.raises(duckdb.Error):
+            fetch_read_only(layout, f"SELECT * FROM read_parquet('{layout.root.parent}/x.parquet')")
