@@ -5,7 +5,8 @@ The store coordinates writers with locks, never by making anyone wait on results
 * the partition lock (`updating_partition`) serializes two evaluations of one (model, day)
   from reading its current rows to writing its next ones;
 * the publishing lock (`publishing_lock`) lets one process of a machine publish
-  results.duckdb (a new file renamed over it: readers of the old one never wait);
+  results.duckdb (a new file renamed over it: readers of the old one never wait), and
+  `next_publication` lets one more wait for it (the others leave the work to that one);
 * the readers lock: held shared by readers of the data files (`reading_files`: the views in
   memory, the viewer, a publication), exclusively by compaction before it deletes files
   (`deleting_files`);
@@ -103,6 +104,13 @@ def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Itera
 def publishing_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
     """Exclusive, blocking: one process of this machine publishes results.duckdb."""
     return file_lock(layout.publishing_lock_file)
+
+
+def next_publication(layout: StoreLayout) -> contextlib.AbstractContextManager[bool]:
+    """Exclusive, non-blocking: True for the one process waiting to publish after the one
+    publishing now; False when another already waits (its publication will read the store
+    after this caller's writes, so this caller need not publish)."""
+    return try_file_lock(layout.publishing_lock_file.with_name(".results-next.lock"))
 
 
 def reading_files(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:

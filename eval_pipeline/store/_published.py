@@ -18,6 +18,7 @@ bucket (the whole store, each time), so a bare DuckDB client needs no S3 access.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -28,7 +29,7 @@ from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._database import connect, table_names
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._layout import StoreLayout
-from eval_pipeline.store._locks import publishing_lock
+from eval_pipeline.store._locks import next_publication, publishing_lock
 from eval_pipeline.store._objects import files_below
 from eval_pipeline.store._tables import TABLES
 
@@ -78,12 +79,19 @@ def published_current(layout: StoreLayout) -> bool:
 def publish_results(layout: StoreLayout, *, force: bool = False) -> bool:
     """Rebuild results.duckdb from the store unless it is current; True when rebuilt.
 
-    One process of a machine publishes at a time; the others wait, then find the file
-    current (it holds their writes too) or rebuild it once for all of them. Never waits on a
-    reader: readers hold the published file, the rebuild writes a new one.
+    One process of a machine publishes at a time and one more waits for it; any other
+    returns at once (False), since the waiting one reads the store once the current one is
+    done, after this caller's writes. So parallel evaluations (a backfill) rebuild the file
+    about once per rebuild time, not once each. Never waits on a reader: readers hold the
+    published file, the rebuild writes a new one.
     """
     ensure_schema_files(layout)
-    with publishing_lock(layout):
+    with contextlib.ExitStack() as publishing:
+        with next_publication(layout) as waiting:
+            if not waiting:
+                return False
+            publishing.enter_context(publishing_lock(layout))
+        # Publishing now (the lock held until the end); the next caller may wait meanwhile.
         # Taken before reading: a file written meanwhile makes the next call rebuild.
         marker = _marker_text(layout, _store_state(layout))
         if not force and _current(layout, marker):

@@ -22,6 +22,7 @@ from eval_pipeline.store import (
     table_names,
     write_rows,
 )
+from eval_pipeline.store._locks import next_publication, publishing_lock
 from eval_pipeline_tests.store.conftest import DAY, grade
 from eval_pipeline_tests.store.older_duckdb import DuckDBCli
 
@@ -185,3 +186,14 @@ def test_sql_answers_from_the_file_when_current_and_from_the_files_when_not(layo
             fetch_read_only(layout, "SELECT * FROM read_text('/etc/hostname')")
         with pytest.raises(duckdb.Error):
             fetch_read_only(layout, f"SELECT * FROM read_parquet('{layout.root.parent}/x.parquet')")
+
+
+def test_a_caller_returns_at_once_when_a_publication_already_waits(layout):
+    """Parallel evaluations (a backfill) do not queue a rebuild each: the one waiting reads
+    the store once the current publication is done, so it holds every later caller's writes."""
+    write_day(layout, "m")
+    with publishing_lock(layout), next_publication(layout) as waiting:  # one runs, one waits
+        assert waiting
+        assert not publish_results(layout)
+        assert not published_current(layout)
+    assert publish_results(layout) and published_current(layout)
