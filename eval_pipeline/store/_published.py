@@ -103,6 +103,10 @@ def publish_results(layout: StoreLayout, *, force: bool = False) -> bool:
 
 def _rebuild(layout: StoreLayout) -> None:
     target = layout.database
+    # A publication killed mid-way left its temporary file (and WAL): under the publishing
+    # lock no other is being written.
+    for left in target.parent.glob(f".{target.name}.*.tmp*"):
+        left.unlink(missing_ok=True)
     temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with connect(layout) as connection:

@@ -51,6 +51,8 @@ def test_the_file_holds_every_table_of_the_surface_as_the_views_show_it(layout):
     assert not published_current(layout)
     assert publish_results(layout)
     assert published_current(layout) and not publish_results(layout)  # nothing new: kept
+    beside = sorted(p.name for p in layout.root.iterdir() if p.name.startswith(".results.duckdb"))
+    assert beside == [] and not (layout.root / "results.duckdb.wal").exists()  # nothing left
     with duckdb.connect(str(layout.database), read_only=True) as published, connect(layout) as live:
         tables = {row[0] for row in published.execute("SHOW TABLES").fetchall()}
         assert tables == set(table_names())
