@@ -61,7 +61,8 @@ def _marker_text(layout: StoreLayout, state: str) -> str:
             # suite's file is its own data, still current).
             **({"store": layout.location} if layout.remote else {}),
             "state": state,
-            "tables": sorted(TABLES),
+            # A release that adds a table or a column publishes it at once.
+            "tables": {name: spec.schema.names for name, spec in sorted(TABLES.items())},
         }
     )
 
