@@ -126,6 +126,8 @@ def _rebuild(layout: StoreLayout) -> None:
         target.with_name(target.name + ".wal").unlink(missing_ok=True)
         os.replace(temporary, target)  # open readers keep the old file until they close it
         _fsync_folder(target.parent)
+        # What said which views the file held, before it held tables (an older release).
+        target.with_name("results.views.json").unlink(missing_ok=True)
     finally:
         temporary.unlink(missing_ok=True)
         temporary.with_name(temporary.name + ".wal").unlink(missing_ok=True)
