@@ -19,6 +19,12 @@ import pytest
 # The S3 endpoint (moto_server) and a fresh bucket per test, for the bucket-store tests.
 from eval_pipeline_tests.store.buckets import bucket, s3_endpoint  # noqa: F401
 
+# DuckDB clients older than the library (the duckdb-cli wheel, duckdb 1.0), once per session.
+from eval_pipeline_tests.store.older_duckdb import (  # noqa: F401
+    older_duckdb_cli,
+    oldest_duckdb_python,
+)
+
 # An empty PostgreSQL per module for a Dagster instance's storage (deploy/dagster.yaml).
 from eval_pipeline_tests.warehouses.servers import dagster_postgres  # noqa: F401
 

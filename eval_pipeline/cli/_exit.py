@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
 
-from eval_pipeline.store import StoreBusy
 from eval_pipeline.suite import SuiteError, describe_error, first_line
 
 ERROR_LOG = "eval-pipeline-errors.log"
@@ -37,7 +36,7 @@ class CouldNotRun(Exception):
 
 def describe(error: BaseException) -> str:
     """One line saying what failed, without a traceback."""
-    if isinstance(error, CouldNotRun | StoreBusy):
+    if isinstance(error, CouldNotRun):
         return first_line(str(error), limit=1000)
     return describe_error(error)
 

@@ -7,13 +7,13 @@ from eval_pipeline.store import compact_store
 
 JOB = "compact_store"
 CRON = "0 3 * * *"  # daily, in the quiet hours before the default 06:00 evaluation
-POOL = "duckdb_results"  # one process at a time rewrites the views of results.duckdb
+POOL = "duckdb_results"  # one compaction at a time
 
 
 @dg.op(pool=POOL, description="Fold the files written over ten minutes ago into segments.")
 def compact_results(context: dg.OpExecutionContext, suite: SuiteResource) -> None:
     report = compact_store(suite.store())
-    if report.status == "busy":  # a reader holds results.duckdb: nothing changed, try later
+    if report.status == "busy":  # another compaction runs: nothing changed, try later
         context.log.warning(report.message)
         raise dg.RetryRequested(max_retries=6, seconds_to_wait=600)
     context.log.info(report.message)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from eval_pipeline.store import StoreLayout, try_ensure_database
+from eval_pipeline.store import StoreLayout, ensure_schema_files
 from eval_pipeline.suite import (
     AgentContext,
     Suite,
@@ -35,8 +35,8 @@ class SuiteResource(dg.ConfigurableResource):
         return load_agent_context(self.config())
 
     def store(self) -> StoreLayout:
-        """The suite's result store, with its SQL views in place (or, while results.duckdb is
-        held open elsewhere, left for the next command: writers never need it)."""
+        """The suite's result store, its folders and schema files in place (results.duckdb is
+        published at the end of an evaluation, `publish_results`: writers never need it)."""
         layout = StoreLayout.of(self.config())
-        try_ensure_database(layout)
+        ensure_schema_files(layout)
         return layout

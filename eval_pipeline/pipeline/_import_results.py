@@ -16,6 +16,7 @@ from eval_pipeline.store import (
     StoreLayout,
     check_rows,
     ensure_schema_files,
+    publish_results,
     query,
     read_latest,
     updating_partition,
@@ -78,6 +79,8 @@ def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> Impor
             report.days = sorted({*report.days, *(run.run_date for run in runs)})
         else:
             report.already_imported.append(path)
+    if report.imported:
+        publish_results(layout)  # an import is an evaluation of the past: other clients see it
     return report
 
 

@@ -1,4 +1,4 @@
-"""Results on disk or in a bucket: immutable Parquet per table and partition, a run journal, and results.duckdb views."""
+"""Results on disk or in a bucket: immutable Parquet per table and partition, a run journal, SQL views over them, and results.duckdb (a published copy)."""
 
 from eval_pipeline.store._cache import FileCompletionCache
 from eval_pipeline.store._compact import CompactionReport, compact_store
@@ -11,15 +11,11 @@ from eval_pipeline.store._damage import (
     with_recovery,
 )
 from eval_pipeline.store._database import (
-    NotReadOnly,
-    StoreBusy,
     connect,
-    ensure_database,
     fetch,
-    fetch_read_only,
     query,
     reading_config,
-    try_ensure_database,
+    table_names,
     view_statements,
 )
 from eval_pipeline.store._files import (
@@ -48,16 +44,23 @@ from eval_pipeline.store._locks import (
 )
 from eval_pipeline.store._objects import files_below, fsspec_spec
 from eval_pipeline.store._objects import register as register_filesystem
+from eval_pipeline.store._published import (
+    STORAGE_VERSION,
+    ensure_database,
+    publish_results,
+    published_current,
+)
+from eval_pipeline.store._sandbox import NotReadOnly, fetch_read_only
 from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [
+    "STORAGE_VERSION",
     "TABLES",
     "CompactionReport",
     "DamagedFile",
     "FileCompletionCache",
     "Journal",
     "NotReadOnly",
-    "StoreBusy",
     "StoreLayout",
     "TableSpec",
     "abandoned_journals",
@@ -82,6 +85,8 @@ __all__ = [
     "latest_sources",
     "needs_rerun",
     "new_materialization_id",
+    "publish_results",
+    "published_current",
     "quarantined",
     "query",
     "quote_part",
@@ -91,7 +96,7 @@ __all__ = [
     "reading_files",
     "register_filesystem",
     "remove_files",
-    "try_ensure_database",
+    "table_names",
     "try_file_lock",
     "updating_partition",
     "view_statements",

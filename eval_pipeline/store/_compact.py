@@ -12,18 +12,19 @@ writers) and goes in steps, each safe to interrupt:
    before C) and `<C>_current.parquet` (each partition's rows from its newest file before C,
    with the partition in `_partition`), folding the previous generation's segments in.
    Rows keep their `written_at` and `materialization_id`.
-3. Take results.duckdb read-write (so no one is reading it) and point the views at the new
-   generation: files named >= C, plus the segments for the rest. If a reader holds it, stop:
-   delete the new segments and change nothing ("busy, try later").
+3. Write the new generation: from then on the views read the files named >= C, plus the
+   segments for the rest. results.duckdb is not touched: it holds copies of the rows, which
+   compaction does not change (the next publication rebuilds it from the new generation).
 4. Delete what no view reads any more: the files named before C and the previous segments,
-   while holding the readers lock exclusively (the viewer and the pipeline's `read_latest`
-   hold it shared while they read files themselves). If they hold it too long, the deletion
-   waits for the next compaction: such files are ignored by every reader meanwhile.
+   while holding the readers lock exclusively (every reader of the files holds it shared:
+   the views in memory, the viewer, `read_latest`, a publication). If they hold it too
+   long, the deletion waits for the next compaction: such files are ignored by every reader
+   that starts meanwhile.
 
 In a bucket store, readers on other machines hold no lock this process could wait for, and
-each machine's results.duckdb may still hold the views of the previous generation: step 4
-deletes only what neither the new generation nor the previous one reads (files named before
-the previous cutoff, older segments), one compaction late.
+may still read through the views of the previous generation: step 4 deletes only what
+neither the new generation nor the previous one reads (files named before the previous
+cutoff, older segments), one compaction late.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import duckdb
 import pyarrow as pa
 
 from eval_pipeline.store._damage import with_recovery
-from eval_pipeline.store._database import StoreBusy, writing_views
 from eval_pipeline.store._files import (
     _stamp,
     current_generation,
@@ -180,25 +180,24 @@ def compact_store(
     layout: StoreLayout,
     *,
     before: datetime | None = None,
-    wait_s: float = 2.0,
     readers_wait_s: float = 30.0,
 ) -> CompactionReport:
     """Fold every data file written before `before` (default: ten minutes ago) into one
     generation of segments per table, point the views at it, then delete the folded files.
 
-    Never waits long: when results.duckdb is held by a reader for `wait_s`, it stops with
-    nothing changed (status "busy"); when the viewer or a run keeps reading files for
-    `readers_wait_s`, the folded files stay until the next compaction (nobody reads them).
+    Never waits long: while another compaction runs, it stops with nothing changed (status
+    "busy"); when readers keep reading files for `readers_wait_s`, the folded files stay
+    until the next compaction (no reader that starts meanwhile reads them).
     A damaged file is set aside (`quarantine`) and the compaction starts again without it.
     """
     return with_recovery(
         layout,
-        lambda: _compact(layout, before=before, wait_s=wait_s, readers_wait_s=readers_wait_s),
+        lambda: _compact(layout, before=before, readers_wait_s=readers_wait_s),
     )
 
 
 def _compact(
-    layout: StoreLayout, *, before: datetime | None, wait_s: float, readers_wait_s: float
+    layout: StoreLayout, *, before: datetime | None, readers_wait_s: float
 ) -> CompactionReport:
     ensure_schema_files(layout)
     moment = before or datetime.now(UTC) - SAFETY_MARGIN
@@ -238,24 +237,16 @@ def _compact(
                     report.tables[name] = _compact_table(
                         connection, layout, name, to_fold[name], previous, cutoff
                     )
-            with writing_views(layout, wait_s=wait_s) as write_views:
-                # From here the new generation is the store's truth: should writing the views
-                # fail, the marker stays stale and the next `ensure_database` rewrites them.
-                write_generation(layout, cutoff)
-                write_views()
-        except StoreBusy as error:
-            remove(written)
-            return CompactionReport("busy", None, f"{error} Nothing was changed; try later.")
+            # From here the new generation is the store's truth.
+            write_generation(layout, cutoff)
         except BaseException:
             if current_generation(layout) != cutoff:
                 remove(written)
             raise
 
-        # Safe to delete now. Every query of results.duckdb started after the views were
-        # rewritten (none can be open while we hold it read-write) and its constant file-name
-        # filter prunes the files named before the cutoff from the glob's list before any is
-        # opened, so a file deleted after being listed is never read. The viewer and
-        # `read_latest` resolve files under the readers lock, which we now take exclusively.
+        # Safe to delete once no reader holds the readers lock: a reader that takes it from
+        # now on builds the new generation's views, whose constant file-name filter prunes
+        # the files named before the cutoff from the glob's list before any is opened.
         # A bucket store keeps what the previous generation's views read (see above).
         kept = {cutoff, previous} if layout.remote else {cutoff}
         garbage = [

@@ -181,7 +181,7 @@ def recover(layout: StoreLayout, error: BaseException) -> list[DamagedFile]:
             prefix = layout.location + "/"
             path = layout.tables_dir / match[len(prefix) :] if match.startswith(prefix) else None
         else:
-            # results.duckdb's views name files relative to its folder (`view_statements`)
+            # The views name files relative to the state folder (`view_statements`)
             path = (layout.root / match).resolve()
             path = path if path.is_relative_to(layout.tables_dir.resolve()) else None
         if path is not None and path.exists():

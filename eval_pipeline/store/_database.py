@@ -1,13 +1,10 @@
-"""`results.duckdb`: views over the Parquet store, openable read-only by anyone at any time."""
+"""SQL over the store as it is now: the views of the SQL surface over its Parquet files, in memory."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import logging
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +12,11 @@ import duckdb
 import pandas as pd
 
 from eval_pipeline.store._damage import with_recovery
-from eval_pipeline.store._files import current_generation, ensure_schema_files
+from eval_pipeline.store._files import current_generation
 from eval_pipeline.store._layout import StoreLayout
-from eval_pipeline.store._locks import views_lock
+from eval_pipeline.store._locks import reading_files
 from eval_pipeline.store._objects import register
 from eval_pipeline.store._tables import TABLES
-
-# Bump when a view's definition changes; the views are then recreated on next use.
-# (5: paths relative to results.duckdb's folder, so a copied or moved suite reads at once.)
-VIEWS_VERSION = 5
-
-# How long a process reads through views of its own after finding results.duckdb held
-# (rather than waiting out the lock again on every query).
-_BUSY_RETRY_S = 60.0
-
-log = logging.getLogger("eval_pipeline.store")
-_busy_until: dict[Path, float] = {}
-
-
-class StoreBusy(RuntimeError):
-    """results.duckdb is held open read-write elsewhere, so its views cannot be refreshed now."""
 
 
 def _sql_string(value: str) -> str:
@@ -42,12 +24,11 @@ def _sql_string(value: str) -> str:
 
 
 def _path_sql(layout: StoreLayout, path: Any) -> str:
-    """A store path as a SQL string relative to results.duckdb's folder (`layout.root`).
+    """A store path as a SQL string relative to the state folder (`layout.root`).
 
     DuckDB resolves a relative path in a view against the connection's `file_search_path`,
-    else the working folder, never against the database file's folder (measured, duckdb
-    2.0.1): so every connection this package opens sets `file_search_path` to the folder
-    (`reading_config`), and a person's own session runs from it or sets it too (README)."""
+    else the working folder (measured, duckdb 2.0.1): every connection of the views sets
+    `file_search_path` to the folder (`reading_config`)."""
     if layout.remote:
         # A bucket's objects are named by their URLs (`s3://…`), the same from anywhere.
         return _sql_string(path if isinstance(path, str) else path.as_posix())
@@ -133,7 +114,7 @@ def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]
     person's label), and `<table>_latest` holds the newest row per item (`latest_by`).
     Once the store is compacted (`compact_store`), the files written before the generation's
     cutoff are read from its two segments per table instead (`cutoff`: the current one).
-    Paths are relative to results.duckdb's folder: run them with `reading_config(layout)`.
+    Paths are relative to the state folder: run them with `reading_config(layout)`.
     """
     cutoff = cutoff or current_generation(layout)
     statements = []
@@ -168,148 +149,61 @@ def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]
     return statements
 
 
-def _marker_text(layout: StoreLayout) -> str:
-    return json.dumps(
-        {
-            "version": VIEWS_VERSION,
-            # A bucket store's views name it (absolute URLs); a local one's are relative,
-            # so a moved suite's views stay current.
-            **({"store": layout.location} if layout.remote else {}),
-            "generation": current_generation(layout),
-            # A table added to the store (a new release) needs its views.
-            "tables": sorted(TABLES),
-        }
-    )
+def table_names() -> list[str]:
+    """Every table and view of the SQL surface (`view_statements` creates them; results.duckdb
+    holds a copy of each)."""
+    names = []
+    for name, spec in TABLES.items():
+        names += [name, f"{name}_history"]
+        if spec.latest_by:
+            names.append(f"{name}_latest")
+    return names
 
 
-def ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> None:
-    """Create the store folders, schema files and the views, unless they are already current.
-
-    The views are written once (and again only when the store is compacted or their
-    definition changed), because writing needs the one read-write lock DuckDB allows per
-    file: writers of results never open results.duckdb, so a person's SQL session never
-    blocks a run. A copied or moved suite keeps its views: their paths are relative.
-    """
-    ensure_schema_files(layout)
-    if views_current(layout):
-        return
-    with views_lock(layout):  # one process of this machine writes the views
-        if views_current(layout):
-            return
-        connection = _open_for_writing(layout, wait_s)
-        try:
-            _write_views(layout, connection)
-        finally:
-            connection.close()
+_CREATED = re.compile(r"CREATE OR REPLACE VIEW (\w+) AS")
 
 
-def _open_for_writing(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnection:
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            connection = duckdb.connect(str(layout.database), config=reading_config(layout))
-            register(connection, layout.tables_dir)  # creating a view reads its files' schema
-            return connection
-        except (duckdb.IOException, duckdb.ConnectionException) as error:
-            if time.monotonic() > deadline:
-                raise StoreBusy(
-                    f"cannot update the views of {layout.database}: {error}. Close other "
-                    "connections to it (a DuckDB shell, a notebook) and run again."
-                ) from None
-            time.sleep(0.2)
+def named_views(sql: str) -> set[str] | None:
+    """The views a statement may read: those whose names it spells (a name in a string or a
+    comment costs a view more, no error), and a view they read. None (every view) when it
+    names none: `SHOW TABLES`, the catalog (`information_schema`)."""
+    words = {word.lower() for word in re.findall(r"\w+", sql)}
+    named = {name for name in table_names() if name in words}
+    if not named:
+        return None
+    # An "append" table and its `_latest` are views over its `_history`.
+    return named | {f"{name}_history" for name in TABLES if named & {name, f"{name}_latest"}}
 
 
-def _write_views(layout: StoreLayout, connection: duckdb.DuckDBPyConnection) -> None:
-    for statement in view_statements(layout):
-        connection.execute(statement)
-    layout.views_marker.write_text(_marker_text(layout))
+def _open_in_memory(layout: StoreLayout, views: set[str] | None) -> duckdb.DuckDBPyConnection:
+    """A connection of this process alone with the store's views (all, or those named).
 
-
-@contextlib.contextmanager
-def writing_views(layout: StoreLayout, *, wait_s: float) -> Iterator[Callable[[], None]]:
-    """Hold the views' file lock and a read-write connection to results.duckdb (so no one
-    reads it meanwhile), and give a function (re)writing the views of the current generation
-    and their marker. Raises `StoreBusy` when results.duckdb stays held for `wait_s`."""
-    with views_lock(layout):
-        connection = _open_for_writing(layout, wait_s)
-        try:
-            yield lambda: _write_views(layout, connection)
-        finally:
-            connection.close()
-
-
-def views_current(layout: StoreLayout) -> bool:
-    """Whether results.duckdb's views match the store as it is (generation, version, tables)."""
-    marker = layout.views_marker
-    return (
-        layout.database.exists() and marker.exists() and marker.read_text() == _marker_text(layout)
-    )
-
-
-def try_ensure_database(layout: StoreLayout, *, wait_s: float = 10.0) -> bool:
-    """`ensure_database`, except that results.duckdb held open elsewhere is not an error.
-
-    Writers never need results.duckdb, and readers can build the same views in memory, so a
-    DuckDB shell left open on stale views (the store was compacted) must not stop an
-    evaluation. Returns False, warning once per process, when the views could not be written;
-    the next `_BUSY_RETRY_S` seconds do not wait for the lock again.
-    """
-    root = layout.root.resolve()
-    if time.monotonic() < _busy_until.get(root, 0.0) and not views_current(layout):
-        return False
-    try:
-        ensure_database(layout, wait_s=wait_s)
-    except StoreBusy:
-        if root not in _busy_until:
-            log.warning(
-                "warning: %s is held open by another process, so its views still describe "
-                "an older state of the store; they are rewritten at the first command after "
-                "it is closed (this command reads the store directly)",
-                layout.database,
-            )
-        _busy_until[root] = time.monotonic() + _BUSY_RETRY_S
-        return False
-    return True
-
-
-def _open_read_only(layout: StoreLayout, wait_s: float) -> duckdb.DuckDBPyConnection:
-    # The views are rewritten (a few milliseconds under the read-write lock) when they go
-    # stale or the store is compacted; a read-only open meanwhile fails, so wait it out.
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            connection = duckdb.connect(
-                str(layout.database), read_only=True, config=reading_config(layout)
-            )
-            register(connection, layout.tables_dir)
-            return connection
-        except (duckdb.IOException, duckdb.ConnectionException):
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def _open_in_memory(layout: StoreLayout) -> duckdb.DuckDBPyConnection:
-    """The same views as results.duckdb's, in a connection of this process alone."""
+    Creating a view lists and reads the schema of its files (seconds over thousands of
+    files), so a query creates only the views it reads."""
     connection = duckdb.connect(":memory:", config=reading_config(layout))
     register(connection, layout.tables_dir)
     for statement in view_statements(layout):
-        connection.execute(statement)
+        created = _CREATED.match(statement)
+        if views is None or (created is not None and created.group(1) in views):
+            connection.execute(statement)
     return connection
 
 
 @contextlib.contextmanager
-def connect(layout: StoreLayout, *, wait_s: float = 10.0) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A read-only connection to results.duckdb (several may be open at once, in any process);
-    its views built in memory instead while results.duckdb is held open with stale views."""
-    if try_ensure_database(layout):
-        connection = _open_read_only(layout, wait_s)
-    else:
-        connection = _open_in_memory(layout)
-    try:
-        yield connection
-    finally:
-        connection.close()
+def connect(
+    layout: StoreLayout, *, views: set[str] | None = None
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection reading the store as it is now: the views of the SQL surface (`views`:
+    only these) over its Parquet files, in memory. Any number may be open at once, in any
+    process, while evaluations write; it holds the readers lock (`reading_files`), so
+    compaction deletes no file it reads. (results.duckdb is for other clients: it is current
+    as of the last publication, `publish_results`.)"""
+    with reading_files(layout):
+        connection = _open_in_memory(layout, views)
+        try:
+            yield connection
+        finally:
+            connection.close()
 
 
 def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.DataFrame:
@@ -317,7 +211,7 @@ def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.D
     aside, and the query runs again over the rest)."""
 
     def run() -> pd.DataFrame:
-        with connect(layout) as connection:
+        with connect(layout, views=named_views(sql)) as connection:
             return connection.execute(sql, parameters or []).df()
 
     return with_recovery(layout, run)
@@ -329,58 +223,9 @@ def fetch(
     """Run one SQL query on the results; column names and rows with DuckDB's own types."""
 
     def run() -> tuple[list[str], list[tuple]]:
-        with connect(layout) as connection:
+        with connect(layout, views=named_views(sql)) as connection:
             cursor = connection.execute(sql, parameters or [])
             columns = [column[0] for column in cursor.description or []]
             return columns, cursor.fetchall()
 
     return with_recovery(layout, run)
-
-
-# What `eval-pipeline sql` runs: one statement that reads (DESCRIBE, SHOW, SUMMARIZE and
-# FROM-first queries parse as SELECT), never COPY, ATTACH, SET, PRAGMA or several at once.
-_READING = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
-
-
-class NotReadOnly(ValueError):
-    """A statement given to `fetch_read_only` could change or reach beyond the results."""
-
-
-def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tuple]]:
-    """Run one reading statement on the results, with no file access beyond the store.
-
-    The connection is read-only, reads files only under the store's tables folder and its
-    configuration is locked, so neither `COPY … TO`, `read_text('/etc/…')` nor `ATTACH` can
-    reach a file; several statements, or one that is not a query, raise `NotReadOnly`.
-    """
-    statements = duckdb.connect(":memory:").extract_statements(sql)
-    if len(statements) != 1:
-        raise NotReadOnly(f"give one SQL statement, not {len(statements)}")
-    if statements[0].type not in _READING:
-        raise NotReadOnly(
-            f"only queries run here (SELECT, DESCRIBE, SUMMARIZE…), not {statements[0].type.name}"
-        )
-
-    def run() -> tuple[list[str], list[tuple]]:
-        with connect(layout) as connection:
-            connection.execute("SET allowed_directories = ?", [_store_directories(layout)])
-            connection.execute("SET enable_external_access = false")
-            connection.execute("SET lock_configuration = true")
-            cursor = connection.execute(sql)
-            columns = [column[0] for column in cursor.description or []]
-            return columns, cursor.fetchall()
-
-    return with_recovery(layout, run)
-
-
-def _store_directories(layout: StoreLayout) -> list[str]:
-    """The folders `fetch_read_only` may read: the tables folder, and each table's and the
-    segments' folder as the views spell them (relative). DuckDB checks the path as written,
-    and looks a relative path up in the working folder too when the store lacks it, so the
-    relative ones name the table folders, not all of `store/`."""
-    if layout.remote:
-        return [layout.location + "/"]
-    relative = [layout.table_dir(name) for name in TABLES] + [layout.segments_root]
-    return [layout.tables_dir.resolve().as_posix() + "/"] + [
-        Path(folder).relative_to(layout.root).as_posix() + "/" for folder in relative
-    ]

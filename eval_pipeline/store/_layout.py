@@ -27,7 +27,7 @@ class StoreLayout:
 
     With a bucket (`store: {url: s3://…}`), the tables, segments, journals and quarantine are
     objects below `bucket_url` (`objects_root`, a `UPath`), under the same names; the local
-    folders (results.duckdb's views, caches, logs, reports, the Dagster home, locks) stay in
+    folders (results.duckdb, a copy of the tables; caches, logs, reports, the Dagster home, locks) stay in
     `root` on the machine that runs.
     """
 
@@ -67,9 +67,9 @@ class StoreLayout:
         return self.root / "results.duckdb"
 
     @property
-    def views_marker(self) -> Path:
-        """What results.duckdb's views were written for (generation, version, tables)."""
-        return self.root / "results.views.json"
+    def published_marker(self) -> Path:
+        """What results.duckdb was published from (the store's state, version, tables)."""
+        return self.root / "results.published.json"
 
     @property
     def history_database(self) -> Path:
@@ -219,8 +219,8 @@ class StoreLayout:
         return self.root / ".store-readers.lock"
 
     @property
-    def views_lock_file(self) -> Path:
-        """Held by the one process of a machine that writes results.duckdb's views."""
+    def publishing_lock_file(self) -> Path:
+        """Held by the one process of a machine that publishes results.duckdb."""
         return self.root / ".results.lock"
 
     @property

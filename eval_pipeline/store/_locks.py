@@ -4,9 +4,12 @@ The store coordinates writers with locks, never by making anyone wait on results
 
 * the partition lock (`updating_partition`) serializes two evaluations of one (model, day)
   from reading its current rows to writing its next ones;
-* the views lock (`views_lock`) lets one process of a machine rewrite results.duckdb's views;
-* the readers lock: held shared by readers that resolve data files themselves
-  (`reading_files`), exclusively by compaction before it deletes files (`deleting_files`);
+* the publishing lock (`publishing_lock`) lets one process of a machine publish
+  results.duckdb (a new file renamed over it: readers of the old one never wait), and
+  `next_publication` lets one more wait for it (the others leave the work to that one);
+* the readers lock: held shared by readers of the data files (`reading_files`: the views in
+  memory, the viewer, a publication), exclusively by compaction before it deletes files
+  (`deleting_files`);
 * the compaction lock (`compaction_lock`): one compaction at a time, the others skip;
 * the journal lock (`journal_lock`, `journal_in_use`): a live journal is told from one a
   crash left behind;
@@ -23,9 +26,9 @@ or makes a lock unnecessary (immutable objects under unique names need none to b
 A bucket store (`StoreLayout.remote`) takes none of the store's cross-process locks, since
 its writers may be on other machines: objects are immutable under unique names; two
 evaluations of one (model, day) are kept apart by Dagster (one run per partition at a time,
-docs/results-in-sql.md "Object storage"); compaction deletes files one generation late instead of waiting
-for readers (`store._compact`). The views lock and the compaction lock stay: results.duckdb
-is per machine, and compaction runs from one schedule.
+docs/results-in-sql.md "Object storage"); compaction deletes files one generation late instead
+of waiting for readers (`store._compact`). The publishing lock and the compaction lock stay:
+results.duckdb is per machine, and compaction runs from one schedule.
 """
 
 from __future__ import annotations
@@ -98,15 +101,22 @@ def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Itera
         yield
 
 
-def views_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
-    """Exclusive, blocking: one process of this machine writes results.duckdb's views."""
-    return file_lock(layout.views_lock_file)
+def publishing_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
+    """Exclusive, blocking: one process of this machine publishes results.duckdb."""
+    return file_lock(layout.publishing_lock_file)
+
+
+def next_publication(layout: StoreLayout) -> contextlib.AbstractContextManager[bool]:
+    """Exclusive, non-blocking: True for the one process waiting to publish after the one
+    publishing now; False when another already waits (its publication will read the store
+    after this caller's writes, so this caller need not publish)."""
+    return try_file_lock(layout.publishing_lock_file.with_name(".results-next.lock"))
 
 
 def reading_files(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
     """The readers lock, shared and blocking: hold while resolving and reading data files
-    outside results.duckdb (the viewer, the pipeline's reuse), so compaction does not
-    delete them meanwhile."""
+    (the views in memory, the viewer, the pipeline's reuse), so compaction does not delete
+    them meanwhile."""
     if layout.remote:
         return contextlib.nullcontext()
     return file_lock(layout.readers_lock_file, shared=True)

@@ -52,8 +52,8 @@ def _sql_string(value: str) -> str:
 
 
 class StoreReader:
-    """The store as the viewer reads it. It never opens results.duckdb, so it holds no lock a
-    pipeline run refreshing the views, or a person's DuckDB shell, could wait on. Files are
+    """The store as the viewer reads it: the Parquet files, as they are now (results.duckdb is
+    only as current as its last publication). Files are
     immutable, so a table's snapshot is rebuilt only when its set of files changes: a run just
     graded or a label just given shows on the next page."""
 

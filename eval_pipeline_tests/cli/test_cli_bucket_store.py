@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -84,10 +87,26 @@ def test_an_evaluation_with_the_store_in_a_bucket_keeps_every_table_there(evalua
     for table in ("test_cases", "reference_results", "agent_runs", "tool_calls", "grades"):
         assert [k for k in keys if k.startswith(f"store/{table}/") and "_schema" not in k], table
     assert [k for k in keys if k.startswith("store/agent_runs/date=2026-04-01/model=replay%3A")]
-    # The machine keeps only its own things: views, caches, logs, the Dagster instance.
+    # The machine keeps only its own things: results.duckdb, caches, logs, the Dagster instance.
     state = root / ".eval"
     assert not (state / "store").exists() and not (state / "journal").exists()
     assert not list(state.rglob("*.parquet"))
+
+
+def test_the_local_results_file_answers_in_a_bare_duckdb_with_no_s3_access(evaluated, tmp_path):
+    """results.duckdb holds the bucket's tables as of the evaluation: a DuckDB session with no
+    filesystem, no credentials and no httpfs reads the same grades as `eval-pipeline sql`."""
+    root, _, _ = evaluated
+    code = (
+        f"import duckdb; c = duckdb.connect({str(root / '.eval' / 'results.duckdb')!r}, "
+        f"read_only=True); print(c.execute({GRADES_SQL!r}).fetchall())"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == repr([tuple(row) for row in VERDICTS])
 
 
 def test_an_unchanged_rerun_reuses_the_runs_it_finds_in_the_bucket(evaluated):

@@ -132,7 +132,6 @@ def test_a_huge_query_result_is_cut_in_the_store_and_the_model_is_told(tmp_path,
     with duckdb.connect(
         str(suite / ".eval" / "results.duckdb"),
         read_only=True,
-        config={"file_search_path": str(suite / ".eval")},
     ) as db:
         (queries,) = db.execute("SELECT queries FROM agent_runs WHERE name = 'wide'").fetchone()
     (query,) = json.loads(queries)

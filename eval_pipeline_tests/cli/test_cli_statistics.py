@@ -87,7 +87,6 @@ def test_the_store_keeps_the_intervals_and_the_pairs(suite, two_models_json):
     with duckdb.connect(
         str(suite / ".eval" / "results.duckdb"),
         read_only=True,
-        config={"file_search_path": str(suite / ".eval")},
     ) as connection:
         intervals = connection.execute(
             "SELECT model, round(ci_low, 3), ci_high FROM model_summaries "

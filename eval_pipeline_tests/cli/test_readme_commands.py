@@ -1,6 +1,7 @@
-"""The commands of the README and of docs/, each run through the real `eval-pipeline` script on
-a fresh copy of the sample suite: every command of their ```bash blocks and of the README's
-Commands table is either run here, with the exit code and the output the README shows, or excused below with the
+"""The commands of the README and of docs/, each run through the real `eval-pipeline` script (the
+`duckdb` one through the DuckDB shell a user installs, `pip install duckdb-cli`) on a fresh copy
+of the sample suite: every command of their ```bash blocks and of the README's Commands table is
+either run here, with the exit code and the output the README shows, or excused below with the
 reason. A command the README gains fails `test_every_readme_command_is_run_or_excused` until it
 is one or the other.
 
@@ -74,6 +75,10 @@ EXCUSED = {
             "dagster-daemon run -w deploy/workspace.yaml &",
         ],
         "a deployment on servers (test_daemon_backfill.py runs it on a throwaway PostgreSQL)",
+    ),
+    "pip install duckdb-cli": (
+        "installs the DuckDB shell from the package index: the `older_duckdb_cli` fixture "
+        "installs the same wheel into a folder of its own, and the `duckdb` command runs here"
     ),
     "eval-pipeline import-csv FILE": (
         "FILE is the user's Calibrate CSV; the sample suite ships none (test_cli_exit_codes.py)"
@@ -227,7 +232,7 @@ def first(clone: Path) -> tuple[int, list[str]]:
 
 
 def test_every_readme_command_is_run_or_excused():
-    run = {command for commands in SYNOPSES.values() for command in commands}
+    run = {command for commands in SYNOPSES.values() for command in commands} | set(CHECKS)
     unknown = [
         command
         for command in bash_commands(DOCUMENTS)
@@ -291,6 +296,12 @@ def _runs_as_csv(result: Result, _: Path) -> None:
     assert result.stdout == "runs\n47\n", result.stdout
 
 
+def _pass_rate_in_the_duckdb_shell(result: Result, _: Path) -> None:
+    assert "replay:demo" in result.stdout and TODAY in result.stdout, result.stdout
+    assert "0.7234" in result.stdout, result.stdout
+    assert not result.stderr, result.stderr
+
+
 def _a_row_per_run(result: Result, _: Path) -> None:
     rows = list(csv.reader(io.StringIO(result.stdout)))  # replies and SQL span lines
     assert rows[0][:3] == ["run_date", "model", "name"] and len(rows) == 1 + 47, rows[:3]
@@ -333,6 +344,8 @@ CHECKS: dict[str, tuple[int, Callable[[Result, Path], None]]] = {
     'eval-pipeline sql "SELECT model, run_date, pass_rate FROM model_summaries '
     'ORDER BY run_date"': (0, _pass_rate_of_the_day),
     'eval-pipeline sql "SELECT count(*) AS runs FROM grades" --format csv': (0, _runs_as_csv),
+    'duckdb -readonly tests_suite/.eval/results.duckdb "SELECT model, run_date, pass_rate '
+    'FROM model_summaries"': (0, _pass_rate_in_the_duckdb_shell),
     "eval-pipeline export --format csv": (0, _a_row_per_run),
     "eval-pipeline export --format html -o results.html": (0, _a_page),
     "eval-pipeline import-results tests_suite/outputs/results_*.json": (
@@ -370,9 +383,16 @@ KNOWN_DEFECTS: dict[str, str] = {}  # command → why it fails today (xfail, str
         for c in CHECKS
     ],
 )
-def test_the_readme_command_runs_as_documented(clone, first, command):
+def test_the_readme_command_runs_as_documented(clone, first, command, request):
     code, check = CHECKS[command]
-    result = run_cli(command, clone)
+    if command.startswith("duckdb "):  # the DuckDB shell a user installs (`pip install duckdb-cli`)
+        shell = request.getfixturevalue("older_duckdb_cli")
+        result = subprocess.run(
+            shlex.split(command), cwd=clone, env=shell.env(), capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+    else:
+        result = run_cli(command, clone)
     assert result.returncode == code, result.stdout + result.stderr
     check(result, clone)
 

@@ -11,9 +11,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
-from eval_pipeline.store import query, read_journals
+from eval_pipeline.store import publish_results, query, read_journals
 from eval_pipeline_tests.pipeline.small_suite import (
     CASES,
     DAY,
@@ -62,8 +63,7 @@ READ_IN_A_LOOP = textwrap.dedent(
     database, stop = sys.argv[1], Path(sys.argv[2])
     reads = 0
     while not stop.exists():
-        folder = str(Path(database).parent)  # the views' paths are relative to it
-        with duckdb.connect(database, read_only=True, config={"file_search_path": folder}) as connection:
+        with duckdb.connect(database, read_only=True) as connection:
             connection.execute("SELECT count(*) FROM agent_runs").fetchone()
             connection.execute("SELECT count(*) FROM grades").fetchone()
         reads += 1
@@ -119,6 +119,7 @@ def test_two_models_in_parallel_processes_beside_a_reader(small_suite, tmp_path,
     prepare(small_suite, instance)
     small_suite.agent.latency_s = 0.05  # the two materializations overlap for a while
     stop = tmp_path / "stop"
+    publish_results(small_suite.layout)  # the file a person's session reads
     reader = start(READ_IN_A_LOOP, str(small_suite.results), str(stop), log=tmp_path / "reader.log")
     writers = [
         start(
@@ -130,12 +131,18 @@ def test_two_models_in_parallel_processes_beside_a_reader(small_suite, tmp_path,
         )
         for i, model in enumerate(MODELS)
     ]
+    while any(w.poll() is None for w in writers):
+        publish_results(small_suite.layout)  # as an evaluation's last step does, meanwhile
+        time.sleep(0.2)
     outcomes = [finish(w, tmp_path / f"writer-{i}.log") for i, w in enumerate(writers)]
     stop.touch()
     reads = finish(reader, tmp_path / "reader.log")["reads"]
 
     assert outcomes == [{"success": True, "executed": 4, "reused": 0}] * 2
     assert reads > 0
+    publish_results(small_suite.layout)
+    with duckdb.connect(str(small_suite.results), read_only=True) as published:
+        assert published.execute("SELECT count(*) FROM agent_runs").fetchone()[0] == 8
     assert [agent_requests(small_suite.agent, m) for m in MODELS] == [7, 7]
     assert count(small_suite, "agent_runs") == 8
     assert count(small_suite, "grades") == 8

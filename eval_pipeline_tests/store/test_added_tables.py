@@ -15,8 +15,8 @@ from eval_pipeline.store import (
     TableSpec,
     compact_store,
     ensure_database,
+    published_current,
     read_latest,
-    reading_config,
     write_rows,
 )
 from eval_pipeline_tests.store.conftest import DAY
@@ -38,9 +38,7 @@ def _older_release(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _rows(layout: StoreLayout, sql: str) -> list[tuple]:
-    with duckdb.connect(
-        str(layout.database), read_only=True, config=reading_config(layout)
-    ) as connection:
+    with duckdb.connect(str(layout.database), read_only=True) as connection:
         return connection.execute(sql).fetchall()
 
 
@@ -134,3 +132,18 @@ def test_a_store_written_before_runs_and_references_kept_their_database_still_re
         ("new", "finance"),
         ("old", None),
     ]
+
+
+def test_a_release_that_adds_a_column_publishes_it_with_no_new_write(tmp_path, monkeypatch):
+    layout = StoreLayout(tmp_path / ".eval")
+    with monkeypatch.context() as older:
+        spec = TABLES["model_summaries"]
+        columns = pa.schema([f for f in spec.schema if f.name not in NEW])
+        older.setitem(TABLES, spec.name, TableSpec(spec.name, spec.partitioning, columns, ""))
+        write_rows(layout, "model_summaries", [{"model": "m", "run_date": DAY, "pass_rate": 0.5}],
+                   model="m", run_date=DAY, written_at=PAST)  # fmt: skip
+        ensure_database(layout)
+        assert published_current(layout)
+    assert not published_current(layout)  # the file lacks the release's columns
+    ensure_database(layout)
+    assert _rows(layout, "SELECT model, ci_low FROM model_summaries") == [("m", None)]

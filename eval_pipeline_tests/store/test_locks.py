@@ -15,7 +15,7 @@ from eval_pipeline.store import (
     try_file_lock,
     updating_partition,
 )
-from eval_pipeline.store._locks import compaction_lock, deleting_files, views_lock
+from eval_pipeline.store._locks import compaction_lock, deleting_files, publishing_lock
 
 DAY = date(2026, 6, 1)
 
@@ -79,7 +79,7 @@ def test_the_store_locks_are_the_shapes_their_users_rely_on(tmp_path: Path):
             assert not held
         with try_file_lock(layout.partition_lock_file("openai:gpt-4.1-mini", DAY)) as held:
             assert held
-    with views_lock(layout), try_file_lock(layout.views_lock_file) as held:
+    with publishing_lock(layout), try_file_lock(layout.publishing_lock_file) as held:
         assert not held
 
 

@@ -1,4 +1,4 @@
-"""The Parquet store and results.duckdb: latest-per-partition views, history, journal, concurrency."""
+"""The Parquet store and its views: latest-per-partition views, history, journal, concurrency."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 
-import duckdb
 import pytest
 
 from eval_pipeline.store import (
@@ -19,7 +18,6 @@ from eval_pipeline.store import (
     query,
     read_journals,
     read_latest,
-    reading_config,
     write_rows,
 )
 from eval_pipeline_tests.store.conftest import DAY, grade
@@ -62,26 +60,6 @@ def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
     assert [
         r["name"] for r in read_latest(layout, "grades", model="openai:gpt-4.1", run_date=DAY)
     ] == ["a", "b"]
-
-
-@pytest.mark.slow  # subprocesses
-def test_database_opens_read_only_from_another_process_while_writes_go_on(layout):
-    reader = duckdb.connect(str(layout.database), read_only=True, config=reading_config(layout))
-    try:
-        write_rows(layout, "grades", [grade("a", "m", "passed")], model="m", run_date=DAY)
-        assert reader.execute("SELECT count(*) FROM grades").fetchone()[0] == 1
-        # Another process, from the database's folder (its views' paths are relative to it).
-        code = "import duckdb; print(duckdb.connect('results.duckdb', read_only=True).execute('SELECT count(*) FROM grades').fetchone()[0])"
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            capture_output=True,
-            text=True,
-            check=True,
-            cwd=layout.root,
-        )
-        assert out.stdout.strip() == "1"
-    finally:
-        reader.close()
 
 
 def test_views_follow_the_store_when_the_suite_folder_moves(tmp_path, layout):
@@ -133,11 +111,14 @@ def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
     )
     reader = textwrap.dedent(
         f"""
-        import duckdb, time
+        import time
+        from pathlib import Path
+        from eval_pipeline.store import StoreLayout, connect
+        layout = StoreLayout(Path({str(layout.root)!r}))
         deadline = time.time() + 60
         seen = 0
         while seen < 2000 and time.time() < deadline:
-            with duckdb.connect({str(layout.database)!r}, read_only=True, config={reading_config(layout)!r}) as c:
+            with connect(layout) as c:
                 seen = c.execute("SELECT count(*) FROM grades").fetchone()[0]
         print(seen)
         """

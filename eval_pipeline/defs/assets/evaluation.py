@@ -33,6 +33,7 @@ from eval_pipeline.pipeline import (
     summarize_partition,
     write_report,
 )
+from eval_pipeline.store import publish_results
 from eval_pipeline.suite import redact
 
 with warnings.catch_warnings():
@@ -450,13 +451,22 @@ def build_evaluation_assets(
         deps=[leaderboard],
         kinds={"markdown"},
         automation_condition=follows_parents(["leaderboard"]),
-        description="The day's report: leaderboard, pass/fail grid and failures, as Markdown.",
+        description="The day's report: leaderboard, pass/fail grid and failures, as Markdown; "
+        "then results.duckdb is published with every result so far.",
     )
     def report(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
         day = date.fromisoformat(context.partition_key)
-        path, text = write_report(suite.store(), day)
+        layout = suite.store()
+        path, text = write_report(layout, day)
+        # The evaluation's last step: results.duckdb now holds its results for other clients.
+        published = publish_results(layout)
         return dg.MaterializeResult(
-            metadata={"path": dg.MetadataValue.path(str(path)), "report": dg.MetadataValue.md(text)}
+            metadata={
+                "path": dg.MetadataValue.path(str(path)),
+                "report": dg.MetadataValue.md(text),
+                "results_database": dg.MetadataValue.path(str(layout.database)),
+                "results_database_rebuilt": published,
+            }
         )
 
     return EvaluationAssets(

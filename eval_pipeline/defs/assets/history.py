@@ -11,7 +11,7 @@ from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.warehouse import dbt_executable, prepare_dbt_project
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.store import StoreLayout, fsspec_spec
+from eval_pipeline.store import StoreLayout, publish_results
 
 POOL = "duckdb_history"  # one build at a time writes history.duckdb
 PROJECT_DIR = Path(__file__).resolve().parents[2] / "history_dbt"
@@ -36,16 +36,12 @@ class HistoryTranslator(DagsterDbtTranslator):
 
 
 def history_vars(layout: StoreLayout) -> str:
-    """The `--vars` pointing the profile at this suite's results and history files (and, for
-    a bucket store, the filesystem its views read through; credentials stay in AWS_*)."""
+    """The `--vars` pointing the profile at this suite's results and history files (a bucket
+    store's too: results.duckdb holds copies of its tables, read with no S3 access)."""
     values: dict[str, Any] = {
         "results_path": str(layout.database),
         "history_path": str(layout.history_database),
-        # results.duckdb's views name local files relative to its folder
-        "results_dir": str(layout.root.resolve()),
     }
-    if layout.remote:
-        values["filesystems"] = [fsspec_spec(layout.tables_dir)]
     return json.dumps(values)
 
 
@@ -69,6 +65,7 @@ def build_history_assets(layout: StoreLayout) -> tuple[dg.AssetsDefinition, DbtC
         context: dg.AssetExecutionContext, history_dbt: DbtCliResource, suite: SuiteResource
     ):
         layout = suite.store()
+        publish_results(layout)  # the marts read results.duckdb: as of now, not the last evaluation
         yield from history_dbt.cli(
             ["build", "--vars", history_vars(layout)],
             context=context,
