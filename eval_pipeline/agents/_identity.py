@@ -16,7 +16,7 @@ from eval_pipeline.agents._builtin import (
     AgentLimits,
     execute_sql_tool,
 )
-from eval_pipeline.agents._model_ids import recording_path, split_model_id
+from eval_pipeline.agents._model_ids import split_model_id
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.suite import SuiteConfig
 
@@ -44,19 +44,17 @@ BUILTIN_AGENT_VERSION = _digest(
 def endpoint_settings(config: SuiteConfig, model: str) -> dict[str, Any]:
     """The settings of the requests made for a `provider:model_id` or `replay:` id: which
     server is asked (provider, protocol, base URL) and with what (`max_tokens`), or which
-    recording answers (its content's digest). Empty for an id the suite does not configure.
+    recording answers. Empty for an id the suite does not configure.
 
     Timeouts and prices are left out: they change how long a run may take or what it costs,
     not what the model answers.
     """
     name = recording_name(model)
     if name is not None:
-        path = recording_path(config, name)
-        try:
-            content = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-        except OSError:
-            content = None
-        return {"recording": name, "content": content}
+        # By its name, as a model is: a recording answers each request with the line recorded
+        # for it, and gains lines as tests are added or re-keyed (its whole content would
+        # re-run every test whenever one test's answer is recorded).
+        return {"recording": name}
     try:
         provider_name, model_id = split_model_id(model)
     except Exception:
