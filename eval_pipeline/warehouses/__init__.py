@@ -9,6 +9,7 @@ from eval_pipeline.warehouses._errors import (
     WarehouseError,
 )
 from eval_pipeline.warehouses._preflight import check_databases
+from eval_pipeline.warehouses._privileges import PrivilegedRole, privileged_role_warning
 from eval_pipeline.warehouses._reference import run_reference
 from eval_pipeline.warehouses._schema import (
     ENGINE_NAMES,
@@ -21,6 +22,7 @@ __all__ = [
     "ENGINE_NAMES",
     "ConnectionFailed",
     "Database",
+    "PrivilegedRole",
     "StatementFailed",
     "StatementTimeout",
     "Stream",
@@ -30,6 +32,7 @@ __all__ = [
     "check_databases",
     "connect",
     "describe_tables",
+    "privileged_role_warning",
     "run_reference",
     "schema_description",
 ]

@@ -40,6 +40,9 @@ class WarehouseConnection:
         self.database = database
         #: The session could not be reset (the server went away): close it, open another.
         self.broken = False
+        #: Functions the server declares immutable or stable, by bare and qualified name
+        #: (PostgreSQL; empty where the engine keeps no such record).
+        self.stable_functions: frozenset[str] = frozenset()
 
     @property
     def label(self) -> str:

@@ -19,6 +19,11 @@ from eval_pipeline.warehouses._errors import (
     WarehouseError,
     short_cause,
 )
+from eval_pipeline.warehouses._privileges import (
+    POSTGRES_PRIVILEGES_SQL,
+    judge_privileges,
+    read_only_recipe,
+)
 
 __all__ = ["PostgresConnection"]
 
@@ -34,8 +39,9 @@ class PostgresConnection(WarehouseConnection):
         self._errors = adbc_driver_manager.Error
         rest = url.split("://", 1)[1]
         url = "postgresql://" + rest  # postgres:// and postgresql+driver:// name the same thing
-        if "connect_timeout=" not in url:  # libpq waits forever for a silent host otherwise
-            url += ("&" if "?" in url else "?") + f"connect_timeout={CONNECT_TIMEOUT_S}"
+        for key, value in _NETWORK_DEADLINES.items():
+            if f"{key}=" not in url:
+                url += ("&" if "?" in url else "?") + f"{key}={value}"
         try:
             self._connection = adbc.connect(url)
         except self._errors as error:
@@ -59,6 +65,10 @@ class PostgresConnection(WarehouseConnection):
                     f"{self.label}: schema {schema!r} does not exist (or this user cannot see "
                     "it); fix `schema:` in eval_config.yaml"
                 )
+        held = [item for item in self._row(POSTGRES_PRIVILEGES_SQL) if item]
+        recipe = read_only_recipe("postgres", self._scalar("SELECT current_database()"), schema)
+        judge_privileges(self.database, self.label, held, recipe)
+        self.stable_functions = self._stable_functions()
         # UTC so a TIMESTAMPTZ reads the same whatever the server's or role's time zone.
         self._cursor.execute("SET TIME ZONE 'UTC'")
         # Strings read as sqlglot's PostgreSQL dialect reads them (backslash is no escape).
@@ -67,12 +77,30 @@ class PostgresConnection(WarehouseConnection):
             self._cursor.execute(f"SET search_path TO {_identifier(schema)}")
         self._connection.commit()
 
+    def _stable_functions(self) -> frozenset[str]:
+        """Names (bare and schema-qualified) whose every overload the server declares
+        immutable or stable: the functions the agent's SQL may call."""
+        try:
+            self._cursor.execute(_FUNCTIONS_SQL)
+            rows = self._cursor.fetchall()
+            self._connection.rollback()
+        except self._errors as error:
+            raise ConnectionFailed(f"{self.label}: {short_cause(error)}") from None
+        stable: dict[str, bool] = {}
+        for schema, name, all_stable in rows:
+            stable[f"{schema}.{name}"] = all_stable
+            stable[name] = stable.get(name, True) and all_stable
+        return frozenset(name for name, ok in stable.items() if ok)
+
     def _scalar(self, sql: str) -> Any:
+        return self._row(sql)[0]
+
+    def _row(self, sql: str) -> tuple:
         try:
             self._cursor.execute(sql)
-            value = self._cursor.fetchone()[0]
+            row = self._cursor.fetchone()
             self._connection.rollback()
-            return value
+            return row
         except self._errors as error:
             raise ConnectionFailed(f"{self.label}: {short_cause(error)}") from None
 
@@ -142,6 +170,19 @@ class PostgresConnection(WarehouseConnection):
             self._connection.close()
 
 
+#: libpq's network deadlines: a silent host fails the connect after CONNECT_TIMEOUT_S, and a
+#: peer that stops answering (its host gone, a cable cut) ends the session after about 30 s
+#: of unacknowledged data or keepalive probes. A server process that is stopped but whose
+#: host still acknowledges is caught by the sandbox's own deadline instead.
+_NETWORK_DEADLINES = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 4,
+    "tcp_user_timeout": 30_000,
+}
+
 #: What libpq says when the session is gone (SQLSTATE class 08, or the server shut down).
 _PG_LOST = (
     "server closed the connection",
@@ -153,6 +194,10 @@ _PG_LOST = (
 )
 
 
+_FUNCTIONS_SQL = (
+    "SELECT n.nspname, p.proname, bool_and(p.provolatile IN ('i', 's')) "
+    "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace GROUP BY 1, 2"
+)
 _USE_COPY = "adbc.postgresql.use_copy"
 _NOT_COPYABLE = frozenset({"EXPLAIN", "SHOW"})
 _LEADING_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(\w+)", re.DOTALL)

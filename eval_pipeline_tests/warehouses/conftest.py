@@ -18,6 +18,7 @@ from eval_pipeline_tests.warehouses.servers import (
     Server,
     mariadb_missing,
     mariadb_server,
+    read_only_role,
 )
 from eval_pipeline_tests.warehouses.small_warehouse import (
     load_statements,
@@ -26,7 +27,8 @@ from eval_pipeline_tests.warehouses.small_warehouse import (
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[Server]:
-    """A MariaDB holding the small warehouse in its `shop` database."""
+    """A MariaDB holding the small warehouse in its `shop` database, seen through a read-only
+    user (its `owner` has every privilege)."""
     if reason := mariadb_missing():
         pytest.skip(reason)
     import pymysql
@@ -44,7 +46,7 @@ def mariadb() -> Iterator[Server]:
             for statement in load_statements("mysql"):
                 cursor.execute(statement)
         connection.close()
-        yield server
+        yield read_only_role(server)
 
 
 @pytest.fixture(scope="session")

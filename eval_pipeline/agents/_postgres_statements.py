@@ -1,0 +1,126 @@
+"""PostgreSQL's statement check for the sandbox: PostgreSQL's own parser, one read, only functions the server calls stable.
+
+The statement is parsed by `pglast` (libpg_query: the server's own grammar, so what is
+checked is what the server will run, comments and quotes included) and must be one SELECT
+(WITH, VALUES and TABLE included), SHOW, or EXPLAIN of such a SELECT, with nothing inside
+that writes, stores (SELECT INTO) or locks. Every function it calls must be one the server
+itself declares immutable or stable (`pg_proc.provolatile`, read per connection by
+`warehouses`): functions that run SQL given as text (`ts_stat`, `query_to_xml`), read
+files (`pg_read_file`), signal sessions or change settings are volatile, and so is any
+function this code has never heard of. Whatever cannot be parsed is refused too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pglast
+from pglast import ast
+
+from eval_pipeline.agents._sandbox_errors import ForbiddenStatement, QueryFailed
+
+__all__ = ["ALLOWED_POSTGRES", "check_postgres_statement"]
+
+ALLOWED_POSTGRES = (
+    "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, "
+    "TABLE, SHOW, or EXPLAIN of a SELECT."
+)
+_WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+#: Volatile functions a read-only query may still call: they change nothing.
+_CONTRACT_FUNCTIONS = frozenset({"random", "pg_catalog.random"})
+_WRITES = (
+    ast.InsertStmt,
+    ast.UpdateStmt,
+    ast.DeleteStmt,
+    ast.MergeStmt,
+    ast.IntoClause,
+    ast.LockingClause,
+)
+
+
+def check_postgres_statement(sql: str, stable_functions: frozenset[str]) -> None:
+    """Refuse `sql` unless PostgreSQL's parser reads it as one read calling only
+    `stable_functions` (names, bare and schema-qualified, of functions every overload of
+    which the server declares immutable or stable).
+
+    Raises:
+        QueryFailed: the parser could not read it (the model fixes the syntax).
+        ForbiddenStatement: not one read, or it calls a function that is not stable.
+    """
+    try:
+        statements = pglast.parse_sql(sql)
+    except pglast.parser.ParseError as error:
+        raise QueryFailed(
+            f"The query could not be parsed as PostgreSQL SQL ({error}). Check the syntax. "
+            f"{ALLOWED_POSTGRES}",
+            sql=sql,
+        ) from None
+    if not statements:
+        raise ForbiddenStatement(f"The query is empty. {ALLOWED_POSTGRES}", sql=sql)
+    if len(statements) > 1:
+        raise ForbiddenStatement(
+            f"Send one SQL statement per call; this query has {len(statements)}. Run them one "
+            f"at a time, or combine them with WITH. {ALLOWED_POSTGRES}",
+            sql=sql,
+        )
+    statement = statements[0].stmt
+    if isinstance(statement, ast.VariableShowStmt):
+        return
+    if isinstance(statement, ast.ExplainStmt):
+        # EXPLAIN ANALYZE runs what it explains: that must pass every check a query does.
+        if not isinstance(statement.query, ast.SelectStmt):
+            raise ForbiddenStatement(
+                f"EXPLAIN must be followed by one SELECT. {ALLOWED_POSTGRES}", sql=sql
+            )
+        statement = statement.query
+    if not isinstance(statement, ast.SelectStmt):
+        word = sql.strip().split(None, 1)[0].upper() if sql.strip() else "This statement"
+        advice = _FILES if isinstance(statement, ast.CopyStmt) else _WRITE
+        raise ForbiddenStatement(
+            f"{word} is not allowed here. {advice} {ALLOWED_POSTGRES}", sql=sql
+        )
+    for node in _walk(statement):
+        if isinstance(node, ast.IntoClause):
+            raise ForbiddenStatement(
+                f"SELECT ... INTO is not allowed: nothing can be stored. {_WRITE}", sql=sql
+            )
+        if isinstance(node, ast.LockingClause):
+            raise ForbiddenStatement(
+                "Locking clauses (FOR UPDATE/SHARE) are not allowed; drop them.", sql=sql
+            )
+        if isinstance(node, _WRITES):
+            kind = type(node).__name__.removesuffix("Stmt").upper()
+            raise ForbiddenStatement(f"{kind} inside a query is not allowed. {_WRITE}", sql=sql)
+        stmt = type(node).__name__.endswith("Stmt")
+        if stmt and not isinstance(node, ast.SelectStmt):
+            raise ForbiddenStatement(
+                f"Only SELECT can be nested in a query. {ALLOWED_POSTGRES}", sql=sql
+            )
+        if isinstance(node, ast.FuncCall):
+            name = ".".join(part.sval for part in node.funcname)
+            if name not in stable_functions and name not in _CONTRACT_FUNCTIONS:
+                raise ForbiddenStatement(
+                    f"The function {name} is not allowed: only functions the server declares "
+                    "immutable or stable can be called (no file, program, session or "
+                    "settings access, no SQL run from a string). Use the tables and ordinary "
+                    "functions instead.",
+                    sql=sql,
+                )
+
+
+_FILES = (
+    "Reading or writing files and running programs on the server is not allowed. "
+    "Query the tables instead; the query's result comes back to you."
+)
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    """Every node of a pglast tree, depth first."""
+    if isinstance(node, ast.Node):
+        yield node
+        for slot in node.__slots__:
+            yield from _walk(getattr(node, slot))
+    elif isinstance(node, tuple | list):
+        for item in node:
+            yield from _walk(item)
