@@ -51,6 +51,8 @@ class Server:
     folder: Path
     #: The account that owns the server, when this one is a read-only role on it.
     admin: Server | None = None
+    #: The server's main process (PostgreSQL's postmaster, mariadbd).
+    pid: int = 0
 
     @property
     def owner(self) -> Server:
@@ -194,7 +196,9 @@ def _run_postgres(folder: Path) -> Iterator[Server]:
         )
     try:
         _wait_for_port(port, process, log)
-        server = Server("postgres", "127.0.0.1", port, "evaluser", password, "postgres", folder)
+        server = Server(
+            "postgres", "127.0.0.1", port, "evaluser", password, "postgres", folder, pid=process.pid
+        )
         _wait_until_accepting(server)
         yield server
     finally:
@@ -252,7 +256,9 @@ def _run_mariadb(folder: Path) -> Iterator[Server]:
             cursor.execute("CREATE USER 'evaluser'@'%%' IDENTIFIED BY %s", (password,))
             cursor.execute("GRANT ALL PRIVILEGES ON *.* TO 'evaluser'@'%' WITH GRANT OPTION")
         root.close()
-        yield Server("mysql", "127.0.0.1", port, "evaluser", password, "shop", folder)
+        yield Server(
+            "mysql", "127.0.0.1", port, "evaluser", password, "shop", folder, pid=process.pid
+        )
     finally:
         _stop(process)
 
@@ -292,6 +298,34 @@ def read_only_role(server: Server) -> Server:
             )
         connection.close()
     return dataclasses.replace(server, user=READ_ONLY_USER, password=password, admin=server)
+
+
+@contextlib.contextmanager
+def frozen(server: Server) -> Iterator[None]:
+    """`kill -STOP` the server and every process it started (PostgreSQL's backends), as a
+    hung host would be: its sockets stay open and its kernel still acknowledges, but nothing
+    answers. `SIGCONT` on exit."""
+    import signal
+
+    pids = [server.pid, *_children(server.pid)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
 
 
 def _wait_until_accepting(server: Server) -> None:
