@@ -276,3 +276,39 @@ def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(ma
             cursor.execute("SET GLOBAL sql_mode = %s", (before,))
         admin.close()
     assert not path.exists()
+
+
+_PEAK_CHILD = """
+import json, resource, sys
+from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.suite import DatabaseConfig, Templated
+database = DatabaseConfig("shop", sys.argv[1], url=Templated(sys.argv[2], secret="url_password"))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with ServerSandbox(database) as sandbox:
+    result = sandbox.execute(sys.argv[3])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"extra_mb": (peak - before) / 1024, "rows": len(result.rows), "note": result.note}))
+"""
+
+
+def test_a_result_of_gigabytes_is_read_within_the_byte_cap_on_every_engine(server):
+    # 3,000 rows of 5 MB: 15 GB if read whole. Measured in a child process of its own.
+    import json
+    import subprocess
+    import sys
+
+    big = {
+        "postgres": "SELECT repeat('x', 5000000) AS s FROM generate_series(1, 3000)",
+        "mysql": "SELECT repeat('x', 5000000) AS s FROM seq_1_to_3000",
+    }[server.kind]
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_CHILD, server.kind, server.url, big],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    measured = json.loads(done.stdout)
+    assert "limits.query_max_bytes" in measured["note"] and measured["rows"] < 200
+    # The kept rows (8 MB of cut cells), one batch and one 5 MB row: never gigabytes.
+    assert measured["extra_mb"] < 300, measured
