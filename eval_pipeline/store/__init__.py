@@ -12,6 +12,8 @@ from eval_pipeline.store._damage import (
 )
 from eval_pipeline.store._database import (
     NotReadOnly,
+    QueryTooSlow,
+    ReadLimits,
     StoreBusy,
     connect,
     ensure_database,
@@ -56,6 +58,8 @@ __all__ = [
     "FileCompletionCache",
     "Journal",
     "NotReadOnly",
+    "QueryTooSlow",
+    "ReadLimits",
     "StoreBusy",
     "StoreLayout",
     "TableSpec",
