@@ -18,7 +18,13 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from eval_pipeline.agents._sandbox_errors import ForbiddenStatement, QueryFailed
+from eval_pipeline.agents._sandbox_errors import (
+    NO_FILES_ADVICE,
+    READ_ONLY_ADVICE,
+    ForbiddenStatement,
+    QueryFailed,
+    require_one_statement,
+)
 
 __all__ = ["ALLOWED_MYSQL", "MYSQL_FUNCTIONS", "check_mysql_statement", "server_text"]
 
@@ -26,11 +32,8 @@ ALLOWED_MYSQL = (
     "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, SHOW, "
     "DESCRIBE or EXPLAIN of a SELECT."
 )
-_WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
-_FILES = (
-    "Reading or writing files and running programs on the server is not allowed. "
-    "Query the tables instead; the query's result comes back to you."
-)
+_WRITE = READ_ONLY_ADVICE
+_FILES = NO_FILES_ADVICE
 #: MySQL/MariaDB built-ins that read data and nothing else, which sqlglot does not model
 #: (functions it models, such as COUNT or DATE_FORMAT, are allowed as they are).
 MYSQL_FUNCTIONS = frozenset(
@@ -139,14 +142,7 @@ def check_mysql_statement(sql: str) -> str:
             f"or write it more simply. {ALLOWED_MYSQL}",
             sql=sql,
         ) from None
-    if not statements:
-        raise ForbiddenStatement(f"The query is empty. {ALLOWED_MYSQL}", sql=sql)
-    if len(statements) > 1:
-        raise ForbiddenStatement(
-            f"Send one SQL statement per call; this query has {len(statements)}. Run them one "
-            f"at a time, or combine them with WITH. {ALLOWED_MYSQL}",
-            sql=sql,
-        )
+    require_one_statement(len(statements), sql, ALLOWED_MYSQL)
     statement = statements[0]
     if not isinstance(statement, _READS):
         word = tokens[0].text.upper() if tokens else type(statement).__name__.upper()

@@ -18,7 +18,13 @@ from typing import Any
 import pglast
 from pglast import ast
 
-from eval_pipeline.agents._sandbox_errors import ForbiddenStatement, QueryFailed
+from eval_pipeline.agents._sandbox_errors import (
+    NO_FILES_ADVICE,
+    READ_ONLY_ADVICE,
+    ForbiddenStatement,
+    QueryFailed,
+    require_one_statement,
+)
 
 __all__ = ["ALLOWED_POSTGRES", "check_postgres_statement"]
 
@@ -26,7 +32,8 @@ ALLOWED_POSTGRES = (
     "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, "
     "TABLE, SHOW, or EXPLAIN of a SELECT."
 )
-_WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+_WRITE = READ_ONLY_ADVICE
+_FILES = NO_FILES_ADVICE
 #: Volatile functions a read-only query may still call: they change nothing.
 _CONTRACT_FUNCTIONS = frozenset({"random", "pg_catalog.random"})
 _WRITES = (
@@ -56,14 +63,7 @@ def check_postgres_statement(sql: str, stable_functions: frozenset[str]) -> None
             f"{ALLOWED_POSTGRES}",
             sql=sql,
         ) from None
-    if not statements:
-        raise ForbiddenStatement(f"The query is empty. {ALLOWED_POSTGRES}", sql=sql)
-    if len(statements) > 1:
-        raise ForbiddenStatement(
-            f"Send one SQL statement per call; this query has {len(statements)}. Run them one "
-            f"at a time, or combine them with WITH. {ALLOWED_POSTGRES}",
-            sql=sql,
-        )
+    require_one_statement(len(statements), sql, ALLOWED_POSTGRES)
     statement = statements[0].stmt
     if isinstance(statement, ast.VariableShowStmt):
         return
@@ -107,12 +107,6 @@ def check_postgres_statement(sql: str, stable_functions: frozenset[str]) -> None
                     "functions instead.",
                     sql=sql,
                 )
-
-
-_FILES = (
-    "Reading or writing files and running programs on the server is not allowed. "
-    "Query the tables instead; the query's result comes back to you."
-)
 
 
 def _walk(node: Any) -> Iterator[Any]:

@@ -25,7 +25,12 @@ from eval_pipeline.agents._mysql_statements import check_mysql_statement
 from eval_pipeline.agents._postgres_statements import check_postgres_statement
 from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
 from eval_pipeline.agents._sandbox import SandboxLimits
-from eval_pipeline.agents._sandbox_errors import ForbiddenStatement, QueryFailed, QueryTimeout
+from eval_pipeline.agents._sandbox_errors import (
+    READ_ONLY_ADVICE,
+    ForbiddenStatement,
+    QueryFailed,
+    QueryTimeout,
+)
 from eval_pipeline.agents._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
@@ -47,7 +52,7 @@ CANCEL_GRACE_S = 1.0
 #: is abandoned (never reused) and the call is a `WarehouseUnavailable` error.
 DEADLINE_GRACE_S = 5.0
 
-_WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+_WRITE = READ_ONLY_ADVICE
 _READ_ONLY_ERRORS = ("read-only transaction", "READ ONLY transaction", "(1792)")
 _T = TypeVar("_T")
 

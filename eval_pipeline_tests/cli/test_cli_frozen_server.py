@@ -34,6 +34,7 @@ from eval_pipeline_tests.warehouses.servers import (
     frozen,
     mariadb_missing,
     mariadb_server,
+    mysql_connection,
     postgres_missing,
     postgres_server,
     read_only_role,
@@ -164,11 +165,7 @@ def _running(server: Server, sql: str) -> bool:
                     "AND query LIKE '%generate_series(1, 100000) a%' AND pid <> pg_backend_pid()"
                 ).fetchone()[0]
             )
-    import pymysql
-
-    connection = pymysql.connect(
-        host=owner.host, port=owner.port, user=owner.user, password=owner.password
-    )
+    connection = mysql_connection(owner, database=False)
     try:
         with connection.cursor() as cursor:
             cursor.execute("SHOW FULL PROCESSLIST")

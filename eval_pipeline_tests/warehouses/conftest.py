@@ -18,6 +18,7 @@ from eval_pipeline_tests.warehouses.servers import (
     Server,
     mariadb_missing,
     mariadb_server,
+    mysql_connection,
     read_only_role,
 )
 from eval_pipeline_tests.warehouses.small_warehouse import (
@@ -31,17 +32,8 @@ def mariadb() -> Iterator[Server]:
     user (its `owner` has every privilege)."""
     if reason := mariadb_missing():
         pytest.skip(reason)
-    import pymysql
-
     with mariadb_server() as server:
-        connection = pymysql.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password,
-            database=server.dbname,
-            autocommit=True,
-        )
+        connection = mysql_connection(server)
         with connection.cursor() as cursor:
             for statement in load_statements("mysql"):
                 cursor.execute(statement)

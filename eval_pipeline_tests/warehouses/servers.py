@@ -266,6 +266,20 @@ def _run_mariadb(folder: Path) -> Iterator[Server]:
 READ_ONLY_USER = "eval_reader"
 
 
+def mysql_connection(server: Server, *, database: bool = True):  # -> pymysql.Connection
+    """An autocommit PyMySQL session on `server` as its user, in its database or none."""
+    import pymysql
+
+    return pymysql.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        database=server.dbname if database else None,
+        autocommit=True,
+    )
+
+
 def read_only_role(server: Server) -> Server:
     """`server` seen through a new read-only role, made with the README's statements."""
     password = "ro-" + secrets.token_hex(12)
@@ -282,15 +296,7 @@ def read_only_role(server: Server) -> Server:
             ):
                 connection.execute(statement)
     else:
-        import pymysql
-
-        connection = pymysql.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password,
-            autocommit=True,
-        )
+        connection = mysql_connection(server, database=False)
         with connection.cursor() as cursor:
             cursor.execute(f"CREATE USER '{READ_ONLY_USER}'@'%%' IDENTIFIED BY %s", (password,))
             cursor.execute(

@@ -15,7 +15,6 @@ import uuid
 from pathlib import Path
 
 import psycopg
-import pymysql
 import pytest
 import yaml
 
@@ -27,7 +26,7 @@ from eval_pipeline_tests.agents.servers import ScriptedServer, answer, execute_s
 from eval_pipeline_tests.agents.test_builtin_agent import exchanges
 from eval_pipeline_tests.agents.tiny_suite import open_factory, request_for, write_suite
 from eval_pipeline_tests.warehouses.conftest import database_of
-from eval_pipeline_tests.warehouses.servers import Server
+from eval_pipeline_tests.warehouses.servers import Server, mysql_connection
 
 pytestmark = pytest.mark.slow
 
@@ -120,14 +119,7 @@ class _Bystander:
         if server.kind == "postgres":
             self.connection = psycopg.connect(server.url, autocommit=True)
         else:
-            self.connection = pymysql.connect(
-                host=server.host,
-                port=server.port,
-                user=server.user,
-                password=server.password,
-                database=server.dbname,
-                autocommit=True,
-            )
+            self.connection = mysql_connection(server)
 
     def answers(self) -> bool:
         try:

@@ -17,7 +17,7 @@ from eval_pipeline.agents._sandbox import (
 )
 from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline_tests.warehouses.conftest import database_of
-from eval_pipeline_tests.warehouses.servers import SLOW_QUERY, Server
+from eval_pipeline_tests.warehouses.servers import SLOW_QUERY, Server, mysql_connection
 
 # {path} is a file the server could write (its user owns /tmp entries it creates).
 HOSTILE = {
@@ -89,14 +89,7 @@ def _snapshot(server: Server) -> list:
 
 
 def _mysql(server: Server) -> pymysql.Connection:
-    return pymysql.connect(
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        password=server.password,
-        database=server.dbname,
-        autocommit=True,
-    )
+    return mysql_connection(server)
 
 
 @pytest.fixture(
