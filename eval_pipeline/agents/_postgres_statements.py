@@ -5,7 +5,7 @@ checked is what the server will run, comments and quotes included) and must be o
 (WITH, VALUES and TABLE included), SHOW, or EXPLAIN of such a SELECT, with nothing inside
 that writes, stores (SELECT INTO) or locks. Every function it calls must be one the server
 itself declares immutable or stable (`pg_proc.provolatile`, read per connection by
-`warehouses`): functions that run SQL given as text (`ts_stat`, `query_to_xml`), read
+`warehouses`; operators likewise by the function behind them): functions that run SQL given as text (`ts_stat`, `query_to_xml`), read
 files (`pg_read_file`), signal sessions or change settings are volatile, and so is any
 function this code has never heard of. Whatever cannot be parsed is refused too.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pglast
-from pglast import ast
+from pglast import ast, enums
 
 from eval_pipeline.agents._sandbox_errors import (
     NO_FILES_ADVICE,
@@ -25,6 +25,7 @@ from eval_pipeline.agents._sandbox_errors import (
     QueryFailed,
     require_one_statement,
 )
+from eval_pipeline.warehouses import StableCallables
 
 __all__ = ["ALLOWED_POSTGRES", "check_postgres_statement"]
 
@@ -36,6 +37,13 @@ _WRITE = READ_ONLY_ADVICE
 _FILES = NO_FILES_ADVICE
 #: Volatile functions a read-only query may still call: they change nothing.
 _CONTRACT_FUNCTIONS = frozenset({"random", "pg_catalog.random"})
+#: Expressions written with an operator's name (`a + b`, `x = ANY (y)`); LIKE, BETWEEN and
+#: the like are spelled by the grammar, not by an operator the user names.
+_OPERATOR_KINDS = (
+    enums.A_Expr_Kind.AEXPR_OP,
+    enums.A_Expr_Kind.AEXPR_OP_ANY,
+    enums.A_Expr_Kind.AEXPR_OP_ALL,
+)
 _WRITES = (
     ast.InsertStmt,
     ast.UpdateStmt,
@@ -46,10 +54,9 @@ _WRITES = (
 )
 
 
-def check_postgres_statement(sql: str, stable_functions: frozenset[str]) -> None:
-    """Refuse `sql` unless PostgreSQL's parser reads it as one read calling only
-    `stable_functions` (names, bare and schema-qualified, of functions every overload of
-    which the server declares immutable or stable).
+def check_postgres_statement(sql: str, stable: StableCallables) -> None:
+    """Refuse `sql` unless PostgreSQL's parser reads it as one read calling only functions
+    and operators of `stable` (what the server declares immutable or stable).
 
     Raises:
         QueryFailed: the parser could not read it (the model fixes the syntax).
@@ -97,9 +104,17 @@ def check_postgres_statement(sql: str, stable_functions: frozenset[str]) -> None
             raise ForbiddenStatement(
                 f"Only SELECT can be nested in a query. {ALLOWED_POSTGRES}", sql=sql
             )
+        if isinstance(node, ast.A_Expr) and node.kind in _OPERATOR_KINDS:
+            name = ".".join(part.sval for part in node.name)
+            if name not in stable.operators:
+                raise ForbiddenStatement(
+                    f"The operator {name} is not allowed: only operators the server declares "
+                    "immutable or stable can be used.",
+                    sql=sql,
+                )
         if isinstance(node, ast.FuncCall):
             name = ".".join(part.sval for part in node.funcname)
-            if name not in stable_functions and name not in _CONTRACT_FUNCTIONS:
+            if name not in stable.functions and name not in _CONTRACT_FUNCTIONS:
                 raise ForbiddenStatement(
                     f"The function {name} is not allowed: only functions the server declares "
                     "immutable or stable can be called (no file, program, session or "

@@ -36,6 +36,7 @@ from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
     ENGINE_NAMES,
     ConnectionFailed,
+    StableCallables,
     StatementFailed,
     StatementTimeout,
     TableSchema,
@@ -57,9 +58,7 @@ _READ_ONLY_ERRORS = ("read-only transaction", "READ ONLY transaction", "(1792)")
 _T = TypeVar("_T")
 
 
-def check_server_statement(
-    sql: str, dialect: str, stable_functions: frozenset[str] = frozenset()
-) -> str:
+def check_server_statement(sql: str, dialect: str, stable: StableCallables | None = None) -> str:
     """The text to send the server for `sql`, once the engine's check accepts it as one read.
 
     Raises:
@@ -67,7 +66,7 @@ def check_server_statement(
         QueryFailed: the statement cannot be read (syntax).
     """
     if dialect == "postgres":
-        check_postgres_statement(sql, stable_functions)
+        check_postgres_statement(sql, stable or StableCallables())
         return sql
     return check_mysql_statement(sql)
 
@@ -95,7 +94,7 @@ class ServerSandbox:
         first = connect(database)
         self._idle: list[WarehouseConnection] = [first]
         self.dialect = first.dialect
-        self._stable_functions = first.stable_functions
+        self._stable = first.stable
         self._lock = threading.Lock()
         self._closed = False
         # Turns kept Arrow batches into Python values exactly as the DuckDB sandbox does.
@@ -111,7 +110,7 @@ class ServerSandbox:
             WarehouseUnavailable: the server went away, or gave no answer within the time
                 limit plus `DEADLINE_GRACE_S`.
         """
-        text = check_server_statement(sql, self.dialect, self._stable_functions)
+        text = check_server_statement(sql, self.dialect, self._stable)
         return self._within_deadline(lambda connection: self._run(connection, sql, text))
 
     def _run(self, connection: WarehouseConnection, sql: str, text: str) -> QueryResult:

@@ -1,7 +1,7 @@
 """Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, reference SQL and schema text."""
 
 from eval_pipeline.suite import DatabaseConfig as Database
-from eval_pipeline.warehouses._connect import Stream, WarehouseConnection, connect
+from eval_pipeline.warehouses._connect import StableCallables, Stream, WarehouseConnection, connect
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
@@ -23,6 +23,7 @@ __all__ = [
     "ConnectionFailed",
     "Database",
     "PrivilegedRole",
+    "StableCallables",
     "StatementFailed",
     "StatementTimeout",
     "Stream",

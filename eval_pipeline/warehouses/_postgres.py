@@ -11,7 +11,12 @@ import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses._arrow import duckdb_type_name, normalise_postgres
-from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
+from eval_pipeline.warehouses._connection import (
+    CONNECT_TIMEOUT_S,
+    StableCallables,
+    Stream,
+    WarehouseConnection,
+)
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
@@ -68,7 +73,9 @@ class PostgresConnection(WarehouseConnection):
         held = [item for item in self._row(POSTGRES_PRIVILEGES_SQL) if item]
         recipe = read_only_recipe("postgres", self._scalar("SELECT current_database()"), schema)
         judge_privileges(self.database, self.label, held, recipe)
-        self.stable_functions = self._stable_functions()
+        self.stable = StableCallables(
+            functions=self._all_stable(_FUNCTIONS_SQL), operators=self._all_stable(_OPERATORS_SQL)
+        )
         # UTC so a TIMESTAMPTZ reads the same whatever the server's or role's time zone.
         self._cursor.execute("SET TIME ZONE 'UTC'")
         # Strings read as sqlglot's PostgreSQL dialect reads them (backslash is no escape).
@@ -77,11 +84,11 @@ class PostgresConnection(WarehouseConnection):
             self._cursor.execute(f"SET search_path TO {_identifier(schema)}")
         self._connection.commit()
 
-    def _stable_functions(self) -> frozenset[str]:
-        """Names (bare and schema-qualified) whose every overload the server declares
-        immutable or stable: the functions the agent's SQL may call."""
+    def _all_stable(self, sql: str) -> frozenset[str]:
+        """Names (bare and schema-qualified) of `sql`'s rows (schema, name, every overload
+        immutable or stable) whose every overload is, in every schema for the bare name."""
         try:
-            self._cursor.execute(_FUNCTIONS_SQL)
+            self._cursor.execute(sql)
             rows = self._cursor.fetchall()
             self._connection.rollback()
         except self._errors as error:
@@ -197,6 +204,11 @@ _PG_LOST = (
 _FUNCTIONS_SQL = (
     "SELECT n.nspname, p.proname, bool_and(p.provolatile IN ('i', 's')) "
     "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace GROUP BY 1, 2"
+)
+_OPERATORS_SQL = (
+    "SELECT n.nspname, o.oprname, bool_and(p.provolatile IN ('i', 's')) "
+    "FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace "
+    "JOIN pg_proc p ON p.oid = o.oprcode GROUP BY 1, 2"
 )
 _USE_COPY = "adbc.postgresql.use_copy"
 _NOT_COPYABLE = frozenset({"EXPLAIN", "SHOW"})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from pathlib import Path
 
@@ -191,3 +192,33 @@ def test_a_role_that_can_write_one_table_is_refused_naming_it(postgres):
                 connect(database_of(postgres))
         finally:
             admin.execute(f"REVOKE INSERT ON orders FROM {postgres.user}")
+
+
+def test_the_servers_own_volatility_marks_decide_for_the_warehouses_functions(postgres):
+    from eval_pipeline.agents._sandbox import ForbiddenStatement
+    from eval_pipeline.agents._server_sandbox import ServerSandbox
+
+    made = [
+        "CREATE FUNCTION eval_double(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 2'",
+        "CREATE FUNCTION eval_touch(int) RETURNS int LANGUAGE sql VOLATILE AS 'SELECT $1'",
+        "CREATE FUNCTION eval_add(int, int) RETURNS int LANGUAGE sql VOLATILE AS 'SELECT $1 + $2'",
+        "CREATE OPERATOR === (FUNCTION = eval_add, LEFTARG = int, RIGHTARG = int)",
+    ]
+    with psycopg.connect(postgres.owner.url, autocommit=True) as admin:
+        for statement in made:
+            admin.execute(statement)
+        try:
+            with ServerSandbox(database_of(postgres)) as sandbox:
+                assert sandbox.execute("SELECT eval_double(21) AS n").rows == [(42,)]
+                for sql, said in (
+                    ("SELECT eval_touch(1)", "The function eval_touch is not allowed"),
+                    ("SELECT public.eval_touch(1)", "The function public.eval_touch"),
+                    ("SELECT 1 === 2", "The operator === is not allowed"),
+                    ("SELECT no_such_function(1)", "The function no_such_function"),
+                ):
+                    with pytest.raises(ForbiddenStatement, match=re.escape(said)):
+                        sandbox.execute(sql)
+        finally:
+            admin.execute("DROP OPERATOR === (int, int)")
+            for name in ("eval_add(int, int)", "eval_touch(int)", "eval_double(int)"):
+                admin.execute(f"DROP FUNCTION {name}")
