@@ -54,7 +54,7 @@ def _options(endpoint_url: str | None) -> dict[str, Any]:
         "config_kwargs": {
             "connect_timeout": BUCKET_CONNECT_TIMEOUT_S,
             "read_timeout": BUCKET_READ_TIMEOUT_S,
-            "retries": {"max_attempts": BUCKET_ATTEMPTS, "mode": "standard"},
+            "retries": {"total_max_attempts": BUCKET_ATTEMPTS, "mode": "standard"},
         },
     }
     if endpoint_url:
@@ -75,7 +75,18 @@ def bucket_location(url: str, endpoint_url: str | None) -> Location:
     # fsspec caches one filesystem per options: every location of the store shares it.
     root = UPath(url, **_options(endpoint_url))
     root.fs.retries = 1  # s3fs retries on its own 5 times; botocore's attempts are enough
+    if not getattr(root.fs, "_eval_no_expect", False):
+        # botocore asks `Expect: 100-continue` for every upload, and aiohttp waits for the
+        # 100 with no timeout at all: a silent endpoint held each write forever. Our PUTs
+        # are small single objects; without the header the read timeout applies.
+        root.fs.connect()
+        root.fs.s3.meta.events.register_last("before-call.s3", _no_expect_continue)
+        root.fs._eval_no_expect = True
     return root
+
+
+def _no_expect_continue(params: dict[str, Any], **_kwargs: Any) -> None:
+    params.get("headers", {}).pop("Expect", None)
 
 
 @functools.cache
