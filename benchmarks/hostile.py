@@ -1,6 +1,6 @@
 """Peak memory of `eval-pipeline test` against hostile endpoints, next to the configured caps.
 
-Run: python benchmarks/hostile.py [--only big,bomb,result]
+Run: python benchmarks/hostile.py [--only big,bomb,result,postgres,mysql]
 
 Starts real local servers and evaluates one test against each, through the real CLI in a
 child process, whose peak RSS (`os.wait4`) and wall time are printed:
@@ -8,10 +8,15 @@ child process, whose peak RSS (`os.wait4`) and wall time are printed:
 * `big`: an external agent answering a 200 MB body;
 * `bomb`: an external agent answering a gzip bomb (about 1 MB on the wire, 1 GB inflated);
 * `result`: the built-in agent, whose scripted OpenAI-compatible model runs one query
-  returning 10,000 rows of ~96 KB.
+  returning 10,000 rows of ~96 KB;
+* `postgres`, `mysql`: the same agent on a throwaway PostgreSQL 15 / MariaDB (as the
+  warehouse tests start them, through a read-only role), one query returning 3,000 rows of
+  5 MB (`repeat('x', 5000000)`): 15 GB if it were all read.
 
 The caps are the defaults of the `limits:` block (docs/limits.md); before they existed the
-same runs peaked at 2.6 GB, 2.5 GB and 10.1 GB.
+same runs peaked at 2.6 GB, 2.5 GB and 10.1 GB. Before MySQL results were read row by row
+(1,000-row `fetchmany` batches), `mysql` peaked at 2,692 MB to keep 122 rows (430 MB on
+`postgres`; 417 MB on `mysql` since).
 """
 
 from __future__ import annotations
@@ -42,6 +47,10 @@ from eval_pipeline_tests.agents.tiny_suite import write_suite
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 HUGE_QUERY = "SELECT range AS i, repeat('x', 96000) AS s FROM range(10000)"
+SERVER_QUERY = {
+    "postgres": "SELECT i, repeat('x', 5000000) AS s FROM generate_series(1, 3000) AS i",
+    "mysql": "SELECT seq AS i, repeat('x', 5000000) AS s FROM seq_1_to_3000",
+}
 
 
 def evaluate(suite: Path, model: str) -> tuple[float, float, str]:
@@ -68,9 +77,32 @@ def evaluate(suite: Path, model: str) -> tuple[float, float, str]:
     return usage.ru_maxrss / 1024, wall, said
 
 
+def evaluate_on_server(root: Path, kind: str) -> tuple[float, float, str]:
+    """`evaluate` of the built-in agent on a fresh server of `kind` running SERVER_QUERY."""
+    import yaml
+
+    from eval_pipeline_tests.warehouses.servers import (
+        mariadb_server,
+        postgres_server,
+        read_only_role,
+    )
+
+    start = postgres_server if kind == "postgres" else mariadb_server
+    with start() as owner, ScriptedServer("openai") as model:
+        server = read_only_role(owner)
+        model.set_script(by_turn(tool_calls(execute_sql(SERVER_QUERY[kind])), answer("Done.")))
+        providers = [{"provider": "openai", "base_url": model.base_url, "api_key": "k"}]
+        suite = write_suite(root, cases={"hostile": "Answer."}, dbt=False, providers=providers)
+        config = yaml.safe_load((suite / "eval_config.yaml").read_text())
+        del config["warehouse"]
+        config["databases"] = [{"name": "shop", "type": server.kind, "url": server.url}]
+        (suite / "eval_config.yaml").write_text(yaml.safe_dump(config))
+        return evaluate(suite, "openai:gpt-4.1")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", default="big,bomb,result")
+    parser.add_argument("--only", default="big,bomb,result,postgres,mysql")
     chosen = parser.parse_args().only.split(",")
     limits = Limits()
     print(
@@ -82,6 +114,10 @@ def main() -> None:
     print(f"{'scenario':<8} {'peak RSS':>10} {'wall':>8}  run")
     with tempfile.TemporaryDirectory() as folder:
         for name in chosen:
+            if name in SERVER_QUERY:
+                peak, wall, said = evaluate_on_server(Path(folder) / name, name)
+                print(f"{name:<8} {peak:>7.0f} MB {wall:>6.1f} s  {said}")
+                continue
             server = ScriptedServer("openai" if name == "result" else "agent").start()
             try:
                 if name == "result":

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from eval_pipeline.agents._errors import AgentError, ReplyTruncated
 from eval_pipeline.agents._pricing import cost_usd
 from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
 from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.agents._threads import in_daemon_thread
 from eval_pipeline.agents._types import (
     AgentRun,
     ChatMessage,
@@ -294,7 +294,7 @@ class BuiltinAgent:
         )
         queries.append(query)
         try:
-            result = await asyncio.to_thread(self.sandbox.execute, sql)
+            result = await in_daemon_thread(self.sandbox.execute, sql)
         except SandboxError as error:
             query.error = str(error)
             record.error = f"Error: {error}"

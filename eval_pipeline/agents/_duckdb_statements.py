@@ -6,13 +6,18 @@ import re
 
 import duckdb
 
-from eval_pipeline.agents._sandbox_errors import ForbiddenStatement, QueryFailed, trim_message
+from eval_pipeline.agents._sandbox_errors import (
+    READ_ONLY_ADVICE,
+    ForbiddenStatement,
+    QueryFailed,
+    trim_message,
+)
 
 _ALLOWED = (
     "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT, FROM ..., "
     "VALUES, PIVOT/UNPIVOT), DESCRIBE, SHOW, SUMMARIZE or EXPLAIN."
 )
-_WRITE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+_WRITE = READ_ONLY_ADVICE
 _ADVICE = {
     **dict.fromkeys(
         [

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 
 from eval_pipeline.agents._builtin import BuiltinAgent
 from eval_pipeline.agents._server_sandbox import WarehouseUnavailable
+from eval_pipeline.agents._threads import in_daemon_thread
 from eval_pipeline.agents._types import AgentRun
 from eval_pipeline.suite import Case
 from eval_pipeline.warehouses import ConnectionFailed
@@ -36,7 +36,7 @@ class PerDatabaseAgent:
     async def run(self, case: Case, *, attempt: int, run: AgentRun) -> None:
         agent = self._default
         if case.database is not None:
-            agent = await asyncio.to_thread(self._agent_on, case.database)
+            agent = await in_daemon_thread(self._agent_on, case.database)
         await agent.run(case, attempt=attempt, run=run)
 
     def _agent_on(self, name: str) -> BuiltinAgent:

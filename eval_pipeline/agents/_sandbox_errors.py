@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+#: Advice the model reads with a refused write, on every engine.
+READ_ONLY_ADVICE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+#: Advice the model reads with a refused reach for the server's files or programs.
+NO_FILES_ADVICE = (
+    "Reading or writing files and running programs on the server is not allowed. "
+    "Query the tables instead; the query's result comes back to you."
+)
+
 
 class SandboxError(Exception):
     """A query the sandbox did not run to completion; `str(error)` is written for the model."""
@@ -26,6 +34,18 @@ class QueryFailed(SandboxError):
     def __init__(self, message: str, *, sql: str = "", error_type: str = "") -> None:
         super().__init__(message, sql=sql)
         self.error_type = error_type
+
+
+def require_one_statement(count: int, sql: str, allowed: str) -> None:
+    """Refuse an empty `sql`, or one of several statements, saying what `allowed` is."""
+    if count == 0:
+        raise ForbiddenStatement(f"The query is empty. {allowed}", sql=sql)
+    if count > 1:
+        raise ForbiddenStatement(
+            f"Send one SQL statement per call; this query has {count}. Run them one at a "
+            f"time, or combine them with WITH. {allowed}",
+            sql=sql,
+        )
 
 
 def trim_message(error: BaseException, limit: int = 1_000) -> str:

@@ -318,6 +318,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")
+    sql.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="stop a query after this long (default 300)",
+    )
+    sql.add_argument(
+        "--memory-limit",
+        metavar="SIZE",
+        help="DuckDB memory_limit of the queries (default 2GB)",
+    )
+    sql.add_argument(
+        "--max-temp-size",
+        metavar="SIZE",
+        help="what a query may spill to disk (DuckDB max_temp_directory_size, default 4GB)",
+    )
 
     add(
         "compact",

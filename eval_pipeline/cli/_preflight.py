@@ -16,17 +16,22 @@ from eval_pipeline.suite import (
     SuiteError,
     first_line,
 )
-from eval_pipeline.warehouses import check_databases
+from eval_pipeline.warehouses import check_databases, privileged_role_warning
 
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 
 
-def check_warehouse(suite: Suite, selected: Sequence[Case]) -> None:
+def check_warehouse(suite: Suite, selected: Sequence[Case]) -> list[str]:
     """Find a database the evaluation cannot use before any work starts: a DuckDB path that is
     missing (with no dbt project to build it) or a folder, or a server that does not answer or
     refuses the login, is a configuration mistake (exit 2); a DuckDB file that does not open
     is damaged or locked: the evaluation cannot run (exit 3). Only the databases the selected
-    tests use are checked."""
+    tests use are checked.
+
+    Returns:
+        A warning line per database the tests use that accepts a privileged role
+        (`allow_privileged_role`), to print on every run.
+    """
     config = suite.config
     if not config.databases:
         needing = [c.name for c in selected if c.sql is not None]
@@ -40,7 +45,7 @@ def check_warehouse(suite: Suite, selected: Sequence[Case]) -> None:
                 ],
                 headline="the tests need a warehouse; nothing was run",
             )
-        return
+        return []
     used = {config.database(case.database) for case in selected} or {config.database()}
     databases = sorted((d for d in used if d is not None), key=lambda d: d.name)
     for database in databases:
@@ -55,8 +60,9 @@ def check_warehouse(suite: Suite, selected: Sequence[Case]) -> None:
     ]
     if problems:
         raise SuiteError(
-            problems, headline="a database the tests use cannot be reached; nothing was run"
+            problems, headline="a database the tests use cannot be used; nothing was run"
         )
+    return [privileged_role_warning(d) for d in databases if d.allow_privileged_role]
 
 
 def _check_duckdb_file(database: DatabaseConfig) -> None:

@@ -49,16 +49,30 @@ def print_rows(columns: Sequence[str], rows: Sequence[tuple], *, fmt: str, limit
             print(f"({len(rows):,} rows, {limit:,} shown; --limit N or --format csv for all)")
 
 
+def read_limits(args: argparse.Namespace):
+    """The bounds of each query, from `--timeout`, `--memory-limit` and `--max-temp-size`."""
+    from eval_pipeline.store import ReadLimits
+
+    given = {
+        "timeout_s": args.timeout,
+        "memory_limit": args.memory_limit,
+        "max_temp_size": args.max_temp_size,
+    }
+    return ReadLimits(**{key: value for key, value in given.items() if value is not None})
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run one SQL query on the results (read-only) and print it; no query: the prompt."""
-    from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
+    """Run one SQL query on the results (read-only) and print it; no query: the prompt.
+    Ctrl-C stops the query: exit 130, as for any command."""
+    from eval_pipeline.store import NotReadOnly, QueryTooSlow, StoreLayout, fetch_read_only
 
     layout = StoreLayout.of(load_config(suite_root(args)))
+    limits = read_limits(args)
     if args.query is None:
-        return sql_prompt(layout, fmt=args.format, limit=args.limit)
+        return sql_prompt(layout, fmt=args.format, limit=args.limit, limits=limits)
     try:
-        columns, rows = fetch_read_only(layout, args.query)
-    except (duckdb.Error, NotReadOnly) as error:
+        columns, rows = fetch_read_only(layout, args.query, limits)
+    except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
         print(f"error: {str(error).strip()}", file=sys.stderr)
         return ExitCode.USAGE
     print_rows(columns, rows, fmt=args.format, limit=args.limit)
@@ -115,11 +129,11 @@ def _history(path: Path, interactive: bool) -> Iterator[None]:
                 readline.write_history_file(path)
 
 
-def sql_prompt(layout, *, fmt: str, limit: int) -> int:
+def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
     """Read statements from the terminal (or piped input) and run each read-only, as
-    `eval-pipeline sql "…"` does; a refused or failing statement says why and the prompt
-    goes on."""
-    from eval_pipeline.store import NotReadOnly, fetch_read_only
+    `eval-pipeline sql "…"` does; a refused, failing or too slow statement says why and the
+    prompt goes on, and so does one stopped by Ctrl-C."""
+    from eval_pipeline.store import NotReadOnly, QueryTooSlow, fetch_read_only
 
     interactive = sys.stdin.isatty()
     if interactive:
@@ -142,10 +156,15 @@ def sql_prompt(layout, *, fmt: str, limit: int) -> int:
                 failed = True
                 continue
             try:
-                columns, rows = fetch_read_only(layout, statement.rstrip("; \n"))
-            except (duckdb.Error, NotReadOnly) as error:
+                columns, rows = fetch_read_only(layout, statement.rstrip("; \n"), limits)
+            except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
                 print(f"error: {str(error).strip()}", file=sys.stderr)
                 failed = True
+                continue
+            except KeyboardInterrupt:
+                if not interactive:
+                    raise  # a script stops: exit 130
+                print("interrupted", file=sys.stderr)
                 continue
             print_rows(columns, rows, fmt=fmt, limit=limit)
             sys.stdout.flush()

@@ -264,11 +264,11 @@ def cmd_test(args: argparse.Namespace) -> int:
     progress_console = plain_console(
         stderr=bool(machine), force_terminal=progress_console.is_terminal
     )
-    warning = replayed_judge_warning(settings.judge_model, request.models)
-    if warning:
-        plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     selected = suite.select(list(request.select) or None)
-    check_warehouse(suite, selected)
+    warnings = check_warehouse(suite, selected)
+    warnings.insert(0, replayed_judge_warning(settings.judge_model, request.models))
+    for warning in filter(None, warnings):
+        plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     check_day(request.run_date)
     names = [c.name for c in selected]
     k = request.k or settings.k

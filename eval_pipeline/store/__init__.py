@@ -50,7 +50,7 @@ from eval_pipeline.store._published import (
     publish_results,
     published_current,
 )
-from eval_pipeline.store._sandbox import NotReadOnly, fetch_read_only
+from eval_pipeline.store._sandbox import NotReadOnly, QueryTooSlow, ReadLimits, fetch_read_only
 from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [
@@ -61,6 +61,8 @@ __all__ = [
     "FileCompletionCache",
     "Journal",
     "NotReadOnly",
+    "QueryTooSlow",
+    "ReadLimits",
     "StoreLayout",
     "TableSpec",
     "abandoned_journals",

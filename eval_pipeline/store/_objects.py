@@ -38,9 +38,25 @@ def is_remote(location: Location) -> bool:
     return not isinstance(location, Path)
 
 
+#: Every request to the bucket has a deadline: a silent endpoint fails the connect after
+#: BUCKET_CONNECT_TIMEOUT_S, a stalled answer after BUCKET_READ_TIMEOUT_S, and botocore tries
+#: a request at most BUCKET_ATTEMPTS times (s3fs's own retry loop is cut to the same), so a
+#: store that stops answering ends the command instead of holding it.
+BUCKET_CONNECT_TIMEOUT_S = 5
+BUCKET_READ_TIMEOUT_S = 20
+BUCKET_ATTEMPTS = 2
+
+
 def _options(endpoint_url: str | None) -> dict[str, Any]:
     # Listings are never cached: another worker's new file must show at the next listing.
-    options: dict[str, Any] = {"use_listings_cache": False}
+    options: dict[str, Any] = {
+        "use_listings_cache": False,
+        "config_kwargs": {
+            "connect_timeout": BUCKET_CONNECT_TIMEOUT_S,
+            "read_timeout": BUCKET_READ_TIMEOUT_S,
+            "retries": {"total_max_attempts": BUCKET_ATTEMPTS, "mode": "standard"},
+        },
+    }
     if endpoint_url:
         options["endpoint_url"] = endpoint_url
     return options
@@ -57,7 +73,20 @@ def bucket_location(url: str, endpoint_url: str | None) -> Location:
             "pip install 'eval-pipeline[s3]'"
         ) from None
     # fsspec caches one filesystem per options: every location of the store shares it.
-    return UPath(url, **_options(endpoint_url))
+    root = UPath(url, **_options(endpoint_url))
+    root.fs.retries = 1  # s3fs retries on its own 5 times; botocore's attempts are enough
+    if not getattr(root.fs, "_eval_no_expect", False):
+        # botocore asks `Expect: 100-continue` for every upload, and aiohttp waits for the
+        # 100 with no timeout at all: a silent endpoint held each write forever. Our PUTs
+        # are small single objects; without the header the read timeout applies.
+        root.fs.connect()
+        root.fs.s3.meta.events.register_last("before-call.s3", _no_expect_continue)
+        root.fs._eval_no_expect = True
+    return root
+
+
+def _no_expect_continue(params: dict[str, Any], **_kwargs: Any) -> None:
+    params.get("headers", {}).pop("Expect", None)
 
 
 @functools.cache
@@ -76,6 +105,9 @@ def _duckdb_filesystem(endpoint_url: str | None) -> Any:
         parts = urllib.parse.urlsplit(endpoint_url)
         options["endpoint_override"] = parts.netloc + parts.path
         options["scheme"] = parts.scheme
+    options["connect_timeout"] = BUCKET_CONNECT_TIMEOUT_S
+    options["request_timeout"] = BUCKET_READ_TIMEOUT_S
+    options["retry_strategy"] = arrow_fs.AwsStandardS3RetryStrategy(max_attempts=BUCKET_ATTEMPTS)
     # Credentials: pyarrow reads the AWS_* environment (and the usual AWS config) itself.
     return ArrowS3(arrow_fs.S3FileSystem(**options))
 

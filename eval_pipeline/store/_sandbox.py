@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -22,15 +24,44 @@ class NotReadOnly(ValueError):
     """A statement given to `fetch_read_only` could change or reach beyond the results."""
 
 
-def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tuple]]:
+class QueryTooSlow(ValueError):
+    """A `fetch_read_only` query ran past its time limit and was stopped."""
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    """What one `fetch_read_only` query may use, as the agent's sandbox is bounded.
+
+    Args:
+        timeout_s: wall-clock seconds, fetching included; past it the query is interrupted.
+        memory_limit: DuckDB's `memory_limit` (the machine's 80 % by default).
+        max_temp_size: DuckDB's `max_temp_directory_size`, the spill to disk (90 % of the
+            free disk by default).
+    """
+
+    timeout_s: float = 300.0
+    memory_limit: str = "2GB"
+    max_temp_size: str = "4GB"
+
+
+def fetch_read_only(
+    layout: StoreLayout, sql: str, limits: ReadLimits | None = None
+) -> tuple[list[str], list[tuple]]:
     """Run one reading statement on the results, with no file access beyond the store.
 
     It reads results.duckdb (read-only) when that holds the store as it is now, the fastest
     (its tables need no file listed nor opened), else the views in memory (`connect`). The
     connection reads files only under the store's tables folder and its configuration is
     locked, so neither `COPY … TO`, `read_text('/etc/…')` nor `ATTACH` can reach a file;
-    several statements, or one that is not a query, raise `NotReadOnly`.
+    several statements, or one that is not a query, raise `NotReadOnly`. Time, memory and
+    spill are bounded by `limits`.
+
+    Raises:
+        NotReadOnly: not one reading statement.
+        QueryTooSlow: stopped at `limits.timeout_s`.
+        KeyboardInterrupt: Ctrl-C while it ran (DuckDB reports it as an interrupted query).
     """
+    limits = limits or ReadLimits()
     statements = duckdb.connect(":memory:").extract_statements(sql)
     if len(statements) != 1:
         raise NotReadOnly(f"give one SQL statement, not {len(statements)}")
@@ -43,10 +74,33 @@ def fetch_read_only(layout: StoreLayout, sql: str) -> tuple[list[str], list[tupl
         with _reading(layout, sql) as connection:
             connection.execute("SET allowed_directories = ?", [_store_directories(layout)])
             connection.execute("SET enable_external_access = false")
+            connection.execute("SET memory_limit = ?", [limits.memory_limit])
+            connection.execute("SET max_temp_directory_size = ?", [limits.max_temp_size])
             connection.execute("SET lock_configuration = true")
-            cursor = connection.execute(sql)
-            columns = [column[0] for column in cursor.description or []]
-            return columns, cursor.fetchall()
+            timed_out = threading.Event()
+
+            def stop() -> None:
+                timed_out.set()
+                connection.interrupt()
+
+            timer = threading.Timer(limits.timeout_s, stop)
+            timer.daemon = True
+            timer.start()
+            try:
+                cursor = connection.execute(sql)
+                columns = [column[0] for column in cursor.description or []]
+                return columns, cursor.fetchall()
+            except (duckdb.InterruptException, RuntimeError) as error:
+                if timed_out.is_set():
+                    raise QueryTooSlow(
+                        f"the query was stopped after {limits.timeout_s:g} s (--timeout); "
+                        "filter or aggregate more, or allow it longer"
+                    ) from None
+                if isinstance(error, duckdb.InterruptException) or "interrupted" in str(error):
+                    raise KeyboardInterrupt from None  # Ctrl-C, which DuckDB turned into this
+                raise
+            finally:
+                timer.cancel()
 
     return with_recovery(layout, run)
 

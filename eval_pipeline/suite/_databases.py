@@ -23,7 +23,7 @@ __all__ = ["DEFAULT_DATABASE_NAME", "DatabaseConfig", "read_databases", "unknown
 DatabaseType = Literal["duckdb", "postgres", "mysql"]
 #: The name of the one database a `warehouse:` block configures (a test may say `database: warehouse`).
 DEFAULT_DATABASE_NAME = "warehouse"
-_KEYS = ("name", "type", "path", "url", "schema", "dbt_project")
+_KEYS = ("name", "type", "path", "url", "schema", "dbt_project", "allow_privileged_role")
 _SCHEMES = {
     "postgres": ("postgresql", "postgres"),
     "mysql": ("mysql", "mariadb"),
@@ -43,6 +43,9 @@ class DatabaseConfig:
             a secret, so the value is resolved when a connection is made, never stored.
         schema: the schema (PostgreSQL) queries and schema descriptions default to.
         dbt_project: a dbt project whose docs describe the tables to the agent.
+        allow_privileged_role: connect even when the server's role can write, create, read
+            the server's files or end other sessions (refused otherwise, with the lines
+            that create a read-only role); warned about on every run.
         declared: where the user wrote it, as a problem names it: the file, the entry and
             its line (`nao_config.yaml`, `databases[0]`, 4), so a message about the database
             points at the file the user has.
@@ -54,6 +57,7 @@ class DatabaseConfig:
     url: Templated | None = None
     schema: str | None = None
     dbt_project: Path | None = None
+    allow_privileged_role: bool = False
     declared: tuple[str, str, int | None] = ("eval_config.yaml", "databases", None)
 
     def problem(self, message: str, key: str | None = None) -> Problem:
@@ -164,7 +168,18 @@ def _database(
             f"no dbt_project.yml in {dbt_path}",
             r.line_of(block, "dbt_project"),
         )
+    allow_privileged = False
+    if "allow_privileged_role" in block:
+        allow_privileged = bool(
+            r.boolean(block, "allow_privileged_role", f"{where}.allow_privileged_role")
+        )
     if kind == "duckdb":
+        if "allow_privileged_role" in block:
+            r.problem(
+                f"{where}.allow_privileged_role",
+                "only a server database (postgres, mysql) has a role to check",
+                r.line_of(block, "allow_privileged_role"),
+            )
         if "url" in block:
             r.problem(
                 f"{where}.url", "a duckdb database has a path, not a url", r.line_of(block, "url")
@@ -194,7 +209,14 @@ def _database(
             )
             return None
     template = templated(url, f"{CONFIG_FILE} {where}.url", secret="url_password")
-    return DatabaseConfig(name, kind, url=template, schema=schema, dbt_project=dbt_path)
+    return DatabaseConfig(
+        name,
+        kind,
+        url=template,
+        schema=schema,
+        dbt_project=dbt_path,
+        allow_privileged_role=allow_privileged,
+    )
 
 
 def unknown_database_problems(

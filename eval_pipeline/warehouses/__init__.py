@@ -1,7 +1,7 @@
 """Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, reference SQL and schema text."""
 
 from eval_pipeline.suite import DatabaseConfig as Database
-from eval_pipeline.warehouses._connect import Stream, WarehouseConnection, connect
+from eval_pipeline.warehouses._connect import StableCallables, Stream, WarehouseConnection, connect
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
@@ -9,6 +9,7 @@ from eval_pipeline.warehouses._errors import (
     WarehouseError,
 )
 from eval_pipeline.warehouses._preflight import check_databases
+from eval_pipeline.warehouses._privileges import PrivilegedRole, privileged_role_warning
 from eval_pipeline.warehouses._reference import run_reference
 from eval_pipeline.warehouses._schema import (
     ENGINE_NAMES,
@@ -21,6 +22,8 @@ __all__ = [
     "ENGINE_NAMES",
     "ConnectionFailed",
     "Database",
+    "PrivilegedRole",
+    "StableCallables",
     "StatementFailed",
     "StatementTimeout",
     "Stream",
@@ -30,6 +33,7 @@ __all__ = [
     "check_databases",
     "connect",
     "describe_tables",
+    "privileged_role_warning",
     "run_reference",
     "schema_description",
 ]

@@ -10,10 +10,10 @@ caps, cell caps and value conversion are the same code for every engine.
 from __future__ import annotations
 
 from eval_pipeline.suite import DatabaseConfig, MissingSecret
-from eval_pipeline.warehouses._connection import Stream, WarehouseConnection
+from eval_pipeline.warehouses._connection import StableCallables, Stream, WarehouseConnection
 from eval_pipeline.warehouses._errors import ConnectionFailed
 
-__all__ = ["Stream", "WarehouseConnection", "connect"]
+__all__ = ["StableCallables", "Stream", "WarehouseConnection", "connect"]
 
 
 def connect(database: DatabaseConfig) -> WarehouseConnection:

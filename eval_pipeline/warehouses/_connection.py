@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
 
-__all__ = ["CONNECT_TIMEOUT_S", "Stream", "WarehouseConnection"]
+__all__ = ["CONNECT_TIMEOUT_S", "StableCallables", "Stream", "WarehouseConnection"]
 
 #: Seconds to wait for a server to accept a connection.
 CONNECT_TIMEOUT_S = 10
@@ -28,6 +28,16 @@ class Stream:
     batches: Iterator[pa.RecordBatch]
 
 
+@dataclass(frozen=True)
+class StableCallables:
+    """What the server declares immutable or stable, by bare and schema-qualified name:
+    the functions and operators whose every overload changes nothing and reaches nothing
+    outside the query (PostgreSQL's `provolatile`; empty where an engine keeps no such mark)."""
+
+    functions: frozenset[str] = frozenset()
+    operators: frozenset[str] = frozenset()
+
+
 class WarehouseConnection:
     """One session on one database. Not thread-safe, except `cancel` (from a watchdog).
 
@@ -40,6 +50,8 @@ class WarehouseConnection:
         self.database = database
         #: The session could not be reset (the server went away): close it, open another.
         self.broken = False
+        #: What the agent's SQL may call, as the server declares it (read when it opens).
+        self.stable = StableCallables()
 
     @property
     def label(self) -> str:

@@ -20,11 +20,24 @@ from eval_pipeline.warehouses._errors import (
     WarehouseError,
     short_cause,
 )
+from eval_pipeline.warehouses._privileges import (
+    judge_privileges,
+    mysql_grants_held,
+    read_only_recipe,
+)
 
 __all__ = ["MySqlConnection"]
 
-#: Rows per batch read from a PyMySQL cursor.
+#: A batch of rows read from a PyMySQL cursor ends at this many rows or bytes, whichever
+#: comes first: rows are read one by one off an unbuffered cursor, so what is in memory is
+#: the kept rows (`limits.query_max_bytes`), one batch and one row (bounded by the server's
+#: `max_allowed_packet`).
 MYSQL_BATCH_ROWS = 1_000
+MYSQL_BATCH_BYTES = 1_000_000
+#: Seconds PyMySQL waits for the server to answer a read or take a write, past the time limit
+#: of the statement being run: a stopped or vanished server fails the session instead of
+#: holding it forever.
+NETWORK_GRACE_S = 10
 
 
 class MySqlConnection(WarehouseConnection):
@@ -45,11 +58,40 @@ class MySqlConnection(WarehouseConnection):
             "charset": "utf8mb4",
             "autocommit": True,
             "connect_timeout": CONNECT_TIMEOUT_S,
+            "read_timeout": CONNECT_TIMEOUT_S + NETWORK_GRACE_S,
+            "write_timeout": CONNECT_TIMEOUT_S + NETWORK_GRACE_S,
         }
         self._lock = threading.Lock()
         self._connection = self._open()
-        self.is_mariadb = "mariadb" in str(self._query_one("SELECT VERSION()")).lower()
         self._cursor: Any = None
+        try:
+            self.is_mariadb = "mariadb" in str(self._query_one("SELECT VERSION()")).lower()
+            self._check_privileges()
+        except BaseException:
+            self._drop()
+            raise
+
+    def _check_privileges(self) -> None:
+        try:
+            lines = self._grants("SHOW GRANTS")
+            held, roles = mysql_grants_held(lines)
+            seen: set[str] = set()
+            while roles:  # a role's grants, and the roles it grants in turn
+                role = roles.pop()
+                if role not in seen:
+                    seen.add(role)
+                    more, nested = mysql_grants_held(self._grants(f"SHOW GRANTS FOR {role}"))
+                    held += more
+                    roles += nested
+            dbname = self._kwargs["database"] or self._query_one("SELECT DATABASE()")
+        except self._pymysql.err.MySQLError as error:
+            raise ConnectionFailed(f"{self.label}: {short_cause(_mysql_text(error))}") from None
+        judge_privileges(self.database, self.label, held, read_only_recipe("mysql", dbname, None))
+
+    def _grants(self, sql: str) -> list[str]:
+        with self._connection.cursor() as cursor:
+            cursor.execute(sql)
+            return [row[0] for row in cursor.fetchall()]
 
     def _open(self) -> Any:
         try:
@@ -78,6 +120,8 @@ class MySqlConnection(WarehouseConnection):
         self.end()
         if not self._connection.open:
             self._connection = self._open()
+        # The socket waits for the statement's time limit plus a grace, then gives up.
+        self._connection._read_timeout = timeout_s + NETWORK_GRACE_S
         timeout = (
             f"SET SESSION max_statement_time = {max(0.001, timeout_s):.3f}"
             if self.is_mariadb
@@ -104,7 +148,15 @@ class MySqlConnection(WarehouseConnection):
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:
-                while rows := cursor.fetchmany(MYSQL_BATCH_ROWS):
+                rows: list[tuple] = []
+                size = 0
+                while (row := cursor.fetchone()) is not None:
+                    rows.append(row)
+                    size += sum(_size(value) for value in row)
+                    if len(rows) >= MYSQL_BATCH_ROWS or size >= MYSQL_BATCH_BYTES:
+                        yield rows_to_batch(names, rows)
+                        rows, size = [], 0
+                if rows:
                     yield rows_to_batch(names, rows)
             except self._pymysql.err.MySQLError as error:
                 raise self._translate(error) from None
@@ -112,6 +164,8 @@ class MySqlConnection(WarehouseConnection):
         return Stream(names, types, batches() if description else iter(()))
 
     def cancel(self) -> None:
+        if self.broken:
+            return  # the server is gone or frozen: a second session would only wait too
         # KILL QUERY from a second session: the server stops the statement itself.
         thread_id = self._connection.thread_id()
         with contextlib.suppress(Exception):
@@ -126,7 +180,7 @@ class MySqlConnection(WarehouseConnection):
         with self._lock:
             cursor, self._cursor = self._cursor, None
         result = getattr(cursor, "_result", None)
-        if result is not None and result.unbuffered_active:
+        if result is not None and result.unbuffered_active and not self.broken:
             # An unread streamed result must be read to its end before the session is
             # usable; stop it on the server instead, then drop the session if it is broken.
             self.cancel()
@@ -161,6 +215,10 @@ class MySqlConnection(WarehouseConnection):
                 f"{self.label}: the statement was stopped: {_mysql_text(error)}"
             )
         return StatementFailed(short_cause(_mysql_text(error)))
+
+
+def _size(value: Any) -> int:
+    return len(value) if isinstance(value, str | bytes | bytearray) else 8
 
 
 def _mysql_text(error: Exception) -> str:

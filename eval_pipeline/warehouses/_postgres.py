@@ -11,13 +11,23 @@ import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses._arrow import duckdb_type_name, normalise_postgres
-from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
+from eval_pipeline.warehouses._connection import (
+    CONNECT_TIMEOUT_S,
+    StableCallables,
+    Stream,
+    WarehouseConnection,
+)
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
     StatementTimeout,
     WarehouseError,
     short_cause,
+)
+from eval_pipeline.warehouses._privileges import (
+    POSTGRES_PRIVILEGES_SQL,
+    judge_privileges,
+    read_only_recipe,
 )
 
 __all__ = ["PostgresConnection"]
@@ -34,8 +44,9 @@ class PostgresConnection(WarehouseConnection):
         self._errors = adbc_driver_manager.Error
         rest = url.split("://", 1)[1]
         url = "postgresql://" + rest  # postgres:// and postgresql+driver:// name the same thing
-        if "connect_timeout=" not in url:  # libpq waits forever for a silent host otherwise
-            url += ("&" if "?" in url else "?") + f"connect_timeout={CONNECT_TIMEOUT_S}"
+        for key, value in _NETWORK_DEADLINES.items():
+            if f"{key}=" not in url:
+                url += ("&" if "?" in url else "?") + f"{key}={value}"
         try:
             self._connection = adbc.connect(url)
         except self._errors as error:
@@ -59,6 +70,12 @@ class PostgresConnection(WarehouseConnection):
                     f"{self.label}: schema {schema!r} does not exist (or this user cannot see "
                     "it); fix `schema:` in eval_config.yaml"
                 )
+        held = [item for item in self._row(POSTGRES_PRIVILEGES_SQL) if item]
+        recipe = read_only_recipe("postgres", self._scalar("SELECT current_database()"), schema)
+        judge_privileges(self.database, self.label, held, recipe)
+        self.stable = StableCallables(
+            functions=self._all_stable(_FUNCTIONS_SQL), operators=self._all_stable(_OPERATORS_SQL)
+        )
         # UTC so a TIMESTAMPTZ reads the same whatever the server's or role's time zone.
         self._cursor.execute("SET TIME ZONE 'UTC'")
         # Strings read as sqlglot's PostgreSQL dialect reads them (backslash is no escape).
@@ -67,12 +84,30 @@ class PostgresConnection(WarehouseConnection):
             self._cursor.execute(f"SET search_path TO {_identifier(schema)}")
         self._connection.commit()
 
-    def _scalar(self, sql: str) -> Any:
+    def _all_stable(self, sql: str) -> frozenset[str]:
+        """Names (bare and schema-qualified) of `sql`'s rows (schema, name, every overload
+        immutable or stable) whose every overload is, in every schema for the bare name."""
         try:
             self._cursor.execute(sql)
-            value = self._cursor.fetchone()[0]
+            rows = self._cursor.fetchall()
             self._connection.rollback()
-            return value
+        except self._errors as error:
+            raise ConnectionFailed(f"{self.label}: {short_cause(error)}") from None
+        stable: dict[str, bool] = {}
+        for schema, name, all_stable in rows:
+            stable[f"{schema}.{name}"] = all_stable
+            stable[name] = stable.get(name, True) and all_stable
+        return frozenset(name for name, ok in stable.items() if ok)
+
+    def _scalar(self, sql: str) -> Any:
+        return self._row(sql)[0]
+
+    def _row(self, sql: str) -> tuple:
+        try:
+            self._cursor.execute(sql)
+            row = self._cursor.fetchone()
+            self._connection.rollback()
+            return row
         except self._errors as error:
             raise ConnectionFailed(f"{self.label}: {short_cause(error)}") from None
 
@@ -142,6 +177,19 @@ class PostgresConnection(WarehouseConnection):
             self._connection.close()
 
 
+#: libpq's network deadlines: a silent host fails the connect after CONNECT_TIMEOUT_S, and a
+#: peer that stops answering (its host gone, a cable cut) ends the session after about 30 s
+#: of unacknowledged data or keepalive probes. A server process that is stopped but whose
+#: host still acknowledges is caught by the sandbox's own deadline instead.
+_NETWORK_DEADLINES = {
+    "connect_timeout": CONNECT_TIMEOUT_S,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 4,
+    "tcp_user_timeout": 30_000,
+}
+
 #: What libpq says when the session is gone (SQLSTATE class 08, or the server shut down).
 _PG_LOST = (
     "server closed the connection",
@@ -153,6 +201,15 @@ _PG_LOST = (
 )
 
 
+_FUNCTIONS_SQL = (
+    "SELECT n.nspname, p.proname, bool_and(p.provolatile IN ('i', 's')) "
+    "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace GROUP BY 1, 2"
+)
+_OPERATORS_SQL = (
+    "SELECT n.nspname, o.oprname, bool_and(p.provolatile IN ('i', 's')) "
+    "FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace "
+    "JOIN pg_proc p ON p.oid = o.oprcode GROUP BY 1, 2"
+)
 _USE_COPY = "adbc.postgresql.use_copy"
 _NOT_COPYABLE = frozenset({"EXPLAIN", "SHOW"})
 _LEADING_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*(\w+)", re.DOTALL)

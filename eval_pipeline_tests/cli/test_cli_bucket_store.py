@@ -184,3 +184,93 @@ def test_a_bad_store_block_exits_2_naming_the_field(tmp_path, store, expected):
     assert result.returncode == 2, result.stdout + result.stderr
     assert expected in result.stderr
     assert "hunter2" not in result.stdout + result.stderr
+
+
+def test_a_bucket_that_stops_answering_ends_the_command_with_one_line_and_exit_3(tmp_path):
+    import os
+    import signal
+    import time
+
+    from eval_pipeline_tests.store.buckets import moto_process
+
+    with pytest.MonkeyPatch.context() as patch, moto_process() as (endpoint, pid):
+        for name, value in AWS_ENV.items():
+            patch.setenv(name, value)
+        bucket = Bucket(endpoint, f"eval-{uuid.uuid4().hex[:12]}")
+        s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket.name)
+        root = write_suite(tmp_path / "suite")
+        set_store(root, bucket.store_config)
+        os.kill(pid, signal.SIGSTOP)  # its socket accepts; nothing answers
+        try:
+            started = time.monotonic()
+            result = run_cli("test", "--date", DAY, *FIRST_MODELS_ARGS, cwd=root)
+            took = time.monotonic() - started
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    no_traceback(result)
+    assert result.returncode == 3, result.stdout + result.stderr
+    said = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "could not run" in said[0], result.stderr
+    assert endpoint.split("//")[1] in said[0] or "bucket" in said[0], said
+    # A few requests, each given up after its read timeout and a second attempt (67 s here;
+    # botocore's defaults, 60 s and s3fs's 5 tries of 5 attempts, kept it for many minutes).
+    assert took < 100, f"the command took {took:.0f} s"
+
+
+def test_a_bucket_that_stops_answering_mid_run_ends_the_command_too(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
+    from eval_pipeline_tests.agents.tiny_suite import write_suite as write_agent_suite
+    from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env
+    from eval_pipeline_tests.store.buckets import moto_process
+
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        moto_process() as (endpoint, pid),
+        ScriptedServer("openai", script=repeat(answer("Hello.", delay_s=0.5))) as llm,
+    ):
+        for name, value in AWS_ENV.items():
+            patch.setenv(name, value)
+        bucket = Bucket(endpoint, f"eval-{uuid.uuid4().hex[:12]}")
+        s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket.name)
+        cases = {f"q{i:02d}": f"Question {i}?" for i in range(30)}
+        providers = [{"provider": "openai", "base_url": llm.base_url, "api_key": "k"}]
+        root = write_agent_suite(
+            tmp_path / "suite", cases=cases, providers=providers, threads=1, dbt=False
+        )
+        set_store(root, bucket.store_config)
+        child = subprocess.Popen(
+            [str(SCRIPT), "test", "--date", DAY],
+            cwd=root,
+            env=cli_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        frozen_at: list[float] = []
+
+        def freeze_after_a_few_runs() -> None:
+            while child.poll() is None:
+                if len(llm.requests) >= 3:
+                    os.kill(pid, signal.SIGSTOP)  # the store goes silent mid-run
+                    frozen_at.append(time.monotonic())
+                    return
+                time.sleep(0.1)
+
+        watcher = threading.Thread(target=freeze_after_a_few_runs, daemon=True)
+        watcher.start()
+        try:
+            stdout, stderr = child.communicate(timeout=600)
+            ended = time.monotonic()
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    assert frozen_at, ("the store was never stopped", stdout, stderr)
+    assert child.returncode == 3, stdout + stderr
+    said = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and "could not run" in said[0], stderr
+    assert ended - frozen_at[0] < 150, f"ended {ended - frozen_at[0]:.0f} s after the store stopped"

@@ -129,7 +129,7 @@ def table_commands(text: str) -> list[str]:
 
 
 def sql_blocks(text: str) -> str:
-    """The README's ```sql blocks, as one script a person could paste into the prompt."""
+    """A page's ```sql blocks, as one script a person could paste into the prompt."""
     return "".join(re.findall(r"^```sql\n(.*?)^```", text, re.DOTALL | re.MULTILINE))
 
 
@@ -362,8 +362,11 @@ CHECKS: dict[str, tuple[int, Callable[[Result, Path], None]]] = {
 
 
 def test_the_prompt_answers_the_readmes_sql(clone, first):
-    """`eval-pipeline sql` with the README's SQL blocks piped in, as a person pasting them."""
-    result = run_cli("eval-pipeline sql", clone, stdin=sql_blocks(DOCUMENTS))
+    """`eval-pipeline sql` with the SQL blocks of the pages about the results piped in, as a
+    person pasting them (docs/warehouses.md's SQL is for a warehouse: the read-only role)."""
+    pages = [REPO / "docs" / name for name in ("results-in-sql.md", "viewer.md")]
+    script = "".join(sql_blocks(page.read_text(encoding="utf-8")) for page in pages)
+    result = run_cli("eval-pipeline sql", clone, stdin=script)
     assert result.returncode == 0, result.stderr  # a piped script: 2 if a statement failed
     assert "error" not in result.stderr, result.stderr
     for header in ("pass_rate", "message", "failure_kind", "flaky_days", "note"):

@@ -70,6 +70,13 @@ def moto_missing() -> str | None:
 @contextlib.contextmanager
 def moto_endpoint() -> Iterator[str]:
     """A `moto_server` on a free port of 127.0.0.1, stopped on exit; its endpoint URL."""
+    with moto_process() as (endpoint, _pid):
+        yield endpoint
+
+
+@contextlib.contextmanager
+def moto_process() -> Iterator[tuple[str, int]]:
+    """A `moto_server` as `moto_endpoint` starts it: its endpoint URL and process id."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="eval-moto-") as folder:
         log = Path(folder) / "moto.log"
@@ -82,7 +89,7 @@ def moto_endpoint() -> Iterator[str]:
             )
         try:
             _wait_for_port(port, process, log)
-            yield f"http://127.0.0.1:{port}"
+            yield f"http://127.0.0.1:{port}", process.pid
         finally:
             _stop(process)
 

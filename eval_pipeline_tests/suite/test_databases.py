@@ -69,6 +69,17 @@ def test_a_single_warehouse_is_one_database_named_warehouse(make_suite):
     ]
 
 
+def test_allow_privileged_role_is_read_and_off_by_default(make_suite):
+    root = make_suite(
+        {"orders.yml": CASE},
+        "databases:\n"
+        "  - {name: a, type: postgres, url: 'postgresql://u@h/d', allow_privileged_role: true}\n"
+        "  - {name: b, type: mysql, url: 'mysql://u@h/d'}\n",
+    )
+    databases = load_suite(root).config.databases
+    assert [d.allow_privileged_role for d in databases] == [True, False]
+
+
 @pytest.mark.parametrize(
     ("config", "expected"),
     [
@@ -94,6 +105,15 @@ def test_a_single_warehouse_is_one_database_named_warehouse(make_suite):
         (
             "databases:\n  - {name: a, type: postgres}\n",
             "databases[0].url: is required",
+        ),
+        (
+            "databases:\n  - {name: a, type: postgres, url: 'postgresql://u@h/d', "
+            "allow_privileged_role: 'yes'}\n",
+            "eval_config.yaml:2: databases[0].allow_privileged_role: expected true or false",
+        ),
+        (
+            "databases:\n  - {name: a, type: duckdb, path: a.duckdb, allow_privileged_role: true}\n",
+            "databases[0].allow_privileged_role: only a server database (postgres, mysql)",
         ),
     ],
 )

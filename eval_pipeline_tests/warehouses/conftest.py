@@ -18,6 +18,8 @@ from eval_pipeline_tests.warehouses.servers import (
     Server,
     mariadb_missing,
     mariadb_server,
+    mysql_connection,
+    read_only_role,
 )
 from eval_pipeline_tests.warehouses.small_warehouse import (
     load_statements,
@@ -26,25 +28,17 @@ from eval_pipeline_tests.warehouses.small_warehouse import (
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[Server]:
-    """A MariaDB holding the small warehouse in its `shop` database."""
+    """A MariaDB holding the small warehouse in its `shop` database, seen through a read-only
+    user (its `owner` has every privilege)."""
     if reason := mariadb_missing():
         pytest.skip(reason)
-    import pymysql
-
     with mariadb_server() as server:
-        connection = pymysql.connect(
-            host=server.host,
-            port=server.port,
-            user=server.user,
-            password=server.password,
-            database=server.dbname,
-            autocommit=True,
-        )
+        connection = mysql_connection(server)
         with connection.cursor() as cursor:
             for statement in load_statements("mysql"):
                 cursor.execute(statement)
         connection.close()
-        yield server
+        yield read_only_role(server)
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,17 @@
 """Throwaway PostgreSQL and MariaDB servers for tests: Debian's binaries, a temp folder, a free port.
 
 The servers refuse to run as root (`initdb` does; `mariadbd` wants `--user`), so under root
-they run as `nobody`. The application user gets every privilege, FILE included: the sandbox
-tests prove that the sandbox, not the grants, stops hostile SQL.
+they run as `nobody`. Each server has an owner account (`evaluser`: PostgreSQL's superuser,
+MariaDB's user with every privilege, FILE included) that sets it up, and the warehouse
+fixtures give tests a read-only role made as the README tells users to (`read_only_role`);
+the sandbox tests use the owner with `allow_privileged_role` to prove that the statement
+check alone also stops hostile SQL.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import shutil
@@ -25,6 +29,12 @@ POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
 MARIADBD = shutil.which("mariadbd") or "/usr/sbin/mariadbd"
 MARIADB_INSTALL_DB = shutil.which("mariadb-install-db") or "/usr/bin/mariadb-install-db"
 _SERVICE_USER = "nobody"
+#: A read the sandbox allows that keeps the server busy for minutes (CPU only, no temp file):
+#: what the time-limit and lost-server tests run, sleeps being refused.
+SLOW_QUERY = {
+    "postgres": "SELECT sum(a * b) AS s FROM generate_series(1, 100000) a, generate_series(1, 100000) b",
+    "mysql": "SELECT sum(a.seq * b.seq) AS s FROM seq_1_to_100000 a, seq_1_to_100000 b",
+}
 _START_TIMEOUT_S = 60.0
 
 
@@ -39,6 +49,15 @@ class Server:
     password: str
     dbname: str
     folder: Path
+    #: The account that owns the server, when this one is a read-only role on it.
+    admin: Server | None = None
+    #: The server's main process (PostgreSQL's postmaster, mariadbd).
+    pid: int = 0
+
+    @property
+    def owner(self) -> Server:
+        """The account with every privilege (setting up, inspecting, ending sessions)."""
+        return self.admin or self
 
     @property
     def url(self) -> str:
@@ -177,7 +196,9 @@ def _run_postgres(folder: Path) -> Iterator[Server]:
         )
     try:
         _wait_for_port(port, process, log)
-        server = Server("postgres", "127.0.0.1", port, "evaluser", password, "postgres", folder)
+        server = Server(
+            "postgres", "127.0.0.1", port, "evaluser", password, "postgres", folder, pid=process.pid
+        )
         _wait_until_accepting(server)
         yield server
     finally:
@@ -233,11 +254,84 @@ def _run_mariadb(folder: Path) -> Iterator[Server]:
         with root.cursor() as cursor:
             cursor.execute("CREATE DATABASE shop")
             cursor.execute("CREATE USER 'evaluser'@'%%' IDENTIFIED BY %s", (password,))
-            cursor.execute("GRANT ALL PRIVILEGES ON *.* TO 'evaluser'@'%'")
+            cursor.execute("GRANT ALL PRIVILEGES ON *.* TO 'evaluser'@'%' WITH GRANT OPTION")
         root.close()
-        yield Server("mysql", "127.0.0.1", port, "evaluser", password, "shop", folder)
+        yield Server(
+            "mysql", "127.0.0.1", port, "evaluser", password, "shop", folder, pid=process.pid
+        )
     finally:
         _stop(process)
+
+
+READ_ONLY_USER = "eval_reader"
+
+
+def mysql_connection(server: Server, *, database: bool = True):  # -> pymysql.Connection
+    """An autocommit PyMySQL session on `server` as its user, in its database or none."""
+    import pymysql
+
+    return pymysql.connect(
+        host=server.host,
+        port=server.port,
+        user=server.user,
+        password=server.password,
+        database=server.dbname if database else None,
+        autocommit=True,
+    )
+
+
+def read_only_role(server: Server) -> Server:
+    """`server` seen through a new read-only role, made with the README's statements."""
+    password = "ro-" + secrets.token_hex(12)
+    if server.kind == "postgres":
+        import psycopg
+
+        with psycopg.connect(server.url, autocommit=True) as connection:
+            for statement in (
+                f"CREATE ROLE {READ_ONLY_USER} LOGIN PASSWORD '{password}'",
+                f"GRANT CONNECT ON DATABASE {server.dbname} TO {READ_ONLY_USER}",
+                f"GRANT USAGE ON SCHEMA public TO {READ_ONLY_USER}",
+                f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {READ_ONLY_USER}",
+                f"REVOKE TEMPORARY ON DATABASE {server.dbname} FROM PUBLIC",
+            ):
+                connection.execute(statement)
+    else:
+        connection = mysql_connection(server, database=False)
+        with connection.cursor() as cursor:
+            cursor.execute(f"CREATE USER '{READ_ONLY_USER}'@'%%' IDENTIFIED BY %s", (password,))
+            cursor.execute(
+                f"GRANT SELECT, SHOW VIEW ON {server.dbname}.* TO '{READ_ONLY_USER}'@'%'"
+            )
+        connection.close()
+    return dataclasses.replace(server, user=READ_ONLY_USER, password=password, admin=server)
+
+
+@contextlib.contextmanager
+def frozen(server: Server) -> Iterator[None]:
+    """`kill -STOP` the server and every process it started (PostgreSQL's backends), as a
+    hung host would be: its sockets stay open and its kernel still acknowledges, but nothing
+    answers. `SIGCONT` on exit."""
+    import signal
+
+    pids = [server.pid, *_children(server.pid)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+    return found
 
 
 def _wait_until_accepting(server: Server) -> None:

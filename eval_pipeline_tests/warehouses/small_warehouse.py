@@ -14,7 +14,12 @@ from decimal import Decimal
 
 import pytest
 
-from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
+from eval_pipeline_tests.warehouses.servers import (
+    Server,
+    postgres_missing,
+    postgres_server,
+    read_only_role,
+)
 
 TABLE_COMMENTS = {"customers": "One row per customer", "orders": "One row per order"}
 
@@ -121,14 +126,15 @@ def _literal(value: object, kind: str, mysql: bool) -> str:
 
 @contextlib.contextmanager
 def postgres_with_small_warehouse() -> Iterator[Server]:
-    """A throwaway PostgreSQL 15 holding the small warehouse in its `public` schema."""
+    """A throwaway PostgreSQL 15 holding the small warehouse in its `public` schema, seen
+    through a read-only role (its `owner` is the superuser that loaded it)."""
     import psycopg
 
     with postgres_server() as server:
         with psycopg.connect(server.url, autocommit=True) as connection:
             for statement in load_statements("postgres"):
                 connection.execute(statement)
-        yield server
+        yield read_only_role(server)
 
 
 @pytest.fixture(scope="session")

@@ -63,7 +63,8 @@ def test_schema_description_lists_tables_columns_types_and_comments(small_databa
 
 def test_a_read_only_transaction_refuses_writes_and_the_session_goes_on(small_database):
     with connect(small_database) as connection:
-        with pytest.raises(StatementFailed, match=r"(?i)read.only"):
+        # Refused by the read-only role (MariaDB says so first) or the read-only transaction.
+        with pytest.raises(StatementFailed, match=r"(?i)read.only|command denied"):
             run_reference(connection, "DELETE FROM orders")
         assert run_reference(connection, "SELECT count(*) AS n FROM orders")["n"].iloc[0] == 5
 

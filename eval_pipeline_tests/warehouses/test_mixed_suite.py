@@ -43,14 +43,14 @@ def test_each_reference_runs_on_the_database_its_test_names(
     monkeypatch.setenv("SHOP_PG_URL", postgres.url)
     import psycopg
 
-    with psycopg.connect(postgres.url, autocommit=True) as connection:
+    with psycopg.connect(postgres.owner.url, autocommit=True) as connection:
         connection.execute("CREATE TABLE orders_backup AS SELECT * FROM orders")
         connection.execute("INSERT INTO orders (id, customer_id, amount) VALUES (99, 1, 1.00)")
     try:
         suite = load_suite(_suite(tmp_path, duckdb_warehouse))
         results = references_by_database(suite.config, suite.cases, SandboxLimits())
     finally:
-        with psycopg.connect(postgres.url, autocommit=True) as connection:
+        with psycopg.connect(postgres.owner.url, autocommit=True) as connection:
             connection.execute("DELETE FROM orders WHERE id = 99")
             connection.execute("DROP TABLE orders_backup")
     by_name = {r.name: r for r in results}

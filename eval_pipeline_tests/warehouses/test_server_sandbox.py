@@ -17,7 +17,7 @@ from eval_pipeline.agents._sandbox import (
 )
 from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline_tests.warehouses.conftest import database_of
-from eval_pipeline_tests.warehouses.servers import Server
+from eval_pipeline_tests.warehouses.servers import SLOW_QUERY, Server, mysql_connection
 
 # {path} is a file the server could write (its user owns /tmp entries it creates).
 HOSTILE = {
@@ -89,14 +89,7 @@ def _snapshot(server: Server) -> list:
 
 
 def _mysql(server: Server) -> pymysql.Connection:
-    return pymysql.connect(
-        host=server.host,
-        port=server.port,
-        user=server.user,
-        password=server.password,
-        database=server.dbname,
-        autocommit=True,
-    )
+    return mysql_connection(server)
 
 
 @pytest.fixture(
@@ -143,23 +136,24 @@ def test_explain_of_a_select_shows_the_plan_as_on_duckdb(server):
 
 def _running_sleeps(server: Server) -> list:
     if server.kind == "postgres":
-        with psycopg.connect(server.url) as connection:
+        with psycopg.connect(server.owner.url) as connection:
             return connection.execute(
                 "SELECT pid, query FROM pg_stat_activity "
-                "WHERE state = 'active' AND query ILIKE '%sleep(120)%' AND pid <> pg_backend_pid()"
+                "WHERE state = 'active' AND query ILIKE '%generate_series%' "
+                "AND pid <> pg_backend_pid()"
             ).fetchall()
-    connection = _mysql(server)
+    connection = _mysql(server.owner)
     with connection.cursor() as cursor:
         cursor.execute("SHOW FULL PROCESSLIST")
-        found = [row for row in cursor.fetchall() if "SLEEP(120)" in str(row[7]).upper()]
+        found = [row for row in cursor.fetchall() if "SEQ_1_TO" in str(row[7]).upper()]
     connection.close()
     return found
 
 
 def test_a_sleep_is_stopped_on_the_server_within_the_limit(server):
-    sleep = "SELECT pg_sleep(120)" if server.kind == "postgres" else "SELECT SLEEP(120) AS s"
+    sleep = SLOW_QUERY[server.kind]
     with ServerSandbox(database_of(server), SandboxLimits(timeout_s=2.0)) as sandbox:
-        # A 120 s sleep: the timeout, not the sleep, ended it...
+        # A query of minutes: the timeout, not the query, ended it...
         with pytest.raises(QueryTimeout, match="stopped after 2 s"):
             sandbox.execute(sleep)
         assert _running_sleeps(server) == []  # ...on the server too, not only in the client
@@ -185,21 +179,21 @@ def test_a_server_error_reaches_the_model_and_the_next_query_works(server):
 def _end_sessions(server: Server, *, only_sleeping: bool) -> int:
     """End the test user's other sessions from outside, as a server restart would."""
     if server.kind == "postgres":
-        with psycopg.connect(server.url) as connection:
-            sleeping = "AND query ILIKE '%pg_sleep%' " if only_sleeping else ""
+        with psycopg.connect(server.owner.url) as connection:
+            sleeping = "AND query ILIKE '%generate_series%' " if only_sleeping else ""
             return len(
                 connection.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    f"WHERE usename = 'evaluser' AND pid <> pg_backend_pid() {sleeping}"
+                    f"WHERE usename = '{server.user}' AND pid <> pg_backend_pid() {sleeping}"
                 ).fetchall()
             )
-    connection = _mysql(server)
+    connection = _mysql(server.owner)
     ended = 0
     with connection.cursor() as cursor:
         cursor.execute("SHOW FULL PROCESSLIST")
         for row in cursor.fetchall():
-            mine = row[0] == connection.thread_id() or row[1] != "evaluser"
-            if mine or (only_sleeping and "SLEEP" not in str(row[7]).upper()):
+            mine = row[0] == connection.thread_id() or row[1] != server.user
+            if mine or (only_sleeping and "SEQ_1_TO" not in str(row[7]).upper()):
                 continue
             cursor.execute(f"KILL CONNECTION {int(row[0])}")
             ended += 1
@@ -219,7 +213,7 @@ def test_a_server_lost_during_a_query_is_an_infrastructure_error_then_work_goes_
 
     from eval_pipeline.agents._errors import AgentError
 
-    sleep = "SELECT pg_sleep(30)" if server.kind == "postgres" else "SELECT SLEEP(30) AS s"
+    sleep = SLOW_QUERY[server.kind]
     with ServerSandbox(database_of(server)) as sandbox:
         killer = threading.Timer(1.0, _end_sessions, (server,), {"only_sleeping": True})
         killer.start()
@@ -260,7 +254,7 @@ def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(ma
     # With NO_BACKSLASH_ESCAPES the server would end the string at 'a\' and write the file;
     # the parser reads \' as an escaped quote and sees one harmless string.
     path = Path(f"/tmp/eval-hostile-{uuid.uuid4().hex}")
-    admin = _mysql(mariadb)
+    admin = _mysql(mariadb.owner)
     with admin.cursor() as cursor:
         cursor.execute("SELECT @@GLOBAL.sql_mode")
         (before,) = cursor.fetchone()
@@ -275,3 +269,39 @@ def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(ma
             cursor.execute("SET GLOBAL sql_mode = %s", (before,))
         admin.close()
     assert not path.exists()
+
+
+_PEAK_CHILD = """
+import json, resource, sys
+from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.suite import DatabaseConfig, Templated
+database = DatabaseConfig("shop", sys.argv[1], url=Templated(sys.argv[2], secret="url_password"))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+with ServerSandbox(database) as sandbox:
+    result = sandbox.execute(sys.argv[3])
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"extra_mb": (peak - before) / 1024, "rows": len(result.rows), "note": result.note}))
+"""
+
+
+def test_a_result_of_gigabytes_is_read_within_the_byte_cap_on_every_engine(server):
+    # 3,000 rows of 5 MB: 15 GB if read whole. Measured in a child process of its own.
+    import json
+    import subprocess
+    import sys
+
+    big = {
+        "postgres": "SELECT repeat('x', 5000000) AS s FROM generate_series(1, 3000)",
+        "mysql": "SELECT repeat('x', 5000000) AS s FROM seq_1_to_3000",
+    }[server.kind]
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK_CHILD, server.kind, server.url, big],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    measured = json.loads(done.stdout)
+    assert "limits.query_max_bytes" in measured["note"] and measured["rows"] < 200
+    # The kept rows (8 MB of cut cells), one batch and one 5 MB row: never gigabytes.
+    assert measured["extra_mb"] < 300, measured
