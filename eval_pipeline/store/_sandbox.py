@@ -11,6 +11,7 @@ import duckdb
 
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._database import connect, named_views
+from eval_pipeline.store._files import ensure_schema_files
 from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._published import published_current
 from eval_pipeline.store._tables import TABLES
@@ -102,6 +103,8 @@ def fetch_read_only(
             finally:
                 timer.cancel()
 
+    # A store no evaluation has written yet holds empty tables, not missing ones.
+    ensure_schema_files(layout)
     return with_recovery(layout, run)
 
 

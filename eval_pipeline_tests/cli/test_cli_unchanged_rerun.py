@@ -251,14 +251,9 @@ def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_
 
 @pytest.mark.parametrize(
     "sql",
-    [
-        "SELECT current_date AS today",
-        "SELECT current_localtime() AS now",
-        'SELECT "now"() AS now',
-        "SELECT age(max(order_date)) AS since FROM orders",
-        "SELECT random() < 2 AS always",
-        "SELECT uuid() IS NOT NULL AS always",
-    ],
+    # The clock in a form the old list missed, and randomness; every other function the
+    # engine does not declare consistent is covered by grading/test_reference_health.py.
+    ["SELECT current_localtime() AS now", "SELECT random() < 2 AS always"],
 )
 def test_a_reference_that_may_answer_otherwise_always_runs(
     server: ScriptedServer, tmp_path: Path, sql: str
