@@ -20,6 +20,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from eval_pipeline.agents._sandbox_errors import (
     NO_FILES_ADVICE,
+    NO_INTO,
+    NO_LOCKS,
     READ_ONLY_ADVICE,
     ForbiddenStatement,
     QueryFailed,
@@ -159,13 +161,9 @@ def _require_read_only(statement: exp.Expression, sql: str) -> None:
                 f"{node.key.upper()} inside a query is not allowed. {_WRITE}", sql=sql
             )
         if isinstance(node, exp.Into):
-            raise ForbiddenStatement(
-                f"SELECT ... INTO is not allowed: nothing can be stored. {_WRITE}", sql=sql
-            )
+            raise ForbiddenStatement(NO_INTO, sql=sql)
         if isinstance(node, exp.Lock):
-            raise ForbiddenStatement(
-                "Locking clauses (FOR UPDATE/SHARE) are not allowed; drop them.", sql=sql
-            )
+            raise ForbiddenStatement(NO_LOCKS, sql=sql)
         if isinstance(node, exp.Anonymous) and node.name.upper() not in MYSQL_FUNCTIONS:
             raise ForbiddenStatement(
                 f"The function {node.name} is not allowed: only MySQL's built-in functions "

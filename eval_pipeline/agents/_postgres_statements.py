@@ -20,6 +20,8 @@ from pglast import ast, enums
 
 from eval_pipeline.agents._sandbox_errors import (
     NO_FILES_ADVICE,
+    NO_INTO,
+    NO_LOCKS,
     READ_ONLY_ADVICE,
     ForbiddenStatement,
     QueryFailed,
@@ -89,13 +91,9 @@ def check_postgres_statement(sql: str, stable: StableCallables) -> None:
         )
     for node in _walk(statement):
         if isinstance(node, ast.IntoClause):
-            raise ForbiddenStatement(
-                f"SELECT ... INTO is not allowed: nothing can be stored. {_WRITE}", sql=sql
-            )
+            raise ForbiddenStatement(NO_INTO, sql=sql)
         if isinstance(node, ast.LockingClause):
-            raise ForbiddenStatement(
-                "Locking clauses (FOR UPDATE/SHARE) are not allowed; drop them.", sql=sql
-            )
+            raise ForbiddenStatement(NO_LOCKS, sql=sql)
         if isinstance(node, _WRITES):
             kind = type(node).__name__.removesuffix("Stmt").upper()
             raise ForbiddenStatement(f"{kind} inside a query is not allowed. {_WRITE}", sql=sql)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 #: Advice the model reads with a refused write, on every engine.
 READ_ONLY_ADVICE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
+#: What the model reads when a query would store its rows or lock them (every engine's check).
+NO_INTO = f"SELECT ... INTO is not allowed: nothing can be stored. {READ_ONLY_ADVICE}"
+NO_LOCKS = "Locking clauses (FOR UPDATE/SHARE) are not allowed; drop them."
 #: Advice the model reads with a refused reach for the server's files or programs.
 NO_FILES_ADVICE = (
     "Reading or writing files and running programs on the server is not allowed. "
