@@ -21,6 +21,10 @@ from eval_pipeline.store._tables import TABLES
 _READING = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
 
 
+# How long a stopped query may take to wind down before the command goes on without it.
+_STOP_WAIT_S = 10.0
+
+
 class NotReadOnly(ValueError):
     """A statement given to `fetch_read_only` could change or reach beyond the results."""
 
@@ -60,7 +64,7 @@ def fetch_read_only(
     Raises:
         NotReadOnly: not one reading statement.
         QueryTooSlow: stopped at `limits.timeout_s`.
-        KeyboardInterrupt: Ctrl-C while it ran (DuckDB reports it as an interrupted query).
+        KeyboardInterrupt: Ctrl-C while it ran.
     """
     limits = limits or ReadLimits()
     statements = duckdb.connect(":memory:").extract_statements(sql)
@@ -78,34 +82,55 @@ def fetch_read_only(
             connection.execute("SET memory_limit = ?", [limits.memory_limit])
             connection.execute("SET max_temp_directory_size = ?", [limits.max_temp_size])
             connection.execute("SET lock_configuration = true")
-            timed_out = threading.Event()
-
-            def stop() -> None:
-                timed_out.set()
-                connection.interrupt()
-
-            timer = threading.Timer(limits.timeout_s, stop)
-            timer.daemon = True
-            timer.start()
-            try:
-                cursor = connection.execute(sql)
-                columns = [column[0] for column in cursor.description or []]
-                return columns, cursor.fetchall()
-            except (duckdb.InterruptException, RuntimeError) as error:
-                if timed_out.is_set():
-                    raise QueryTooSlow(
-                        f"the query was stopped after {limits.timeout_s:g} s (--timeout); "
-                        "filter or aggregate more, or allow it longer"
-                    ) from None
-                if isinstance(error, duckdb.InterruptException) or "interrupted" in str(error):
-                    raise KeyboardInterrupt from None  # Ctrl-C, which DuckDB turned into this
-                raise
-            finally:
-                timer.cancel()
+            return _fetch_interruptibly(connection, sql, limits.timeout_s)
 
     # A store no evaluation has written yet holds empty tables, not missing ones.
     ensure_schema_files(layout)
     return with_recovery(layout, run)
+
+
+def _fetch_interruptibly(
+    connection: duckdb.DuckDBPyConnection, sql: str, timeout_s: float
+) -> tuple[list[str], list[tuple]]:
+    """Run the query on a worker thread while this one waits, so that Ctrl-C (delivered to
+    the main thread, between Python instructions) and the time limit both reach DuckDB as
+    `interrupt()`, which stops a running query within moments. DuckDB does not watch for
+    SIGINT itself while a query runs.
+
+    Raises:
+        QueryTooSlow: past `timeout_s`.
+        KeyboardInterrupt: Ctrl-C.
+    """
+    outcome: dict[str, object] = {}
+    done = threading.Event()  # not Thread.join: a join that Ctrl-C breaks ends its thread's state
+
+    def work() -> None:
+        try:
+            cursor = connection.execute(sql)
+            columns = [column[0] for column in cursor.description or []]
+            outcome["result"] = (columns, cursor.fetchall())
+        except BaseException as error:  # handed to the waiting thread
+            outcome["error"] = error
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="eval-pipeline-sql", daemon=True).start()
+    try:
+        finished = done.wait(timeout_s)
+    except KeyboardInterrupt:
+        connection.interrupt()
+        done.wait(_STOP_WAIT_S)
+        raise
+    if not finished:
+        connection.interrupt()
+        done.wait(_STOP_WAIT_S)
+        raise QueryTooSlow(
+            f"the query was stopped after {timeout_s:g} s (--timeout); "
+            "filter or aggregate more, or allow it longer"
+        )
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["result"]  # type: ignore[return-value]
 
 
 def _reading(layout: StoreLayout, sql: str) -> contextlib.AbstractContextManager:
