@@ -140,11 +140,13 @@ def _compact_table(
         key = "" if key == "." else key
         if key not in newest or path.name > newest[key].name:
             newest[key] = path
+    # Typed, so that a table with no file yet still gets a text `_partition`, not NULLs.
     picked = pa.table(
         {
             "_picked_file": [p.as_posix() for p in newest.values()],
             "_picked_partition": list(newest),
-        }
+        },
+        schema=pa.schema([("_picked_file", pa.string()), ("_picked_partition", pa.string())]),
     )
     connection.register("picked", picked)
     current_parts = [

@@ -157,7 +157,12 @@ def latest_file(
 
 def _segment_rows(segment: Path, partitions: Sequence[str]) -> pa.Table:
     """The rows of some partitions in a current segment, without the `_partition` column."""
-    rows = _objects.read_table(segment, filters=pc.field("_partition").isin(list(partitions)))
+    try:
+        rows = _objects.read_table(segment, filters=pc.field("_partition").isin(list(partitions)))
+    except pa.ArrowTypeError:
+        # A segment of a table that held no row, whose `_partition` earlier compactions wrote
+        # as NULLs, not text: it holds no partition.
+        rows = _objects.read_table(segment).slice(0, 0)
     return rows.drop_columns(["_partition"])
 
 
