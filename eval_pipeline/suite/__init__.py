@@ -25,7 +25,6 @@ from eval_pipeline.suite._config import (
     TestDefaults,
     ThresholdMode,
     WarehouseConfig,
-    load_config,
     recording_name_problem,
 )
 from eval_pipeline.suite._context import (
@@ -75,6 +74,7 @@ from eval_pipeline.suite._suite import (
     discover_case_files,
     find_suite_root,
     load_cases,
+    load_config,
     load_suite,
     suite_marker,
 )

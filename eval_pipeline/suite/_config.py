@@ -264,22 +264,6 @@ _TEST_KEYS = (
 )
 
 
-def load_config(root: Path) -> SuiteConfig:
-    """Read `<root>/eval_config.yaml` (a missing file means all defaults), or a nao project's
-    `nao_config.yaml` when `root` is one. `openai` and `anthropic` need no `llm.providers`
-    entry: without one they read `ENVIRONMENT_KEYS` (see `with_environment_providers`).
-
-    Raises:
-        SuiteError: listing every problem in the file.
-    """
-    root = root.resolve()
-    from eval_pipeline.suite import _nao  # here, not on top: _nao builds on this module
-
-    if _nao.is_nao_project(root):
-        return _nao.load_nao_config(root)
-    return with_environment_providers(read_config_file(root), source=CONFIG_FILE)
-
-
 def with_environment_providers(config: SuiteConfig, *, source: str) -> SuiteConfig:
     """The config with a provider for `openai` and for `anthropic` when it declares none, its
     key read from the environment (`ENVIRONMENT_KEYS`) when a request needs it.
