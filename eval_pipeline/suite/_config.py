@@ -237,6 +237,13 @@ class SuiteConfig:
         return next((a for a in self.agents if a.name == name), None)
 
 
+def config_path(root: Path, written: str) -> Path:
+    """A path as a config file writes it, made absolute: `~` expanded, and a relative one
+    taken from the suite folder `root`, as every path of a `SuiteConfig` is."""
+    path = Path(os.path.expanduser(str(written)))
+    return path if path.is_absolute() else (root / path).resolve()
+
+
 _TOP_KEYS = (
     "test",
     "warehouse",
@@ -410,16 +417,11 @@ def _register_secrets(config: SuiteConfig) -> None:
                 database.resolve_url()
 
 
-def _path(root: Path, value: str) -> Path:
-    path = Path(os.path.expanduser(str(value)))
-    return path if path.is_absolute() else (root / path).resolve()
-
-
 def _state_dir(r: FieldReader, data: dict, root: Path) -> Path | None:
     name = r.text(data, "state_dir", "state_dir")
     if name is None:
         return None
-    path = _path(root, name)
+    path = config_path(root, name)
     # Found here, not when the first run writes to it: an existing file there is a typo.
     for part in (path, *path.parents):
         if part.exists():
@@ -541,20 +543,20 @@ def _warehouse(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None
     )
     if path is None:
         return None
-    dbt_path = _path(root, dbt_project) if dbt_project else None
+    dbt_path = config_path(root, dbt_project) if dbt_project else None
     if dbt_path is not None and not (dbt_path / "dbt_project.yml").exists():
         r.problem(
             "warehouse.dbt_project",
             f"no dbt_project.yml in {dbt_path}",
             r.line_of(block, "dbt_project"),
         )
-    return WarehouseConfig(type="duckdb", path=_path(root, path), dbt_project=dbt_path)
+    return WarehouseConfig(type="duckdb", path=config_path(root, path), dbt_project=dbt_path)
 
 
 def _context(r: FieldReader, data: dict, root: Path) -> tuple[Path, ...]:
     paths = []
     for name in _string_list(r, data, "context", "context"):
-        path = _path(root, name)
+        path = config_path(root, name)
         if not path.is_file():
             r.problem("context", f"context file {name!r} does not exist (looked in {root})")
         elif not _is_utf8_text(path):

@@ -157,11 +157,11 @@ def _database(
     kind: DatabaseType,
     templated: type[Templated],
 ) -> DatabaseConfig | None:
-    from eval_pipeline.suite._config import CONFIG_FILE, _path
+    from eval_pipeline.suite._config import CONFIG_FILE, config_path
 
     schema = r.text(block, "schema", f"{where}.schema") if "schema" in block else None
     dbt = r.text(block, "dbt_project", f"{where}.dbt_project") if "dbt_project" in block else None
-    dbt_path = _path(root, dbt) if dbt else None
+    dbt_path = config_path(root, dbt) if dbt else None
     if dbt_path is not None and not (dbt_path / "dbt_project.yml").exists():
         r.problem(
             f"{where}.dbt_project",
@@ -188,7 +188,7 @@ def _database(
         if path is None or name is None:
             return None
         return DatabaseConfig(
-            name, kind, path=_path(root, path), schema=schema, dbt_project=dbt_path
+            name, kind, path=config_path(root, path), schema=schema, dbt_project=dbt_path
         )
     if "path" in block:
         r.problem(

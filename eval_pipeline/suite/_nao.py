@@ -21,6 +21,7 @@ from eval_pipeline.suite._config import (
     Templated,
     TestDefaults,
     WarehouseConfig,
+    config_path,
     read_config_file,
     with_environment_providers,
 )
@@ -192,9 +193,7 @@ def _duckdb_database(
     if path == ":memory:":
         r.problem(f"{where}.path", "an in-memory database holds no data to test against")
         return None
-    resolved = Path(_template(path)).expanduser()
-    resolved = resolved if resolved.is_absolute() else (root / resolved).resolve()
-    return DatabaseConfig(name, "duckdb", path=resolved)
+    return DatabaseConfig(name, "duckdb", path=config_path(root, _template(path)))
 
 
 def _server_database(
