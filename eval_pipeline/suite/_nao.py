@@ -22,9 +22,9 @@ from eval_pipeline.suite._config import (
     TestDefaults,
     WarehouseConfig,
     config_path,
-    read_config_file,
     with_environment_providers,
 )
+from eval_pipeline.suite._config_file import read_config_file
 from eval_pipeline.suite._databases import DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader

@@ -11,12 +11,8 @@ from pathlib import Path
 import yaml
 
 from eval_pipeline.suite._case import Case
-from eval_pipeline.suite._config import (
-    CONFIG_FILE,
-    SuiteConfig,
-    read_config_file,
-    with_environment_providers,
-)
+from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, with_environment_providers
+from eval_pipeline.suite._config_file import read_config_file
 from eval_pipeline.suite._databases import unknown_database_problems
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_TESTS_DIR, is_nao_project, load_nao_config
