@@ -14,8 +14,10 @@ from eval_pipeline.suite._case import (
 )
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
+    DEFAULT_DATABASE_NAME,
     ENVIRONMENT_KEYS,
     AgentConfig,
+    DatabaseConfig,
     MissingSecret,
     ModelConfig,
     ModelCosts,
@@ -34,7 +36,6 @@ from eval_pipeline.suite._context import (
     load_agent_context,
 )
 from eval_pipeline.suite._csv_import import import_csv
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig
 from eval_pipeline.suite._errors import (
     Problem,
     SelectionError,

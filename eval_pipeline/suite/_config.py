@@ -1,27 +1,31 @@
-"""What a suite can say: the values of its configuration and their defaults, from either file.
+"""What a suite can say: its configuration's values and their defaults, whichever file says them.
 
-`_config_file` reads them from `eval_config.yaml`, `_nao` from a nao project's `nao_config.yaml`.
+Each format has its reader returning these values: `_config_file` reads `eval_config.yaml`
+(with `_databases` for its `databases:` list), `_nao` a nao project's `nao_config.yaml`.
+The `limits:` and `store:` blocks, which only our file has, keep their values beside their
+readers (`_limits`, `_store_config`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
 from typing import Literal
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 from eval_pipeline.suite._case import Semantic, Tolerance
-from eval_pipeline.suite._databases import DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._secrets import register_secret, url_passwords
 from eval_pipeline.suite._store_config import StoreConfig
 
+#: Our own file; the defaults below name it as the place a value was written.
 CONFIG_FILE = "eval_config.yaml"
 #: The providers a suite reaches with no `llm.providers` entry, and the environment variable
 #: each reads its key from (the variables nao and the vendors' own clients read).
@@ -29,6 +33,9 @@ ENVIRONMENT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"
 _ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 
 ThresholdMode = Literal["average", "all"]
+DatabaseType = Literal["duckdb", "postgres", "mysql"]
+#: The name of the one database a `warehouse:` block configures (a test may say `database: warehouse`).
+DEFAULT_DATABASE_NAME = "warehouse"
 # A recording is a file directly in the suite's recordings/ folder, named without any path.
 _RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -187,6 +194,74 @@ class WarehouseConfig:
     type: Literal["duckdb"]
     path: Path
     dbt_project: Path | None = None
+
+
+@dataclass(frozen=True)
+class DatabaseConfig:
+    """One warehouse: a DuckDB file (`path`) or a server (`url`, resolved only when connecting).
+
+    Args:
+        name: what a test's `database:` names; unique in the suite.
+        type: `duckdb`, `postgres` (PostgreSQL) or `mysql` (MySQL and MariaDB).
+        path: the DuckDB file (duckdb only), resolved against the suite folder.
+        url: the server's URL as written, e.g. `{{ env('FINANCE_PG_URL') }}`; its password is
+            a secret, so the value is resolved when a connection is made, never stored.
+        schema: the schema (PostgreSQL) queries and schema descriptions default to.
+        dbt_project: a dbt project whose docs describe the tables to the agent.
+        allow_privileged_role: connect even when the server's role can write, create, read
+            the server's files or end other sessions (refused otherwise, with the lines
+            that create a read-only role); warned about on every run.
+        declared: where the user wrote it, as a problem names it: the file, the entry and
+            its line (`nao_config.yaml`, `databases[0]`, 4), so a message about the database
+            points at the file the user has.
+    """
+
+    name: str
+    type: DatabaseType
+    path: Path | None = None
+    url: Templated | None = None
+    schema: str | None = None
+    dbt_project: Path | None = None
+    allow_privileged_role: bool = False
+    declared: tuple[str, str, int | None] = (CONFIG_FILE, "databases", None)
+
+    def problem(self, message: str, key: str | None = None) -> Problem:
+        """`message` about this database (its `key`, e.g. `path`), where it was declared."""
+        source, entry, line = self.declared
+        return Problem(source, f"{entry}.{key}" if key else entry, message, line)
+
+    @property
+    def is_server(self) -> bool:
+        return self.type != "duckdb"
+
+    def resolve_url(self) -> str:
+        """The server URL with its environment variables filled in; its password is registered
+        as a secret (only the password: the rest of a URL is ordinary text, such as a host or
+        database name that also appears in queries)."""
+        if self.url is None:
+            raise ValueError(f"database {self.name!r} has no url")
+        url = self.url.resolve()
+        with contextlib.suppress(ValueError):
+            if password := urlsplit(url).password:
+                register_secret(password)
+                register_secret(unquote(password))  # as the driver sends it
+        return url
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when the definition of this database changes: its name, type, file, schema,
+        or the server its URL reaches (host, port, user, database name; never the password,
+        so a rotated password is the same database). The reference results' data version."""
+        where: str = str(self.path) if self.path is not None else ""
+        if self.url is not None:
+            try:
+                parts = urlsplit(self.resolve_url())
+                host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+                where = f"{parts.scheme}://{parts.username}@{host}{parts.path}?{parts.query}"
+            except (ValueError, SuiteError):  # an unset variable (MissingSecret)
+                where = self.url.template  # unresolvable here: the definition as written
+        text = "\n".join([self.name, self.type, where, self.schema or "", str(self.dbt_project)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

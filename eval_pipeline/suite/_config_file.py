@@ -13,7 +13,9 @@ import yaml
 from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
+    DEFAULT_DATABASE_NAME,
     AgentConfig,
+    DatabaseConfig,
     MissingSecret,
     ModelConfig,
     ModelCosts,
@@ -25,7 +27,7 @@ from eval_pipeline.suite._config import (
     config_path,
     recording_name_problem,
 )
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig, read_databases
+from eval_pipeline.suite._databases import read_databases
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
@@ -149,7 +151,7 @@ def _with_databases(r: FieldReader, data: dict, config: SuiteConfig) -> SuiteCon
             "give either `warehouse:` (one database) or `databases:` (several), not both",
             r.line_of(data, "warehouse"),
         )
-    databases = read_databases(r, data, config.root, Templated)
+    databases = read_databases(r, data, config.root)
     first = databases[0] if databases else None
     warehouse = (
         WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)

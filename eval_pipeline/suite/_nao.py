@@ -14,6 +14,7 @@ from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
     ENVIRONMENT_KEYS,
+    DatabaseConfig,
     ModelConfig,
     ModelCosts,
     ProviderConfig,
@@ -25,7 +26,6 @@ from eval_pipeline.suite._config import (
     with_environment_providers,
 )
 from eval_pipeline.suite._config_file import read_config_file
-from eval_pipeline.suite._databases import DatabaseConfig
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
