@@ -311,6 +311,15 @@ class SuiteConfig:
         return next((a for a in self.agents if a.name == name), None)
 
 
+def first_duckdb_warehouse(databases: tuple[DatabaseConfig, ...]) -> WarehouseConfig | None:
+    """The `warehouse` of a config with these databases: the first one when it is a DuckDB
+    file, for the code that knows only one warehouse; None otherwise."""
+    first = databases[0] if databases else None
+    if first is None or first.type != "duckdb" or first.path is None:
+        return None
+    return WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
+
+
 def config_path(root: Path, written: str) -> Path:
     """A path as a config file writes it, made absolute: `~` expanded, and a relative one
     taken from the suite folder `root`, as every path of a `SuiteConfig` is."""

@@ -25,6 +25,7 @@ from eval_pipeline.suite._config import (
     TestDefaults,
     WarehouseConfig,
     config_path,
+    first_duckdb_warehouse,
     recording_name_problem,
 )
 from eval_pipeline.suite._databases import read_databases
@@ -152,13 +153,9 @@ def _with_databases(r: FieldReader, data: dict, config: SuiteConfig) -> SuiteCon
             r.line_of(data, "warehouse"),
         )
     databases = read_databases(r, data, config.root)
-    first = databases[0] if databases else None
-    warehouse = (
-        WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
-        if first is not None and first.type == "duckdb" and first.path is not None
-        else None
+    return dataclasses.replace(
+        config, databases=databases, warehouse=first_duckdb_warehouse(databases)
     )
-    return dataclasses.replace(config, databases=databases, warehouse=warehouse)
 
 
 def _register_secrets(config: SuiteConfig) -> None:

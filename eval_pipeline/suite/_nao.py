@@ -21,8 +21,8 @@ from eval_pipeline.suite._config import (
     SuiteConfig,
     Templated,
     TestDefaults,
-    WarehouseConfig,
     config_path,
+    first_duckdb_warehouse,
     with_environment_providers,
 )
 from eval_pipeline.suite._config_file import read_config_file
@@ -95,7 +95,7 @@ def load_nao_config(root: Path) -> SuiteConfig:
     config = SuiteConfig(
         root=root,
         test=test,
-        warehouse=_first_duckdb(databases),
+        warehouse=first_duckdb_warehouse(databases),
         databases=databases,
         providers=providers,
         cases_dirname=NAO_TESTS_DIR,
@@ -106,14 +106,6 @@ def load_nao_config(root: Path) -> SuiteConfig:
     config = _merged(config, ours) if ours is not None else config
     # openai / anthropic undeclared in both files read nao's key variables.
     return with_environment_providers(config, source=NAO_CONFIG_FILE)
-
-
-def _first_duckdb(databases: tuple[DatabaseConfig, ...]) -> WarehouseConfig | None:
-    """`warehouse` names the first database when it is a DuckDB file (as `databases:` does)."""
-    first = databases[0] if databases else None
-    if first is None or first.path is None:
-        return None
-    return WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
 
 
 def _read(path: Path) -> Any:
