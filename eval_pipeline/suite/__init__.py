@@ -14,8 +14,10 @@ from eval_pipeline.suite._case import (
 )
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
+    DEFAULT_DATABASE_NAME,
     ENVIRONMENT_KEYS,
     AgentConfig,
+    DatabaseConfig,
     MissingSecret,
     ModelConfig,
     ModelCosts,
@@ -25,7 +27,6 @@ from eval_pipeline.suite._config import (
     TestDefaults,
     ThresholdMode,
     WarehouseConfig,
-    load_config,
     recording_name_problem,
 )
 from eval_pipeline.suite._context import (
@@ -35,7 +36,6 @@ from eval_pipeline.suite._context import (
     load_agent_context,
 )
 from eval_pipeline.suite._csv_import import import_csv
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig
 from eval_pipeline.suite._errors import (
     Problem,
     SelectionError,
@@ -75,6 +75,7 @@ from eval_pipeline.suite._suite import (
     discover_case_files,
     find_suite_root,
     load_cases,
+    load_config,
     load_suite,
     suite_marker,
 )

@@ -1,28 +1,31 @@
-"""The suite's `eval_config.yaml`: defaults for test runs, the warehouse, providers and agents."""
+"""What a suite can say: its configuration's values and their defaults, whichever file says them.
+
+Each format has its reader returning these values: `_config_file` reads `eval_config.yaml`
+(with `_databases` for its `databases:` list), `_nao` a nao project's `nao_config.yaml`.
+The `limits:` and `store:` blocks, which only our file has, keep their values beside their
+readers (`_limits`, `_store_config`).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import quote
-
-import yaml
+from typing import Literal
+from urllib.parse import quote, unquote, urlsplit
 
 from eval_pipeline.suite._case import Semantic, Tolerance
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME, DatabaseConfig, read_databases
 from eval_pipeline.suite._errors import Problem, SuiteError
-from eval_pipeline.suite._limits import Limits, read_limits
-from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
-from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret, url_passwords
-from eval_pipeline.suite._store_config import StoreConfig, read_store
-from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
+from eval_pipeline.suite._limits import Limits
+from eval_pipeline.suite._secrets import register_secret, url_passwords
+from eval_pipeline.suite._store_config import StoreConfig
 
+#: Our own file; the defaults below name it as the place a value was written.
 CONFIG_FILE = "eval_config.yaml"
 #: The providers a suite reaches with no `llm.providers` entry, and the environment variable
 #: each reads its key from (the variables nao and the vendors' own clients read).
@@ -30,6 +33,9 @@ ENVIRONMENT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"
 _ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 
 ThresholdMode = Literal["average", "all"]
+DatabaseType = Literal["duckdb", "postgres", "mysql"]
+#: The name of the one database a `warehouse:` block configures (a test may say `database: warehouse`).
+DEFAULT_DATABASE_NAME = "warehouse"
 # A recording is a file directly in the suite's recordings/ folder, named without any path.
 _RECORDING_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -191,6 +197,74 @@ class WarehouseConfig:
 
 
 @dataclass(frozen=True)
+class DatabaseConfig:
+    """One warehouse: a DuckDB file (`path`) or a server (`url`, resolved only when connecting).
+
+    Args:
+        name: what a test's `database:` names; unique in the suite.
+        type: `duckdb`, `postgres` (PostgreSQL) or `mysql` (MySQL and MariaDB).
+        path: the DuckDB file (duckdb only), resolved against the suite folder.
+        url: the server's URL as written, e.g. `{{ env('FINANCE_PG_URL') }}`; its password is
+            a secret, so the value is resolved when a connection is made, never stored.
+        schema: the schema (PostgreSQL) queries and schema descriptions default to.
+        dbt_project: a dbt project whose docs describe the tables to the agent.
+        allow_privileged_role: connect even when the server's role can write, create, read
+            the server's files or end other sessions (refused otherwise, with the lines
+            that create a read-only role); warned about on every run.
+        declared: where the user wrote it, as a problem names it: the file, the entry and
+            its line (`nao_config.yaml`, `databases[0]`, 4), so a message about the database
+            points at the file the user has.
+    """
+
+    name: str
+    type: DatabaseType
+    path: Path | None = None
+    url: Templated | None = None
+    schema: str | None = None
+    dbt_project: Path | None = None
+    allow_privileged_role: bool = False
+    declared: tuple[str, str, int | None] = (CONFIG_FILE, "databases", None)
+
+    def problem(self, message: str, key: str | None = None) -> Problem:
+        """`message` about this database (its `key`, e.g. `path`), where it was declared."""
+        source, entry, line = self.declared
+        return Problem(source, f"{entry}.{key}" if key else entry, message, line)
+
+    @property
+    def is_server(self) -> bool:
+        return self.type != "duckdb"
+
+    def resolve_url(self) -> str:
+        """The server URL with its environment variables filled in; its password is registered
+        as a secret (only the password: the rest of a URL is ordinary text, such as a host or
+        database name that also appears in queries)."""
+        if self.url is None:
+            raise ValueError(f"database {self.name!r} has no url")
+        url = self.url.resolve()
+        with contextlib.suppress(ValueError):
+            if password := urlsplit(url).password:
+                register_secret(password)
+                register_secret(unquote(password))  # as the driver sends it
+        return url
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when the definition of this database changes: its name, type, file, schema,
+        or the server its URL reaches (host, port, user, database name; never the password,
+        so a rotated password is the same database). The reference results' data version."""
+        where: str = str(self.path) if self.path is not None else ""
+        if self.url is not None:
+            try:
+                parts = urlsplit(self.resolve_url())
+                host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+                where = f"{parts.scheme}://{parts.username}@{host}{parts.path}?{parts.query}"
+            except (ValueError, SuiteError):  # an unset variable (MissingSecret)
+                where = self.url.template  # unresolvable here: the definition as written
+        text = "\n".join([self.name, self.type, where, self.schema or "", str(self.dbt_project)])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     """The whole configuration, with every relative path resolved against the suite folder."""
 
@@ -237,47 +311,20 @@ class SuiteConfig:
         return next((a for a in self.agents if a.name == name), None)
 
 
-_TOP_KEYS = (
-    "test",
-    "warehouse",
-    "databases",
-    "context",
-    "llm",
-    "agents",
-    "state_dir",
-    "limits",
-    "store",
-)
-_TEST_KEYS = (
-    "models",
-    "threads",
-    "k",
-    "comparison",
-    "judge_model",
-    "extraction",
-    "schedule",
-    "min_accuracy",
-    "threshold_mode",
-    "semantic",
-    "regression",
-    "start_date",
-)
+def first_duckdb_warehouse(databases: tuple[DatabaseConfig, ...]) -> WarehouseConfig | None:
+    """The `warehouse` of a config with these databases: the first one when it is a DuckDB
+    file, for the code that knows only one warehouse; None otherwise."""
+    first = databases[0] if databases else None
+    if first is None or first.type != "duckdb" or first.path is None:
+        return None
+    return WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
 
 
-def load_config(root: Path) -> SuiteConfig:
-    """Read `<root>/eval_config.yaml` (a missing file means all defaults), or a nao project's
-    `nao_config.yaml` when `root` is one. `openai` and `anthropic` need no `llm.providers`
-    entry: without one they read `ENVIRONMENT_KEYS` (see `with_environment_providers`).
-
-    Raises:
-        SuiteError: listing every problem in the file.
-    """
-    root = root.resolve()
-    from eval_pipeline.suite import _nao  # here, not on top: _nao builds on this module
-
-    if _nao.is_nao_project(root):
-        return _nao.load_nao_config(root)
-    return with_environment_providers(read_config_file(root), source=CONFIG_FILE)
+def config_path(root: Path, written: str) -> Path:
+    """A path as a config file writes it, made absolute: `~` expanded, and a relative one
+    taken from the suite folder `root`, as every path of a `SuiteConfig` is."""
+    path = Path(os.path.expanduser(str(written)))
+    return path if path.is_absolute() else (root / path).resolve()
 
 
 def with_environment_providers(config: SuiteConfig, *, source: str) -> SuiteConfig:
@@ -306,420 +353,3 @@ def with_environment_providers(config: SuiteConfig, *, source: str) -> SuiteConf
         with contextlib.suppress(MissingSecret):  # reported when a request needs it
             provider.api_key.resolve()  # type: ignore[union-attr]
     return dataclasses.replace(config, providers=config.providers + implicit)
-
-
-def read_config_file(root: Path) -> SuiteConfig:
-    """`<root>/eval_config.yaml` as written (all defaults when it is missing): no nao
-    project, no provider it does not declare.
-
-    Raises:
-        SuiteError: listing every problem in the file.
-    """
-    root = root.resolve()
-    path = root / CONFIG_FILE
-    if not path.exists():
-        return SuiteConfig(root=root)
-    if not path.is_file():
-        raise SuiteError([Problem(CONFIG_FILE, None, f"{path} is not a file")])
-    try:
-        data = load_yaml(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise SuiteError(
-            [Problem(CONFIG_FILE, None, yaml_error_summary(error), yaml_error_line(error))]
-        ) from None
-    except UnicodeDecodeError as error:
-        raise SuiteError(
-            [
-                Problem(
-                    CONFIG_FILE, None, f"is not UTF-8 text (byte {error.start}); save it as UTF-8"
-                )
-            ]
-        ) from None
-    except RecursionError:
-        raise SuiteError(
-            [Problem(CONFIG_FILE, None, "is nested too deeply to be a configuration")]
-        ) from None
-    r = FieldReader(CONFIG_FILE)
-    if not isinstance(data, dict):
-        r.problem(None, "the configuration must be a mapping")
-        raise SuiteError(r.problems)
-    for key in data:
-        if key not in _TOP_KEYS:
-            r.problem(
-                str(key),
-                f"unknown key; expected one of: {', '.join(_TOP_KEYS)}",
-                r.line_of(data, key),
-            )
-    config = SuiteConfig(
-        root=root,
-        test=_test_block(r, data) if data.get("test") is not None else TestDefaults(),
-        warehouse=_warehouse(r, data, root) if data.get("warehouse") is not None else None,
-        context=_context(r, data, root) if data.get("context") is not None else (),
-        providers=_providers(r, data) if data.get("llm") is not None else (),
-        agents=_agents(r, data) if data.get("agents") is not None else (),
-        state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
-        limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
-        store=read_store(r, data) if data.get("store") is not None else None,
-    )
-    config = _with_databases(r, data, config)
-    if r.problems:
-        raise SuiteError(r.problems, headline=f"{len(r.problems)} problem(s) in {CONFIG_FILE}")
-    _register_secrets(config)
-    return config
-
-
-def warehouse_as_database(config: SuiteConfig, name: str = DEFAULT_DATABASE_NAME) -> SuiteConfig:
-    """The config with its one `warehouse` as its only database (unchanged without one)."""
-    if config.warehouse is None or config.databases:
-        return config
-    w = config.warehouse
-    only = DatabaseConfig(
-        name,
-        "duckdb",
-        path=w.path,
-        dbt_project=w.dbt_project,
-        declared=(CONFIG_FILE, "warehouse", None),
-    )
-    return dataclasses.replace(config, databases=(only,))
-
-
-def _with_databases(r: FieldReader, data: dict, config: SuiteConfig) -> SuiteConfig:
-    """`databases:` read, or the one `warehouse:` as a database named "warehouse".
-
-    `warehouse` keeps naming the first database when it is a DuckDB file, for the code that
-    knows only one warehouse.
-    """
-    if data.get("databases") is None:
-        return warehouse_as_database(config)
-    if data.get("warehouse") is not None:
-        r.problem(
-            "warehouse",
-            "give either `warehouse:` (one database) or `databases:` (several), not both",
-            r.line_of(data, "warehouse"),
-        )
-    databases = read_databases(r, data, config.root, Templated)
-    first = databases[0] if databases else None
-    warehouse = (
-        WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
-        if first is not None and first.type == "duckdb" and first.path is not None
-        else None
-    )
-    return dataclasses.replace(config, databases=databases, warehouse=warehouse)
-
-
-def _register_secrets(config: SuiteConfig) -> None:
-    """Know every secret the environment holds for this config, also in processes that never
-    send a request (reports, exports, the viewer), so none of them prints a piece of one."""
-    templates = [p.api_key for p in config.providers if p.api_key is not None]
-    templates += [
-        value
-        for agent in config.agents
-        for name, value in agent.headers.items()
-        if name.lower() not in PUBLIC_HEADERS
-    ]
-    for template in templates:
-        with contextlib.suppress(MissingSecret):  # reported when a request needs it
-            register_secret(template.resolve())  # a key written into the file is one too
-    for database in config.databases:
-        if database.url is not None:
-            with contextlib.suppress(MissingSecret):
-                database.resolve_url()
-
-
-def _path(root: Path, value: str) -> Path:
-    path = Path(os.path.expanduser(str(value)))
-    return path if path.is_absolute() else (root / path).resolve()
-
-
-def _state_dir(r: FieldReader, data: dict, root: Path) -> Path | None:
-    name = r.text(data, "state_dir", "state_dir")
-    if name is None:
-        return None
-    path = _path(root, name)
-    # Found here, not when the first run writes to it: an existing file there is a typo.
-    for part in (path, *path.parents):
-        if part.exists():
-            if not part.is_dir():
-                r.problem("state_dir", f"{part} is a file; state_dir must be a folder")
-            break
-    return path
-
-
-def _string_list(r: FieldReader, container: dict, key: str, field_name: str) -> tuple[str, ...]:
-    value = container[key]
-    if isinstance(value, str):
-        value = [value]
-        container = {key: value}
-    found = []
-    for i, item in r.items(container, key, field_name):
-        if isinstance(item, str) and item.strip():
-            found.append(item.strip())
-        else:
-            r.problem(f"{field_name}[{i}]", "expected a non-empty string")
-    return tuple(found)
-
-
-def _test_block(r: FieldReader, data: dict) -> TestDefaults:
-    block = r.mapping(data, "test", "test", _TEST_KEYS)
-    if block is None:
-        return TestDefaults()
-    defaults = TestDefaults()
-    values: dict[str, Any] = {}
-    if "models" in block:
-        values["models"] = _string_list(r, block, "models", "test.models")
-        for model in values["models"]:
-            if (problem := recording_name_problem(model)) is not None:
-                r.problem("test.models", problem, r.line_of(block, "models"))
-    if "threads" in block:
-        values["threads"] = r.integer(block, "threads", "test.threads", minimum=1)
-    if "k" in block:
-        values["k"] = r.integer(block, "k", "test.k", minimum=1, maximum=MAX_ATTEMPTS)
-    if "comparison" in block:
-        comparison = r.mapping(block, "comparison", "test.comparison", ("decimals", "rtol", "atol"))
-        if comparison is not None:
-            values["comparison"] = Tolerance(
-                decimals=r.integer(comparison, "decimals", "test.comparison.decimals", minimum=0)
-                if "decimals" in comparison
-                else defaults.comparison.decimals,
-                rtol=r.number(comparison, "rtol", "test.comparison.rtol")
-                if "rtol" in comparison
-                else defaults.comparison.rtol,
-                atol=r.number(comparison, "atol", "test.comparison.atol")
-                if "atol" in comparison
-                else defaults.comparison.atol,
-            )
-    for key in ("judge_model", "schedule"):
-        if key in block:
-            values[key] = r.text(block, key, f"test.{key}")
-    if (problem := recording_name_problem(values.get("judge_model") or "")) is not None:
-        r.problem("test.judge_model", problem, r.line_of(block, "judge_model"))
-    if "extraction" in block:
-        if block["extraction"] not in ("llm", "last_query"):
-            r.problem(
-                "test.extraction",
-                f"expected 'llm' or 'last_query', got {block['extraction']!r}",
-                r.line_of(block, "extraction"),
-            )
-        else:
-            values["extraction"] = block["extraction"]
-    if "min_accuracy" in block:
-        accuracy = r.number(block, "min_accuracy", "test.min_accuracy")
-        if accuracy is not None and accuracy > 1:
-            r.problem("test.min_accuracy", "expected a fraction between 0 and 1")
-        values["min_accuracy"] = accuracy
-    if "threshold_mode" in block:
-        if block["threshold_mode"] not in ("average", "all"):
-            r.problem(
-                "test.threshold_mode",
-                f"expected 'average' or 'all', got {block['threshold_mode']!r}",
-            )
-        else:
-            values["threshold_mode"] = block["threshold_mode"]
-    if "semantic" in block:
-        values["semantic"] = parse_semantic(r, block, "test.semantic")
-    if "regression" in block:
-        regression = r.mapping(block, "regression", "test.regression", ("significant_only",))
-        if regression is not None and "significant_only" in regression:
-            values["regression_significant_only"] = r.boolean(
-                regression, "significant_only", "test.regression.significant_only"
-            )
-    if "start_date" in block:
-        values["start_date"] = _start_date(r, block)
-    return TestDefaults(**{k: v for k, v in values.items() if v is not None})
-
-
-def _start_date(r: FieldReader, block: dict) -> date | None:
-    value = block["start_date"]
-    if isinstance(value, date) and not isinstance(value, datetime):
-        return value  # YAML reads an unquoted 2026-01-31 as a date
-    try:
-        return date.fromisoformat(str(value))
-    except ValueError:
-        r.problem(
-            "test.start_date",
-            f"expected a day as YYYY-MM-DD, got {value!r}",
-            r.line_of(block, "start_date"),
-        )
-        return None
-
-
-def _warehouse(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None:
-    block = r.mapping(data, "warehouse", "warehouse", ("type", "path", "dbt_project"))
-    if block is None:
-        return None
-    kind = block.get("type", "duckdb")
-    if kind != "duckdb":
-        r.problem("warehouse.type", f"only 'duckdb' warehouses are supported, got {kind!r}")
-        return None
-    path = r.text(block, "path", "warehouse.path", required=True)
-    dbt_project = (
-        r.text(block, "dbt_project", "warehouse.dbt_project") if "dbt_project" in block else None
-    )
-    if path is None:
-        return None
-    dbt_path = _path(root, dbt_project) if dbt_project else None
-    if dbt_path is not None and not (dbt_path / "dbt_project.yml").exists():
-        r.problem(
-            "warehouse.dbt_project",
-            f"no dbt_project.yml in {dbt_path}",
-            r.line_of(block, "dbt_project"),
-        )
-    return WarehouseConfig(type="duckdb", path=_path(root, path), dbt_project=dbt_path)
-
-
-def _context(r: FieldReader, data: dict, root: Path) -> tuple[Path, ...]:
-    paths = []
-    for name in _string_list(r, data, "context", "context"):
-        path = _path(root, name)
-        if not path.is_file():
-            r.problem("context", f"context file {name!r} does not exist (looked in {root})")
-        elif not _is_utf8_text(path):
-            r.problem("context", f"context file {name!r} is not UTF-8 text; give a text file")
-        paths.append(path)
-    return tuple(paths)
-
-
-def _is_utf8_text(path: Path) -> bool:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (UnicodeDecodeError, OSError):
-        return False
-    return "\x00" not in text  # NUL bytes decode as UTF-8 but mark a binary file
-
-
-def _costs(r: FieldReader, container: dict, field_name: str) -> ModelCosts | None:
-    block = r.mapping(
-        container, "costs", field_name, ("input_no_cache", "input_cache_read", "output")
-    )
-    if block is None:
-        return None
-    return ModelCosts(
-        **{
-            key: r.number(block, key, f"{field_name}.{key}")
-            for key in block
-            if key in ModelCosts.__annotations__
-        }
-    )
-
-
-def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
-    llm = r.mapping(data, "llm", "llm", ("providers",))
-    if not llm or "providers" not in llm:
-        return ()
-    providers = []
-    items = llm["providers"]
-    for i, _item in r.items(llm, "providers", "llm.providers"):
-        where = f"llm.providers[{i}]"
-        block = r.mapping(
-            items,
-            i,
-            where,
-            ("provider", "protocol", "api_key", "base_url", "models", "timeout_s", "max_tokens"),
-        )
-        if block is None:
-            continue
-        name = r.text(block, "provider", f"{where}.provider", required=True)
-        base_url = r.text(block, "base_url", f"{where}.base_url") if "base_url" in block else None
-        protocol = block.get("protocol") or ("anthropic" if name == "anthropic" else "openai")
-        if protocol not in ("openai", "anthropic"):
-            r.problem(f"{where}.protocol", f"expected 'openai' or 'anthropic', got {protocol!r}")
-            continue
-        if name not in ("openai", "anthropic") and base_url is None and "protocol" not in block:
-            r.problem(
-                f"{where}.base_url",
-                f"provider {name!r} is neither openai nor anthropic: give the base_url of its OpenAI-compatible server",
-            )
-        api_key = r.text(block, "api_key", f"{where}.api_key") if "api_key" in block else None
-        models = []
-        for j, model in r.items(block, "models", f"{where}.models") if "models" in block else []:
-            if isinstance(model, str):
-                models.append(ModelConfig(id=model))
-                continue
-            spec = r.mapping(
-                block["models"], j, f"{where}.models[{j}]", ("id", "costs", "max_tokens")
-            )
-            if spec is None:
-                continue
-            model_id = r.text(spec, "id", f"{where}.models[{j}].id", required=True)
-            costs = _costs(r, spec, f"{where}.models[{j}].costs") if spec.get("costs") else None
-            limit = _max_tokens(r, spec, f"{where}.models[{j}].max_tokens")
-            if model_id:
-                models.append(ModelConfig(id=model_id, costs=costs, max_tokens=limit))
-        timeout = (
-            r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
-            if "timeout_s" in block
-            else 120.0
-        )
-        if name:
-            providers.append(
-                ProviderConfig(
-                    name=name,
-                    protocol=protocol,
-                    api_key=Templated(api_key, f"{CONFIG_FILE} {where}.api_key")
-                    if api_key
-                    else None,
-                    base_url=base_url,
-                    models=tuple(models),
-                    timeout_s=timeout or 120.0,  # None only with a problem reported
-                    max_tokens=_max_tokens(r, block, f"{where}.max_tokens"),
-                )
-            )
-    return tuple(providers)
-
-
-def _max_tokens(r: FieldReader, block: dict, field_name: str) -> int | None:
-    if block.get("max_tokens") is None:
-        return None
-    return r.integer(block, "max_tokens", field_name, minimum=1)
-
-
-def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:
-    agents = []
-    first_seen: dict[str, str] = {}  # agent name → the entry that defined it
-    items = data["agents"]
-    for i, _item in r.items(data, "agents", "agents"):
-        where = f"agents[{i}]"
-        block = r.mapping(items, i, where, ("name", "url", "headers", "timeout_s", "version"))
-        if block is None:
-            continue
-        name = r.text(block, "name", f"{where}.name", required=True)
-        url = r.text(block, "url", f"{where}.url", required=True)
-        version = r.text(block, "version", f"{where}.version")
-        if url is not None and not url.startswith(("http://", "https://")):
-            r.problem(f"{where}.url", f"expected an http:// or https:// URL, got {url!r}")
-        headers = {}
-        if block.get("headers") is not None:
-            header_block = r.mapping(
-                block, "headers", f"{where}.headers", tuple(map(str, block["headers"] or {}))
-            )
-            for key, value in (header_block or {}).items():
-                if isinstance(value, str):
-                    headers[str(key)] = Templated(value, f"{CONFIG_FILE} {where}.headers.{key}")
-                else:
-                    r.problem(f"{where}.headers.{key}", "expected a string")
-        timeout = (
-            r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
-            if "timeout_s" in block
-            else 300.0
-        )
-        if name is not None and name in first_seen:
-            r.problem(
-                f"{where}.name",
-                f"agent name {name!r} is already used by {first_seen[name]}; "
-                "give each agent its own name",
-                r.line_of(block, "name"),
-            )
-            continue
-        if name is not None:
-            first_seen[name] = where
-        if name and url:
-            agents.append(
-                AgentConfig(
-                    name=name,
-                    url=url,
-                    headers=headers,
-                    timeout_s=timeout or 300.0,
-                    version=version,
-                )
-            )
-    return tuple(agents)

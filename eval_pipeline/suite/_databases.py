@@ -1,28 +1,23 @@
-"""The warehouses a suite queries: the `databases:` list of eval_config.yaml (or one `warehouse:`)."""
+"""Reads the `databases:` list of eval_config.yaml, and finds tests naming no configured database."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import hashlib
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
-from urllib.parse import unquote, urlsplit
 
-from eval_pipeline.suite._errors import Problem, SuiteError
+from eval_pipeline.suite._config import (
+    CONFIG_FILE,
+    DatabaseConfig,
+    DatabaseType,
+    Templated,
+    config_path,
+)
+from eval_pipeline.suite._errors import Problem
 from eval_pipeline.suite._parse import FieldReader
-from eval_pipeline.suite._secrets import register_secret
 
-if TYPE_CHECKING:
-    from eval_pipeline.suite._config import Templated
+__all__ = ["read_databases", "unknown_database_problems"]
 
-__all__ = ["DEFAULT_DATABASE_NAME", "DatabaseConfig", "read_databases", "unknown_database_problems"]
-
-DatabaseType = Literal["duckdb", "postgres", "mysql"]
-#: The name of the one database a `warehouse:` block configures (a test may say `database: warehouse`).
-DEFAULT_DATABASE_NAME = "warehouse"
 _KEYS = ("name", "type", "path", "url", "schema", "dbt_project", "allow_privileged_role")
 _SCHEMES = {
     "postgres": ("postgresql", "postgres"),
@@ -31,77 +26,7 @@ _SCHEMES = {
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
-@dataclass(frozen=True)
-class DatabaseConfig:
-    """One warehouse: a DuckDB file (`path`) or a server (`url`, resolved only when connecting).
-
-    Args:
-        name: what a test's `database:` names; unique in the suite.
-        type: `duckdb`, `postgres` (PostgreSQL) or `mysql` (MySQL and MariaDB).
-        path: the DuckDB file (duckdb only), resolved against the suite folder.
-        url: the server's URL as written, e.g. `{{ env('FINANCE_PG_URL') }}`; its password is
-            a secret, so the value is resolved when a connection is made, never stored.
-        schema: the schema (PostgreSQL) queries and schema descriptions default to.
-        dbt_project: a dbt project whose docs describe the tables to the agent.
-        allow_privileged_role: connect even when the server's role can write, create, read
-            the server's files or end other sessions (refused otherwise, with the lines
-            that create a read-only role); warned about on every run.
-        declared: where the user wrote it, as a problem names it: the file, the entry and
-            its line (`nao_config.yaml`, `databases[0]`, 4), so a message about the database
-            points at the file the user has.
-    """
-
-    name: str
-    type: DatabaseType
-    path: Path | None = None
-    url: Templated | None = None
-    schema: str | None = None
-    dbt_project: Path | None = None
-    allow_privileged_role: bool = False
-    declared: tuple[str, str, int | None] = ("eval_config.yaml", "databases", None)
-
-    def problem(self, message: str, key: str | None = None) -> Problem:
-        """`message` about this database (its `key`, e.g. `path`), where it was declared."""
-        source, field, line = self.declared
-        return Problem(source, f"{field}.{key}" if key else field, message, line)
-
-    @property
-    def is_server(self) -> bool:
-        return self.type != "duckdb"
-
-    def resolve_url(self) -> str:
-        """The server URL with its environment variables filled in; its password is registered
-        as a secret (only the password: the rest of a URL is ordinary text, such as a host or
-        database name that also appears in queries)."""
-        if self.url is None:
-            raise ValueError(f"database {self.name!r} has no url")
-        url = self.url.resolve()
-        with contextlib.suppress(ValueError):
-            if password := urlsplit(url).password:
-                register_secret(password)
-                register_secret(unquote(password))  # as the driver sends it
-        return url
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes when the definition of this database changes: its name, type, file, schema,
-        or the server its URL reaches (host, port, user, database name; never the password,
-        so a rotated password is the same database). The reference results' data version."""
-        where: str = str(self.path) if self.path is not None else ""
-        if self.url is not None:
-            try:
-                parts = urlsplit(self.resolve_url())
-                host = f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
-                where = f"{parts.scheme}://{parts.username}@{host}{parts.path}?{parts.query}"
-            except (ValueError, SuiteError):  # an unset variable (MissingSecret)
-                where = self.url.template  # unresolvable here: the definition as written
-        text = "\n".join([self.name, self.type, where, self.schema or "", str(self.dbt_project)])
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def read_databases(
-    r: FieldReader, data: dict, root: Path, templated: type[Templated]
-) -> tuple[DatabaseConfig, ...]:
+def read_databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, ...]:
     """Parse the `databases:` list; every problem is reported on `r` with its line."""
     databases: list[DatabaseConfig] = []
     seen: dict[str, str] = {}
@@ -137,7 +62,7 @@ def read_databases(
                 r.line_of(block, "name"),
             )
             continue
-        database = _database(r, block, where, root, name, kind, templated)
+        database = _database(r, block, where, root, name, kind)
         if database is not None:
             database = dataclasses.replace(
                 database, declared=(r.source, where, r.line_of(items, i))
@@ -155,13 +80,10 @@ def _database(
     root: Path,
     name: str | None,
     kind: DatabaseType,
-    templated: type[Templated],
 ) -> DatabaseConfig | None:
-    from eval_pipeline.suite._config import CONFIG_FILE, _path
-
     schema = r.text(block, "schema", f"{where}.schema") if "schema" in block else None
     dbt = r.text(block, "dbt_project", f"{where}.dbt_project") if "dbt_project" in block else None
-    dbt_path = _path(root, dbt) if dbt else None
+    dbt_path = config_path(root, dbt) if dbt else None
     if dbt_path is not None and not (dbt_path / "dbt_project.yml").exists():
         r.problem(
             f"{where}.dbt_project",
@@ -188,7 +110,7 @@ def _database(
         if path is None or name is None:
             return None
         return DatabaseConfig(
-            name, kind, path=_path(root, path), schema=schema, dbt_project=dbt_path
+            name, kind, path=config_path(root, path), schema=schema, dbt_project=dbt_path
         )
     if "path" in block:
         r.problem(
@@ -208,7 +130,7 @@ def _database(
                 r.line_of(block, "url"),
             )
             return None
-    template = templated(url, f"{CONFIG_FILE} {where}.url", secret="url_password")
+    template = Templated(url, f"{CONFIG_FILE} {where}.url", secret="url_password")
     return DatabaseConfig(
         name,
         kind,

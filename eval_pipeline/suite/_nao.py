@@ -14,17 +14,18 @@ from eval_pipeline.suite._case import Tolerance
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
     ENVIRONMENT_KEYS,
+    DatabaseConfig,
     ModelConfig,
     ModelCosts,
     ProviderConfig,
     SuiteConfig,
     Templated,
     TestDefaults,
-    WarehouseConfig,
-    read_config_file,
+    config_path,
+    first_duckdb_warehouse,
     with_environment_providers,
 )
-from eval_pipeline.suite._databases import DatabaseConfig
+from eval_pipeline.suite._config_file import read_config_file
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
@@ -94,7 +95,7 @@ def load_nao_config(root: Path) -> SuiteConfig:
     config = SuiteConfig(
         root=root,
         test=test,
-        warehouse=_first_duckdb(databases),
+        warehouse=first_duckdb_warehouse(databases),
         databases=databases,
         providers=providers,
         cases_dirname=NAO_TESTS_DIR,
@@ -105,14 +106,6 @@ def load_nao_config(root: Path) -> SuiteConfig:
     config = _merged(config, ours) if ours is not None else config
     # openai / anthropic undeclared in both files read nao's key variables.
     return with_environment_providers(config, source=NAO_CONFIG_FILE)
-
-
-def _first_duckdb(databases: tuple[DatabaseConfig, ...]) -> WarehouseConfig | None:
-    """`warehouse` names the first database when it is a DuckDB file (as `databases:` does)."""
-    first = databases[0] if databases else None
-    if first is None or first.path is None:
-        return None
-    return WarehouseConfig(type="duckdb", path=first.path, dbt_project=first.dbt_project)
 
 
 def _read(path: Path) -> Any:
@@ -192,9 +185,7 @@ def _duckdb_database(
     if path == ":memory:":
         r.problem(f"{where}.path", "an in-memory database holds no data to test against")
         return None
-    resolved = Path(_template(path)).expanduser()
-    resolved = resolved if resolved.is_absolute() else (root / resolved).resolve()
-    return DatabaseConfig(name, "duckdb", path=resolved)
+    return DatabaseConfig(name, "duckdb", path=config_path(root, _template(path)))
 
 
 def _server_database(

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from eval_pipeline.suite._config import CONFIG_FILE
-from eval_pipeline.suite._databases import DEFAULT_DATABASE_NAME
+from eval_pipeline.suite._config import CONFIG_FILE, DEFAULT_DATABASE_NAME
 
 #: What `.gitignore` must hold so results and the instance state stay out of version control
 #: (anchored: a suite inside a larger repository ignores only its own folders).

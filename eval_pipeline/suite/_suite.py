@@ -1,4 +1,5 @@
-"""A suite folder: discovers its test files, loads them all, and selects cases by name or folder."""
+"""A suite folder: reads its config in the format it has, discovers and loads its test files,
+and selects cases by name or folder."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from pathlib import Path
 import yaml
 
 from eval_pipeline.suite._case import Case
-from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, load_config
+from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, with_environment_providers
+from eval_pipeline.suite._config_file import read_config_file
 from eval_pipeline.suite._databases import unknown_database_problems
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
-from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_TESTS_DIR, is_nao_project
+from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_TESTS_DIR, is_nao_project, load_nao_config
 from eval_pipeline.suite._parse import parse_case
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -113,6 +115,20 @@ def find_suite_root(start: Path | None = None) -> Path:
     else its `tests_suite/` folder (the sample suite of a clone of this repository)."""
     here = (start or Path.cwd()).resolve()
     return here if suite_marker(here) is not None else here / DEFAULT_SUITE_DIR
+
+
+def load_config(root: Path) -> SuiteConfig:
+    """Read `<root>/eval_config.yaml` (a missing file means all defaults), or a nao project's
+    `nao_config.yaml` when `root` is one. `openai` and `anthropic` need no `llm.providers`
+    entry: without one they read `ENVIRONMENT_KEYS` (see `with_environment_providers`).
+
+    Raises:
+        SuiteError: listing every problem in the file.
+    """
+    root = root.resolve()
+    if is_nao_project(root):
+        return load_nao_config(root)
+    return with_environment_providers(read_config_file(root), source=CONFIG_FILE)
 
 
 def discover_case_files(cases_dir: Path) -> list[Path]:
