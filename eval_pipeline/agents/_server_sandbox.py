@@ -20,7 +20,6 @@ from typing import TypeVar
 
 import duckdb
 
-from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._mysql_statements import check_mysql_statement
 from eval_pipeline.agents._postgres_statements import check_postgres_statement
 from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
@@ -71,8 +70,12 @@ def check_server_statement(sql: str, dialect: str, stable: StableCallables | Non
     return check_mysql_statement(sql)
 
 
-class WarehouseUnavailable(AgentError):
-    """The server went away or refused a new session: the run is an `error` run, not a wrong answer."""
+class WarehouseUnavailable(Exception):
+    """The server went away or refused a new session: the run is an `error` run, not a wrong answer.
+
+    Not a `SandboxError`: the model cannot act on it, so it never goes back to the model as a
+    tool error; whoever runs the sandbox (the agent runner, the reference run) reports it.
+    """
 
 
 class ServerSandbox:
