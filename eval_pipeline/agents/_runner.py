@@ -12,8 +12,8 @@ from datetime import UTC, date, datetime
 from eval_pipeline.agents._chat import Agent
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._replay import call_context
-from eval_pipeline.agents._server_sandbox import WarehouseUnavailable
 from eval_pipeline.agents._types import AgentRun, RunStatus, run_key
+from eval_pipeline.sandbox import WarehouseUnavailable
 from eval_pipeline.suite import Case
 
 log = logging.getLogger(__name__)

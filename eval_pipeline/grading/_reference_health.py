@@ -10,9 +10,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from eval_pipeline.agents import QueryResult, SandboxError, sql_is_ordered
 from eval_pipeline.grading._compare import compare_results
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
+from eval_pipeline.sandbox import QueryResult, SandboxError, sql_is_ordered
 
 __all__ = [
     "ReferenceWarning",

@@ -9,13 +9,14 @@ import psycopg
 import pymysql
 import pytest
 
-from eval_pipeline.agents._sandbox import (
+from eval_pipeline.sandbox import (
     ForbiddenStatement,
     QueryTimeout,
     SandboxError,
     SandboxLimits,
+    ServerSandbox,
+    WarehouseUnavailable,
 )
-from eval_pipeline.agents._server_sandbox import ServerSandbox, WarehouseUnavailable
 from eval_pipeline_tests.warehouses.conftest import database_of
 from eval_pipeline_tests.warehouses.servers import SLOW_QUERY, Server, mysql_connection
 
@@ -273,7 +274,7 @@ def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(ma
 
 _PEAK_CHILD = """
 import json, resource, sys
-from eval_pipeline.agents._server_sandbox import ServerSandbox, WarehouseUnavailable
+from eval_pipeline.sandbox import ServerSandbox
 from eval_pipeline.suite import DatabaseConfig, Templated
 database = DatabaseConfig("shop", sys.argv[1], url=Templated(sys.argv[2], secret="url_password"))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

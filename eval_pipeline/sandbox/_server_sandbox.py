@@ -20,17 +20,17 @@ from typing import TypeVar
 
 import duckdb
 
-from eval_pipeline.agents._mysql_statements import check_mysql_statement
-from eval_pipeline.agents._postgres_statements import check_postgres_statement
-from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
-from eval_pipeline.agents._sandbox import SandboxLimits
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._mysql_statements import check_mysql_statement
+from eval_pipeline.sandbox._postgres_statements import check_postgres_statement
+from eval_pipeline.sandbox._result_fetch import FetchTimeout, fetch_capped_batches
+from eval_pipeline.sandbox._sandbox import SandboxLimits
+from eval_pipeline.sandbox._sandbox_errors import (
     READ_ONLY_ADVICE,
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
 )
-from eval_pipeline.agents._sql_result import QueryResult
+from eval_pipeline.sandbox._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
     ENGINE_NAMES,

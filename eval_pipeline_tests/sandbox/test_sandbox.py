@@ -12,7 +12,7 @@ import duckdb
 import pandas as pd
 import pytest
 
-from eval_pipeline.agents._sandbox import (
+from eval_pipeline.sandbox import (
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,

@@ -11,7 +11,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eval_pipeline.agents._sql_result import to_json_safe
+from eval_pipeline.sandbox._sql_result import to_json_safe
 
 __all__ = ["FetchCaps", "FetchedRows", "fetch_capped", "fetch_capped_batches"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from eval_pipeline.agents._ordering import sql_is_ordered
+from eval_pipeline.sandbox._ordering import sql_is_ordered
 
 #: Larger results keep the database's order: sorting them would cost more than it is worth
 #: (a model reads the first 100 rows of any result anyway).

@@ -6,7 +6,7 @@ import re
 
 import duckdb
 
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._sandbox_errors import (
     READ_ONLY_ADVICE,
     ForbiddenStatement,
     QueryFailed,

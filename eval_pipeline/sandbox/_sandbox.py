@@ -13,28 +13,19 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from eval_pipeline.agents._duckdb_statements import check_statement
-from eval_pipeline.agents._result_fetch import FetchCaps, FetchTimeout, fetch_capped
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._duckdb_statements import check_statement
+from eval_pipeline.sandbox._result_fetch import FetchCaps, FetchTimeout, fetch_capped
+from eval_pipeline.sandbox._sandbox_errors import (
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
     SandboxError,
     trim_message,
 )
-from eval_pipeline.agents._sql_result import QueryResult, to_json_safe
+from eval_pipeline.sandbox._sql_result import QueryResult
 from eval_pipeline.suite import Limits
 
-__all__ = [
-    "ForbiddenStatement",
-    "QueryFailed",
-    "QueryResult",
-    "QueryTimeout",
-    "SandboxError",
-    "SandboxLimits",
-    "SqlSandbox",
-    "to_json_safe",
-]
+__all__ = ["SandboxLimits", "SqlSandbox"]
 
 
 @dataclass(frozen=True)
