@@ -28,7 +28,17 @@ class ForbiddenStatement(SandboxError):
 
 
 class QueryTimeout(SandboxError):
-    """The query ran past the time limit and was interrupted."""
+    """The query ran past the time limit: the engine or the server stopped it, or its rows
+    were still being fetched at the deadline."""
+
+    @classmethod
+    def after(cls, timeout_s: float, *, sql: str = "") -> QueryTimeout:
+        """The error of a query stopped at `timeout_s`, with the advice the model reads."""
+        return cls(
+            f"The query was stopped after {timeout_s:g} s, the time limit. Make it cheaper: "
+            "filter early, aggregate before joining, avoid cross joins.",
+            sql=sql,
+        )
 
 
 class QueryFailed(SandboxError):

@@ -22,7 +22,7 @@ import duckdb
 
 from eval_pipeline.sandbox._mysql_statements import check_mysql_statement
 from eval_pipeline.sandbox._postgres_statements import check_postgres_statement
-from eval_pipeline.sandbox._result_fetch import FetchTimeout, fetch_capped_batches
+from eval_pipeline.sandbox._result_fetch import fetch_capped_batches
 from eval_pipeline.sandbox._sandbox import SandboxLimits
 from eval_pipeline.sandbox._sandbox_errors import (
     READ_ONLY_ADVICE,
@@ -133,11 +133,11 @@ class ServerSandbox:
             fetched = fetch_capped_batches(stream.batches, caps, self._converter.cursor())
         except ConnectionFailed as error:
             raise WarehouseUnavailable(error.message) from None
-        except (StatementTimeout, FetchTimeout):
-            raise self._timeout(sql) from None
+        except (StatementTimeout, QueryTimeout):  # on the server, or while rows were fetched
+            raise QueryTimeout.after(self.limits.timeout_s, sql=sql) from None
         except StatementFailed as error:
             if timed_out.is_set():
-                raise self._timeout(sql) from None
+                raise QueryTimeout.after(self.limits.timeout_s, sql=sql) from None
             if any(marker in error.message for marker in _READ_ONLY_ERRORS):
                 raise ForbiddenStatement(f"{error.message}\n{_WRITE}", sql=sql) from None
             raise QueryFailed(error.message, sql=sql, error_type="StatementFailed") from None
@@ -261,10 +261,3 @@ class ServerSandbox:
                 return
         with contextlib.suppress(Exception):
             connection.close()
-
-    def _timeout(self, sql: str) -> QueryTimeout:
-        return QueryTimeout(
-            f"The query was stopped after {self.limits.timeout_s:g} s, the time limit. Make "
-            "it cheaper: filter early, aggregate before joining, avoid cross joins.",
-            sql=sql,
-        )
