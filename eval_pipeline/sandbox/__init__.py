@@ -13,8 +13,9 @@ from eval_pipeline.sandbox._sandbox_errors import (
     QueryFailed,
     QueryTimeout,
     SandboxError,
+    WarehouseUnavailable,
 )
-from eval_pipeline.sandbox._server_sandbox import ServerSandbox, WarehouseUnavailable
+from eval_pipeline.sandbox._server_sandbox import ServerSandbox
 from eval_pipeline.sandbox._sql_result import QueryResult, to_json_safe
 
 __all__ = [

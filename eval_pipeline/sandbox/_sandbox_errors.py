@@ -1,4 +1,4 @@
-"""What a sandbox query can end in short of a result: each message is written for the model."""
+"""What a sandbox query can end in short of a result: a `SandboxError` the model reads, or `WarehouseUnavailable`."""
 
 from __future__ import annotations
 
@@ -47,6 +47,14 @@ class QueryFailed(SandboxError):
     def __init__(self, message: str, *, sql: str = "", error_type: str = "") -> None:
         super().__init__(message, sql=sql)
         self.error_type = error_type
+
+
+class WarehouseUnavailable(Exception):
+    """The server went away or refused a new session: the run is an `error` run, not a wrong answer.
+
+    Not a `SandboxError`: the model cannot act on it, so it never goes back to the model as a
+    tool error; whoever runs the sandbox (the agent runner, the reference run) reports it.
+    """
 
 
 def require_one_statement(count: int, sql: str, allowed: str) -> None:

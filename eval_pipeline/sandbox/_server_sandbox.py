@@ -29,6 +29,7 @@ from eval_pipeline.sandbox._sandbox_errors import (
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
+    WarehouseUnavailable,
 )
 from eval_pipeline.sandbox._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
@@ -44,7 +45,7 @@ from eval_pipeline.warehouses import (
     describe_tables,
 )
 
-__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "WarehouseUnavailable", "check_server_statement"]
+__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "check_server_statement"]
 
 #: Seconds past the time limit before the sandbox cancels a statement the server did not stop.
 CANCEL_GRACE_S = 1.0
@@ -68,14 +69,6 @@ def check_server_statement(sql: str, dialect: str, stable: StableCallables | Non
         check_postgres_statement(sql, stable or StableCallables())
         return sql
     return check_mysql_statement(sql)
-
-
-class WarehouseUnavailable(Exception):
-    """The server went away or refused a new session: the run is an `error` run, not a wrong answer.
-
-    Not a `SandboxError`: the model cannot act on it, so it never goes back to the model as a
-    tool error; whoever runs the sandbox (the agent runner, the reference run) reports it.
-    """
 
 
 class ServerSandbox:
