@@ -16,14 +16,14 @@ import pyarrow as pa
 from eval_pipeline.sandbox._duckdb_statements import check_statement
 from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped
 from eval_pipeline.sandbox._sandbox_errors import (
+    MAX_ENGINE_MESSAGE,
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
     SandboxError,
-    trim_message,
 )
 from eval_pipeline.sandbox._sql_result import QueryResult
-from eval_pipeline.suite import Limits
+from eval_pipeline.suite import Limits, truncate
 
 __all__ = ["SandboxLimits", "SqlSandbox"]
 
@@ -265,11 +265,12 @@ class SqlSandbox:
             return self._connection.cursor()
 
     def _translate(self, error: duckdb.Error, sql: str, timed_out: bool) -> SandboxError:
+        message = truncate(str(error).strip(), MAX_ENGINE_MESSAGE)
         if timed_out or isinstance(error, duckdb.InterruptException):
             return QueryTimeout.after(self.limits.timeout_s, sql=sql)
         if isinstance(error, duckdb.PermissionException):
             return ForbiddenStatement(
-                f"{trim_message(error)}\nReading or writing files, URLs and extensions is not allowed. "
+                f"{message}\nReading or writing files, URLs and extensions is not allowed. "
                 "Query the tables in the database instead (SHOW TABLES lists them).",
                 sql=sql,
             )
@@ -282,7 +283,7 @@ class SqlSandbox:
                 sql=sql,
                 error_type=type(error).__name__,
             )
-        return QueryFailed(trim_message(error), sql=sql, error_type=type(error).__name__)
+        return QueryFailed(message, sql=sql, error_type=type(error).__name__)
 
 
 # --- engine configuration ----------------------------------------------------------------

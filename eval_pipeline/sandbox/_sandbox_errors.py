@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+#: The most of an engine's own error message the model reads.
+MAX_ENGINE_MESSAGE = 1_000
 #: Advice the model reads with a refused write, on every engine.
 READ_ONLY_ADVICE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
 #: What the model reads when a query would store its rows or lock them (every engine's check).
@@ -67,8 +69,3 @@ def require_one_statement(count: int, sql: str, allowed: str) -> None:
             f"time, or combine them with WITH. {allowed}",
             sql=sql,
         )
-
-
-def trim_message(error: BaseException, limit: int = 1_000) -> str:
-    message = str(error).strip()
-    return message if len(message) <= limit else message[: limit - 1] + "…"

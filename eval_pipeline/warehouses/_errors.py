@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.suite import redact
+from eval_pipeline.suite import redact, truncate
 
 
 class WarehouseError(Exception):
@@ -33,5 +33,4 @@ def short_cause(error: BaseException, limit: int = 600) -> str:
     for noise in ("[libpq] Failed to connect: ", "[libpq] "):
         text = text.replace(noise, "")
     text = " ".join(line.strip() for line in text.splitlines() if line.strip())
-    text = redact(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return truncate(redact(text), limit)
