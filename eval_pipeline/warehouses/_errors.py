@@ -18,7 +18,11 @@ class ConnectionFailed(WarehouseError):
 
 
 class StatementTimeout(WarehouseError):
-    """The statement ran past its time limit and was stopped on the server."""
+    """The statement ran past its time limit and was stopped on the server.
+
+    The driver's word for it, below the sandbox: `ServerSandbox` reports it as its
+    `QueryTimeout`, the one timeout the model and the user read.
+    """
 
 
 class StatementFailed(WarehouseError):
