@@ -27,11 +27,10 @@ import time
 from functools import partial
 from pathlib import Path
 
-from eval_pipeline.agents._sandbox import SqlSandbox
-from eval_pipeline.grading import sql_is_ordered
 from eval_pipeline.grading._compare import compare_results
 from eval_pipeline.grading._semantic import semantic_check
 from eval_pipeline.grading._variants import build_variants
+from eval_pipeline.sandbox import SqlSandbox, sql_is_ordered
 from eval_pipeline.suite import load_cases
 
 SUITE = Path(__file__).resolve().parents[1] / "tests_suite"

@@ -104,8 +104,7 @@ def sandbox_costs(url: str, queries: int) -> None:
     import duckdb
     import psycopg
 
-    from eval_pipeline.agents._sandbox import SqlSandbox
-    from eval_pipeline.agents._server_sandbox import ServerSandbox
+    from eval_pipeline.sandbox import ServerSandbox, SqlSandbox
     from eval_pipeline.suite import DatabaseConfig, Templated
 
     with psycopg.connect(url, autocommit=True) as connection:

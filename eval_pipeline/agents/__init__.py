@@ -36,7 +36,6 @@ from eval_pipeline.agents._model_ids import (
     recording_path,
     split_model_id,
 )
-from eval_pipeline.agents._ordering import sql_is_ordered
 from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
@@ -52,17 +51,6 @@ from eval_pipeline.agents._replay import (
 )
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._runner import RunRequest, execute_run, execute_runs
-from eval_pipeline.agents._sandbox import (
-    ForbiddenStatement,
-    QueryFailed,
-    QueryResult,
-    QueryTimeout,
-    SandboxError,
-    SandboxLimits,
-    SqlSandbox,
-)
-from eval_pipeline.agents._server_sandbox import ServerSandbox
-from eval_pipeline.agents._sql_result import to_json_safe
 from eval_pipeline.agents._types import (
     AgentRun,
     ChatMessage,
@@ -95,7 +83,6 @@ __all__ = [
     "ChatModel",
     "Completion",
     "CompletionCache",
-    "ForbiddenStatement",
     "HttpAgent",
     "LimitExceeded",
     "MemoryCache",
@@ -104,10 +91,7 @@ __all__ = [
     "ProviderPool",
     "ProviderTimeout",
     "ProviderUnavailable",
-    "QueryFailed",
     "QueryRecord",
-    "QueryResult",
-    "QueryTimeout",
     "RateLimited",
     "Recorder",
     "Recording",
@@ -120,10 +104,6 @@ __all__ = [
     "RetryPolicy",
     "RunRequest",
     "RunStatus",
-    "SandboxError",
-    "SandboxLimits",
-    "ServerSandbox",
-    "SqlSandbox",
     "ToolCallRecord",
     "ToolSpec",
     "UnknownModel",
@@ -147,6 +127,4 @@ __all__ = [
     "run_key",
     "send_with_retry",
     "split_model_id",
-    "sql_is_ordered",
-    "to_json_safe",
 ]

@@ -10,8 +10,6 @@ from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import ChatModel
 from eval_pipeline.agents._errors import AgentError, ReplyTruncated
 from eval_pipeline.agents._pricing import cost_usd
-from eval_pipeline.agents._sandbox import SandboxError, SqlSandbox
-from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.agents._threads import in_daemon_thread
 from eval_pipeline.agents._types import (
     AgentRun,
@@ -22,6 +20,7 @@ from eval_pipeline.agents._types import (
     ToolSpec,
     Usage,
 )
+from eval_pipeline.sandbox import SandboxError, ServerSandbox, SqlSandbox
 from eval_pipeline.suite import AgentContext, Case
 
 LIST_TABLES = ToolSpec(

@@ -8,8 +8,7 @@ from typing import Any
 
 import yaml
 
-from eval_pipeline.agents._sandbox import SqlSandbox
-from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.sandbox import ServerSandbox, SqlSandbox
 from eval_pipeline.suite import dbt_doc_files, load_yaml
 
 _HIDDEN_SCHEMAS = ("information_schema", "pg_catalog")

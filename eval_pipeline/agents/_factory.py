@@ -19,8 +19,7 @@ from eval_pipeline.agents._replay import (
     ReplayChatModel,
     recording_name,
 )
-from eval_pipeline.agents._sandbox import SandboxLimits, SqlSandbox
-from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
 from eval_pipeline.suite import AgentContext, SuiteConfig
 
 

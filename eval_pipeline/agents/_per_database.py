@@ -6,9 +6,9 @@ import threading
 from collections.abc import Callable
 
 from eval_pipeline.agents._builtin import BuiltinAgent
-from eval_pipeline.agents._server_sandbox import WarehouseUnavailable
 from eval_pipeline.agents._threads import in_daemon_thread
 from eval_pipeline.agents._types import AgentRun
+from eval_pipeline.sandbox import WarehouseUnavailable
 from eval_pipeline.suite import Case
 from eval_pipeline.warehouses import ConnectionFailed
 

@@ -25,7 +25,7 @@ from eval_pipeline.agents._errors import (
     scrub,
 )
 from eval_pipeline.agents._transport import DEFAULT_REPLY_LIMITS, LimitedClient, ReplyLimits
-from eval_pipeline.suite import PUBLIC_HEADERS
+from eval_pipeline.suite import PUBLIC_HEADERS, truncate
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -337,5 +337,5 @@ def _error_message(response: httpx.Response, secrets: list[str], limit: int = 30
         message = message or body.get("message") or body.get("detail")
     if not isinstance(message, str):
         message = response.text
-    message = scrub(" ".join(message.split()), secrets)  # before the cut, which could hide a key
-    return message if len(message) <= limit else message[: limit - 1] + "…"
+    # Scrubbed before the cut, which could hide a key.
+    return truncate(scrub(" ".join(message.split()), secrets), limit)

@@ -13,6 +13,7 @@ from eval_pipeline.agents._chat import Agent
 from eval_pipeline.agents._errors import AgentError
 from eval_pipeline.agents._replay import call_context
 from eval_pipeline.agents._types import AgentRun, RunStatus, run_key
+from eval_pipeline.sandbox import WarehouseUnavailable
 from eval_pipeline.suite import Case
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ async def execute_run(
             f"the run did not finish within {timeout_s:g} s (limits.run_timeout_s in "
             "eval_config.yaml); it was stopped",
         )
-    except AgentError as error:
+    except (AgentError, WarehouseUnavailable) as error:
         run.status, run.error = RunStatus.ERROR, str(error)
     except Exception as error:  # a bug must not cost the other runs of the batch
         log.exception("run of %s by %s crashed", request.case.name, request.model)

@@ -10,7 +10,7 @@ import httpx
 
 from eval_pipeline.agents._errors import ProtocolError, scrub
 from eval_pipeline.agents._retry import secret_header_values
-from eval_pipeline.suite import redact
+from eval_pipeline.suite import redact, truncate
 
 __all__ = ["MAX_COUNT", "BodyReader", "parse_arguments"]
 
@@ -148,7 +148,6 @@ def _names(expected: type | tuple[type, ...]) -> str:
 
 
 def _describe(value: Any) -> str:
-    shown = redact(json.dumps(value, default=str)[:4096])  # before the cut: a cut key is a key
-    if len(shown) > 40:
-        shown = shown[:39] + "…"
+    # Redacted before the cut: a cut key is still a key.
+    shown = truncate(redact(json.dumps(value, default=str)[:4096]), 40)
     return f"{_names(type(value))} ({shown})"

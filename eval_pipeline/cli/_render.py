@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from eval_pipeline.pipeline import CAUSES, RunChanges, detectable_difference
+from eval_pipeline.suite import truncate
 
 # Messages are cut to one line (a reply can be long): to the room the terminal leaves, and
 # at most this much, so the table stays readable.
@@ -66,8 +67,7 @@ def _money(value: float | None) -> str:
 
 
 def short_text(text: str | None, width: int = MESSAGE_WIDTH) -> str:
-    text = (text or "").replace("\n", " ")
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return truncate((text or "").replace("\n", " "), width)
 
 
 def with_short_model(message: str | None, model: str) -> str:

@@ -24,8 +24,8 @@ DESCRIBE, SUMMARIZE, EXPLAIN); nothing can be changed and no file outside the st
 
 def print_rows(columns: Sequence[str], rows: Sequence[tuple], *, fmt: str, limit: int) -> None:
     """A query's result on stdout as a table (the first `limit` rows), CSV or JSON."""
-    from eval_pipeline.agents import to_json_safe
     from eval_pipeline.cli._formats import csv_text
+    from eval_pipeline.sandbox import to_json_safe
 
     if fmt == "csv":
         sys.stdout.write(csv_text(columns, rows))

@@ -1,6 +1,5 @@
 """Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
-from eval_pipeline.agents import sql_is_ordered
 from eval_pipeline.grading._agreement import (
     Agreement,
     JudgeNoise,
@@ -117,7 +116,6 @@ __all__ = [
     "run_references",
     "semantic_check",
     "sign_flip_p",
-    "sql_is_ordered",
     "summarize_models",
     "wilson_interval",
     "with_judge_samples",

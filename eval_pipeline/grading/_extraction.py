@@ -24,13 +24,10 @@ from eval_pipeline.agents import (
     AgentRun,
     ChatMessage,
     QueryRecord,
-    QueryResult,
-    SandboxError,
-    SandboxLimits,
-    SqlSandbox,
     complete_usable,
 )
 from eval_pipeline.grading._reference import frame_from_rows
+from eval_pipeline.sandbox import QueryResult, SandboxError, SandboxLimits, SqlSandbox
 
 if TYPE_CHECKING:
     from eval_pipeline.agents import ChatModel

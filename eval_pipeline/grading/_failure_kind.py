@@ -12,6 +12,8 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer import optimize
 
+from eval_pipeline.suite import truncate
+
 __all__ = ["FailureKind", "FailureReason", "classify_failure"]
 
 
@@ -277,9 +279,5 @@ def _difference(actual: Counter[str], expected: Counter[str], noun: str) -> str:
 
 
 def _listed(items: list[str], limit: int = 3) -> str:
-    shown = ", ".join(_short(item) for item in items[:limit])
+    shown = ", ".join(truncate(item, 80) for item in items[:limit])
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
-
-
-def _short(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel, sql_is_ordered
+from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
@@ -24,10 +24,12 @@ from eval_pipeline.grading._reply_checks import check_consistency, check_evaluat
 from eval_pipeline.grading._semantic import AgentQuery, SemanticCheck, semantic_check
 from eval_pipeline.grading._tool_calls import check_tool_calls
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus, check_to_dict, combine
+from eval_pipeline.sandbox import sql_is_ordered
 from eval_pipeline.suite import Case, Tolerance
 
 if TYPE_CHECKING:
-    from eval_pipeline.agents import ChatModel, SqlSandbox
+    from eval_pipeline.agents import ChatModel
+    from eval_pipeline.sandbox import SqlSandbox
 
 #: The warehouse variants of a case's semantic check, opened, or why there are none.
 VariantSource = Callable[[Case], "Sequence[SqlSandbox] | str"]

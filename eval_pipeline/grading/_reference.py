@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from eval_pipeline.agents import SandboxError, SqlSandbox, sql_is_ordered
+from eval_pipeline.sandbox import SandboxError, SqlSandbox, sql_is_ordered
 from eval_pipeline.suite import Case
 
 

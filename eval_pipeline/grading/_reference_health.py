@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from eval_pipeline.agents import QueryResult, SandboxError, sql_is_ordered
 from eval_pipeline.grading._compare import compare_results
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
+from eval_pipeline.sandbox import QueryResult, SandboxError, sql_is_ordered
+from eval_pipeline.suite import truncate
 
 __all__ = [
     "ReferenceWarning",
@@ -125,7 +126,9 @@ def check_limit_ties(
     last, next_row = rows[count - 1][-width:], rows[count][-width:]
     if tuple(last) != tuple(next_row):
         return None
-    keys = ", ".join(f"{name} = {_shown(value)}" for name, value in zip(names, last, strict=True))
+    keys = ", ".join(
+        f"{name} = {truncate(repr(value), 40)}" for name, value in zip(names, last, strict=True)
+    )
     return ReferenceWarning(
         "ties_at_limit",
         f"ORDER BY ... LIMIT {count} cuts through a tie: rows {count} and {count + 1} both have "
@@ -282,11 +285,6 @@ def _random_source(sql: str, dialect: str) -> str:
     ):
         return "takes LIMIT rows without ORDER BY"
     return ""
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:39] + "…"
 
 
 def _size(result: ReferenceResult) -> str:

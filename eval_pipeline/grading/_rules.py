@@ -10,8 +10,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.agents import endpoint_settings, sql_is_ordered
+from eval_pipeline.agents import endpoint_settings
 from eval_pipeline.grading._judges import PROMPTS_VERSION, judge_label
+from eval_pipeline.sandbox import sql_is_ordered
 from eval_pipeline.suite import SuiteConfig, Tolerance
 
 __all__ = ["GRADING_CODE_VERSION", "GradingRules"]

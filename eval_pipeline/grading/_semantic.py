@@ -8,9 +8,9 @@ from typing import Literal
 
 import pandas as pd
 
-from eval_pipeline.agents import QueryResult, SandboxError, SqlSandbox
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._reference import frame_from_rows
+from eval_pipeline.sandbox import QueryResult, SandboxError, SqlSandbox
 
 __all__ = ["AgentQuery", "SemanticCheck", "semantic_check"]
 

@@ -23,8 +23,8 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from eval_pipeline.agents import SandboxLimits, SqlSandbox
 from eval_pipeline.grading._warehouse_keys import Column, Table, WarehouseSchema, read_schema
+from eval_pipeline.sandbox import SandboxLimits, SqlSandbox
 
 __all__ = ["MANIFEST", "VariantOptions", "WarehouseVariants", "build_variants", "load_variants"]
 

@@ -9,7 +9,6 @@ from dataclasses import asdict, dataclass
 from datetime import date, timedelta
 from typing import Any
 
-from eval_pipeline.agents import SandboxLimits
 from eval_pipeline.grading import (
     CaseMetrics,
     Grade,
@@ -24,6 +23,7 @@ from eval_pipeline.grading import (
 from eval_pipeline.pipeline._comparisons import model_intervals
 from eval_pipeline.pipeline._records import is_imported, run_from_row
 from eval_pipeline.pipeline._references import references_by_database
+from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.store import (
     StoreLayout,
     decode_json_rows,

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from eval_pipeline.agents import to_json_safe
 from eval_pipeline.grading import CaseMetrics
+from eval_pipeline.sandbox import to_json_safe
 
 # How many rows of a query nao's `tool_calls[].result.data` carries: the file stays readable
 # while the full result stays in the store.

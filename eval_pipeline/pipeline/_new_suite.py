@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from eval_pipeline.agents import SandboxLimits, check_models
+from eval_pipeline.agents import check_models
 from eval_pipeline.grading import ReferenceResult
 from eval_pipeline.pipeline._references import references_by_database
+from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import (
     CASES_DIR,
     CONFIG_FILE,

@@ -6,8 +6,8 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 
-from eval_pipeline.agents import SandboxLimits, ServerSandbox, SqlSandbox
 from eval_pipeline.grading import ReferenceResult, reference_health, run_references
+from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
 from eval_pipeline.suite import Case, DatabaseConfig, SuiteConfig
 
 __all__ = ["EXPECTED_EMPTY_TAG", "references_by_database"]

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval_pipeline.agents import SandboxLimits, SqlSandbox
 from eval_pipeline.grading import WarehouseVariants, build_variants, load_variants
+from eval_pipeline.sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.store import StoreLayout, file_lock, quote_part
 from eval_pipeline.suite import Case, DatabaseConfig, Suite
 

@@ -41,7 +41,6 @@ from eval_pipeline.suite._errors import (
     SelectionError,
     SuiteError,
     describe_error,
-    first_line,
 )
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._nao import (
@@ -79,6 +78,7 @@ from eval_pipeline.suite._suite import (
     load_suite,
     suite_marker,
 )
+from eval_pipeline.suite._text import first_line, truncate
 from eval_pipeline.suite._yaml import load_yaml
 
 __all__ = [
@@ -147,4 +147,5 @@ __all__ = [
     "starter_test_path",
     "suite_marker",
     "to_model_id",
+    "truncate",
 ]

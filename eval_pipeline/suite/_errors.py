@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from eval_pipeline.suite._text import first_line
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -48,12 +50,6 @@ class SelectionError(SuiteError):
         super().__init__(problems, headline=f"unknown test selection; available tests: {shown}")
         self.unknown = tuple(unknown)
         self.available = tuple(available)
-
-
-def first_line(text: str, limit: int = 300) -> str:
-    """The first non-blank line of `text`, cut to `limit` characters."""
-    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def describe_error(error: BaseException) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.suite import redact
+from eval_pipeline.suite import redact, truncate
 
 
 class WarehouseError(Exception):
@@ -18,7 +18,11 @@ class ConnectionFailed(WarehouseError):
 
 
 class StatementTimeout(WarehouseError):
-    """The statement ran past its time limit and was stopped on the server."""
+    """The statement ran past its time limit and was stopped on the server.
+
+    The driver's word for it, below the sandbox: `ServerSandbox` reports it as its
+    `QueryTimeout`, the one timeout the model and the user read.
+    """
 
 
 class StatementFailed(WarehouseError):
@@ -33,5 +37,4 @@ def short_cause(error: BaseException, limit: int = 600) -> str:
     for noise in ("[libpq] Failed to connect: ", "[libpq] "):
         text = text.replace(noise, "")
     text = " ".join(line.strip() for line in text.splitlines() if line.strip())
-    text = redact(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return truncate(redact(text), limit)

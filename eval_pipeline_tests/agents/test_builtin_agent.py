@@ -13,8 +13,8 @@ import pytest
 
 from eval_pipeline.agents._builtin import AgentLimits
 from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._sandbox import SandboxLimits
 from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._runner import execute_runs
+from eval_pipeline.agents._runner import execute_run, execute_runs
 from eval_pipeline.agents._types import AgentRun, RunStatus
-from eval_pipeline.suite import Suite, load_suite
+from eval_pipeline.sandbox import WarehouseUnavailable
+from eval_pipeline.suite import Suite, load_agent_context, load_suite
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,
     ScriptedServer,
@@ -31,6 +32,7 @@ from eval_pipeline_tests.agents.tiny_suite import (
     by_prompt,
     open_factory,
     prompt_of,
+    request_for,
     requests_for,
     write_suite,
 )
@@ -198,3 +200,20 @@ def test_a_run_past_the_run_timeout_becomes_an_error(tmp_path, openai_server):
     # Given up at the limit, not waited for: the server still holds the stuck answer.
     assert finished[-1] == "stuck" and openai_server.in_flight == 1
     assert [r.status for r in runs if r.case_name != "stuck"] == [RunStatus.COMPLETED] * 3
+
+
+def test_a_warehouse_gone_mid_run_becomes_an_error_run_naming_it(tmp_path):
+    # Not an `AgentError`, yet the run is an `error` run with the sandbox's message, as for a
+    # provider that fails, and not an internal error of the runner.
+    suite = load_suite(write_suite(tmp_path / "suite", cases={"q": "Question?"}))
+    message = "database 'finance' (postgres): lost the connection: server closed it"
+
+    class LosesTheServer:
+        async def run(self, case, *, attempt, run):
+            raise WarehouseUnavailable(message)
+
+    context = load_agent_context(suite.config)
+    request = request_for(suite.cases[0], MODEL, context=context)
+    run = asyncio.run(execute_run(request, LosesTheServer()))
+    assert run.status is RunStatus.ERROR
+    assert run.error == message

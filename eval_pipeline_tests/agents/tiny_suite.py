@@ -31,7 +31,7 @@ from eval_pipeline.agents._factory import AgentFactory
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._retry import RetryPolicy
 from eval_pipeline.agents._runner import RunRequest
-from eval_pipeline.agents._sandbox import SandboxLimits
+from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import AgentContext, Case, Suite, load_agent_context
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,

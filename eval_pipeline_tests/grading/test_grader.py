@@ -17,10 +17,10 @@ import duckdb
 import pytest
 
 from eval_pipeline.agents._cache import CachedChatModel
-from eval_pipeline.agents._sandbox import SqlSandbox
 from eval_pipeline.agents._types import AgentRun, QueryRecord, RunStatus, ToolCallRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, ReferenceResult, run_references
 from eval_pipeline.pipeline._records import run_from_row
+from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.store import FileCompletionCache, StoreLayout
 from eval_pipeline.suite import Case, Consistency, Evaluator, Message, Tolerance, ToolCallAssertion
 from eval_pipeline_tests.agents.servers import (

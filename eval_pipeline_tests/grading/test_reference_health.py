@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from eval_pipeline.agents._sandbox import SqlSandbox
 from eval_pipeline.grading import may_vary_within_day
 from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.grading._reference_health import check_drift, reference_health
+from eval_pipeline.sandbox import SqlSandbox
 
 CLEAN = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region ORDER BY region"
 

@@ -7,11 +7,11 @@ from functools import partial
 
 import pytest
 
-from eval_pipeline.agents._sandbox import SqlSandbox
 from eval_pipeline.grading._compare import compare_results
 from eval_pipeline.grading._reference import frame_from_rows
 from eval_pipeline.grading._semantic import semantic_check
 from eval_pipeline.grading._variants import build_variants
+from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline_tests.grading.small_shop import build_shop
 
 COUNT = "SELECT COUNT(*) AS orders FROM orders"

@@ -195,8 +195,7 @@ def test_a_role_that_can_write_one_table_is_refused_naming_it(postgres):
 
 
 def test_the_servers_own_volatility_marks_decide_for_the_warehouses_functions(postgres):
-    from eval_pipeline.agents._sandbox import ForbiddenStatement
-    from eval_pipeline.agents._server_sandbox import ServerSandbox
+    from eval_pipeline.sandbox import ForbiddenStatement, ServerSandbox
 
     made = [
         "CREATE FUNCTION eval_double(int) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT $1 * 2'",

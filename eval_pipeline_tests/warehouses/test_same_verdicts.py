@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.agents._sandbox import SqlSandbox
-from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline.grading._compare import compare_results
 from eval_pipeline.grading._reference import frame_from_rows
+from eval_pipeline.sandbox import ServerSandbox, SqlSandbox
 from eval_pipeline_tests.warehouses.conftest import database_of
 
 # (reference SQL, an agent's SQL, whether the agent's answer should pass)

@@ -9,13 +9,14 @@ import psycopg
 import pymysql
 import pytest
 
-from eval_pipeline.agents._sandbox import (
+from eval_pipeline.sandbox import (
     ForbiddenStatement,
     QueryTimeout,
     SandboxError,
     SandboxLimits,
+    ServerSandbox,
+    WarehouseUnavailable,
 )
-from eval_pipeline.agents._server_sandbox import ServerSandbox
 from eval_pipeline_tests.warehouses.conftest import database_of
 from eval_pipeline_tests.warehouses.servers import SLOW_QUERY, Server, mysql_connection
 
@@ -211,13 +212,13 @@ def test_a_session_the_server_dropped_between_queries_is_replaced(server):
 def test_a_server_lost_during_a_query_is_an_infrastructure_error_then_work_goes_on(server):
     import threading
 
-    from eval_pipeline.agents._errors import AgentError
-
     sleep = SLOW_QUERY[server.kind]
     with ServerSandbox(database_of(server)) as sandbox:
         killer = threading.Timer(1.0, _end_sessions, (server,), {"only_sleeping": True})
         killer.start()
-        with pytest.raises(AgentError, match=r"database 'shop' \(\w+\): lost the connection"):
+        with pytest.raises(
+            WarehouseUnavailable, match=r"database 'shop' \(\w+\): lost the connection"
+        ):
             sandbox.execute(sleep)
         killer.join()
         assert sandbox.execute("SELECT count(*) AS n FROM orders").rows == [(5,)]
@@ -273,7 +274,7 @@ def test_a_server_reading_backslashes_differently_cannot_smuggle_a_file_write(ma
 
 _PEAK_CHILD = """
 import json, resource, sys
-from eval_pipeline.agents._server_sandbox import ServerSandbox
+from eval_pipeline.sandbox import ServerSandbox
 from eval_pipeline.suite import DatabaseConfig, Templated
 database = DatabaseConfig("shop", sys.argv[1], url=Templated(sys.argv[2], secret="url_password"))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -20,18 +20,18 @@ from typing import TypeVar
 
 import duckdb
 
-from eval_pipeline.agents._errors import AgentError
-from eval_pipeline.agents._mysql_statements import check_mysql_statement
-from eval_pipeline.agents._postgres_statements import check_postgres_statement
-from eval_pipeline.agents._result_fetch import FetchTimeout, fetch_capped_batches
-from eval_pipeline.agents._sandbox import SandboxLimits
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._mysql_statements import check_mysql_statement
+from eval_pipeline.sandbox._postgres_statements import check_postgres_statement
+from eval_pipeline.sandbox._result_fetch import fetch_capped_batches
+from eval_pipeline.sandbox._sandbox import SandboxLimits
+from eval_pipeline.sandbox._sandbox_errors import (
     READ_ONLY_ADVICE,
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
+    WarehouseUnavailable,
 )
-from eval_pipeline.agents._sql_result import QueryResult
+from eval_pipeline.sandbox._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
     ENGINE_NAMES,
@@ -45,7 +45,7 @@ from eval_pipeline.warehouses import (
     describe_tables,
 )
 
-__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "WarehouseUnavailable", "check_server_statement"]
+__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "check_server_statement"]
 
 #: Seconds past the time limit before the sandbox cancels a statement the server did not stop.
 CANCEL_GRACE_S = 1.0
@@ -69,10 +69,6 @@ def check_server_statement(sql: str, dialect: str, stable: StableCallables | Non
         check_postgres_statement(sql, stable or StableCallables())
         return sql
     return check_mysql_statement(sql)
-
-
-class WarehouseUnavailable(AgentError):
-    """The server went away or refused a new session: the run is an `error` run, not a wrong answer."""
 
 
 class ServerSandbox:
@@ -130,11 +126,11 @@ class ServerSandbox:
             fetched = fetch_capped_batches(stream.batches, caps, self._converter.cursor())
         except ConnectionFailed as error:
             raise WarehouseUnavailable(error.message) from None
-        except (StatementTimeout, FetchTimeout):
-            raise self._timeout(sql) from None
+        except (StatementTimeout, QueryTimeout):  # on the server, or while rows were fetched
+            raise QueryTimeout.after(self.limits.timeout_s, sql=sql) from None
         except StatementFailed as error:
             if timed_out.is_set():
-                raise self._timeout(sql) from None
+                raise QueryTimeout.after(self.limits.timeout_s, sql=sql) from None
             if any(marker in error.message for marker in _READ_ONLY_ERRORS):
                 raise ForbiddenStatement(f"{error.message}\n{_WRITE}", sql=sql) from None
             raise QueryFailed(error.message, sql=sql, error_type="StatementFailed") from None
@@ -258,10 +254,3 @@ class ServerSandbox:
                 return
         with contextlib.suppress(Exception):
             connection.close()
-
-    def _timeout(self, sql: str) -> QueryTimeout:
-        return QueryTimeout(
-            f"The query was stopped after {self.limits.timeout_s:g} s, the time limit. Make "
-            "it cheaper: filter early, aggregate before joining, avoid cross joins.",
-            sql=sql,
-        )

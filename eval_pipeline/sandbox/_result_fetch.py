@@ -11,7 +11,8 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from eval_pipeline.agents._sql_result import to_json_safe
+from eval_pipeline.sandbox._sandbox_errors import QueryTimeout
+from eval_pipeline.sandbox._sql_result import to_json_safe
 
 __all__ = ["FetchCaps", "FetchedRows", "fetch_capped", "fetch_capped_batches"]
 
@@ -27,6 +28,7 @@ class FetchCaps:
     max_bytes: int
     max_cell_bytes: int
     deadline: float  # time.monotonic() past which fetching stops with a timeout
+    timeout_s: float  # the time limit the deadline stands for, as the timeout names it
 
 
 @dataclass
@@ -54,10 +56,6 @@ class FetchedRows:
         return "; ".join(parts) or None
 
 
-class FetchTimeout(Exception):
-    """The deadline passed while rows were being fetched."""
-
-
 def fetch_capped(
     relation: duckdb.DuckDBPyRelation, caps: FetchCaps, converter: duckdb.DuckDBPyConnection
 ) -> FetchedRows:
@@ -79,13 +77,13 @@ def fetch_capped_batches(
     connection scanning the Arrow batch), so values are exactly what `fetchall` gives.
 
     Raises:
-        FetchTimeout: `caps.deadline` passed between two batches.
+        QueryTimeout: `caps.deadline` passed between two batches.
     """
     fetched = FetchedRows()
     used = 0
     for batch in _chunks(batches):
         if time.monotonic() > caps.deadline:
-            raise FetchTimeout
+            raise QueryTimeout.after(caps.timeout_s)
         room = caps.max_rows + 1 - len(fetched.rows)
         batch = batch.slice(0, room)
         columns, sizes, cut = _cut_cells(batch, caps.max_cell_bytes)

@@ -1,7 +1,9 @@
-"""What a sandbox query can end in short of a result: each message is written for the model."""
+"""What a sandbox query can end in short of a result: a `SandboxError` the model reads, or `WarehouseUnavailable`."""
 
 from __future__ import annotations
 
+#: The most of an engine's own error message the model reads.
+MAX_ENGINE_MESSAGE = 1_000
 #: Advice the model reads with a refused write, on every engine.
 READ_ONLY_ADVICE = "The database is read-only. Compute what you need in a SELECT (WITH for steps)."
 #: What the model reads when a query would store its rows or lock them (every engine's check).
@@ -28,7 +30,17 @@ class ForbiddenStatement(SandboxError):
 
 
 class QueryTimeout(SandboxError):
-    """The query ran past the time limit and was interrupted."""
+    """The query ran past the time limit: the engine or the server stopped it, or its rows
+    were still being fetched at the deadline."""
+
+    @classmethod
+    def after(cls, timeout_s: float, *, sql: str = "") -> QueryTimeout:
+        """The error of a query stopped at `timeout_s`, with the advice the model reads."""
+        return cls(
+            f"The query was stopped after {timeout_s:g} s, the time limit. Make it cheaper: "
+            "filter early, aggregate before joining, avoid cross joins.",
+            sql=sql,
+        )
 
 
 class QueryFailed(SandboxError):
@@ -37,6 +49,14 @@ class QueryFailed(SandboxError):
     def __init__(self, message: str, *, sql: str = "", error_type: str = "") -> None:
         super().__init__(message, sql=sql)
         self.error_type = error_type
+
+
+class WarehouseUnavailable(Exception):
+    """The server went away or refused a new session: the run is an `error` run, not a wrong answer.
+
+    Not a `SandboxError`: the model cannot act on it, so it never goes back to the model as a
+    tool error; whoever runs the sandbox (the agent runner, the reference run) reports it.
+    """
 
 
 def require_one_statement(count: int, sql: str, allowed: str) -> None:
@@ -49,8 +69,3 @@ def require_one_statement(count: int, sql: str, allowed: str) -> None:
             f"time, or combine them with WITH. {allowed}",
             sql=sql,
         )
-
-
-def trim_message(error: BaseException, limit: int = 1_000) -> str:
-    message = str(error).strip()
-    return message if len(message) <= limit else message[: limit - 1] + "…"

@@ -18,7 +18,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._sandbox_errors import (
     NO_FILES_ADVICE,
     NO_INTO,
     NO_LOCKS,

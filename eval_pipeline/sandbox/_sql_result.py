@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from eval_pipeline.agents._ordering import sql_is_ordered
+from eval_pipeline.sandbox._ordering import sql_is_ordered
+from eval_pipeline.suite import truncate
 
 #: Larger results keep the database's order: sorting them would cost more than it is worth
 #: (a model reads the first 100 rows of any result anyway).
@@ -138,7 +139,7 @@ def _cell_text(value: Any, max_chars: int) -> str:
         text = _compact_json(value)
     else:
         text = str(value)
-    return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+    return truncate(text, max_chars)
 
 
 def _compact_json(value: Any) -> str:

@@ -13,28 +13,19 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from eval_pipeline.agents._duckdb_statements import check_statement
-from eval_pipeline.agents._result_fetch import FetchCaps, FetchTimeout, fetch_capped
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._duckdb_statements import check_statement
+from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped
+from eval_pipeline.sandbox._sandbox_errors import (
+    MAX_ENGINE_MESSAGE,
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
     SandboxError,
-    trim_message,
 )
-from eval_pipeline.agents._sql_result import QueryResult, to_json_safe
-from eval_pipeline.suite import Limits
+from eval_pipeline.sandbox._sql_result import QueryResult
+from eval_pipeline.suite import Limits, truncate
 
-__all__ = [
-    "ForbiddenStatement",
-    "QueryFailed",
-    "QueryResult",
-    "QueryTimeout",
-    "SandboxError",
-    "SandboxLimits",
-    "SqlSandbox",
-    "to_json_safe",
-]
+__all__ = ["SandboxLimits", "SqlSandbox"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +91,7 @@ class SandboxLimits:
             max_bytes=self.store_max_bytes,
             max_cell_bytes=self.max_stored_cell_bytes,
             deadline=time.monotonic() + self.timeout_s,
+            timeout_s=self.timeout_s,
         )
 
     def render(self, result: QueryResult) -> str:
@@ -224,8 +216,8 @@ class SqlSandbox:
             relation = cursor.sql(statement)
             columns, column_types = relation.columns, [str(t) for t in relation.types]
             fetched = fetch_capped(relation, caps, self._converter.cursor())
-        except FetchTimeout:
-            raise self._translate(duckdb.InterruptException(), sql, True) from None
+        except QueryTimeout:  # the deadline passed while rows were fetched
+            raise QueryTimeout.after(self.limits.timeout_s, sql=sql) from None
         except (duckdb.Error, OSError, pa.ArrowException) as error:
             # An interrupt while Arrow batches stream surfaces as an Arrow/OS error.
             if not isinstance(error, duckdb.Error) and not timed_out.is_set():
@@ -273,15 +265,12 @@ class SqlSandbox:
             return self._connection.cursor()
 
     def _translate(self, error: duckdb.Error, sql: str, timed_out: bool) -> SandboxError:
+        message = truncate(str(error).strip(), MAX_ENGINE_MESSAGE)
         if timed_out or isinstance(error, duckdb.InterruptException):
-            return QueryTimeout(
-                f"The query was stopped after {self.limits.timeout_s:g} s, the time limit. Make "
-                "it cheaper: filter early, aggregate before joining, avoid cross joins.",
-                sql=sql,
-            )
+            return QueryTimeout.after(self.limits.timeout_s, sql=sql)
         if isinstance(error, duckdb.PermissionException):
             return ForbiddenStatement(
-                f"{trim_message(error)}\nReading or writing files, URLs and extensions is not allowed. "
+                f"{message}\nReading or writing files, URLs and extensions is not allowed. "
                 "Query the tables in the database instead (SHOW TABLES lists them).",
                 sql=sql,
             )
@@ -294,7 +283,7 @@ class SqlSandbox:
                 sql=sql,
                 error_type=type(error).__name__,
             )
-        return QueryFailed(trim_message(error), sql=sql, error_type=type(error).__name__)
+        return QueryFailed(message, sql=sql, error_type=type(error).__name__)
 
 
 # --- engine configuration ----------------------------------------------------------------

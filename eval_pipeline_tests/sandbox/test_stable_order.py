@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.agents import QueryResult
+from eval_pipeline.sandbox import QueryResult
 
 GROUPS = [("shipped", 554), ("delivered", 56605), (None, 3), ("returned", 1737)]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pglast
 from pglast import ast, enums
 
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._sandbox_errors import (
     NO_FILES_ADVICE,
     NO_INTO,
     NO_LOCKS,

@@ -5,14 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import duckdb
 import pandas as pd
+import pyarrow as pa
 import pytest
 
-from eval_pipeline.agents._sandbox import (
+from eval_pipeline.sandbox import (
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
@@ -21,6 +23,7 @@ from eval_pipeline.agents._sandbox import (
     SqlSandbox,
     to_json_safe,
 )
+from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped_batches
 
 
 @pytest.fixture(scope="module")
@@ -349,6 +352,20 @@ def test_runaway_query_is_interrupted_and_the_sandbox_still_works(own_warehouse:
 
         assert "cross join" in str(caught.value)
         assert box.execute("SELECT count(*) FROM customers").rows == [(3,)]
+
+
+def test_rows_still_coming_at_the_deadline_are_the_same_timeout() -> None:
+    # A result streamed past the time limit ends as a query stopped by the engine does.
+    caps = FetchCaps(
+        max_rows=10, max_bytes=1_000, max_cell_bytes=100, deadline=time.monotonic() - 1, timeout_s=1
+    )
+    batch = pa.record_batch({"n": [1, 2, 3]})
+    with duckdb.connect(":memory:") as converter, pytest.raises(QueryTimeout) as caught:
+        fetch_capped_batches([batch], caps, converter)
+    assert str(caught.value) == (
+        "The query was stopped after 1 s, the time limit. Make it cheaper: filter early, "
+        "aggregate before joining, avoid cross joins."
+    )
 
 
 def test_out_of_memory_comes_back_as_advice_not_a_temp_directory_hint(own_warehouse: Path) -> None:

@@ -6,12 +6,13 @@ import re
 
 import duckdb
 
-from eval_pipeline.agents._sandbox_errors import (
+from eval_pipeline.sandbox._sandbox_errors import (
+    MAX_ENGINE_MESSAGE,
     READ_ONLY_ADVICE,
     ForbiddenStatement,
     QueryFailed,
-    trim_message,
 )
+from eval_pipeline.suite import truncate
 
 _ALLOWED = (
     "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT, FROM ..., "
@@ -105,7 +106,11 @@ def _parse(sql: str) -> list[duckdb.Statement]:
     try:
         return duckdb.extract_statements(sql)
     except duckdb.Error as error:
-        raise QueryFailed(trim_message(error), sql=sql, error_type=type(error).__name__) from None
+        raise QueryFailed(
+            truncate(str(error).strip(), MAX_ENGINE_MESSAGE),
+            sql=sql,
+            error_type=type(error).__name__,
+        ) from None
 
 
 def _kind(statement: duckdb.Statement) -> str:

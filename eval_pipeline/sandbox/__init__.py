@@ -1,0 +1,33 @@
+"""The SQL sandbox: one read-only statement at a time on a warehouse, time-limited and capped.
+
+Whoever runs SQL on a warehouse goes through it: the built-in agent's queries, the
+references, the warehouse variants of semantic checks, answer extraction. `SqlSandbox` runs
+on DuckDB, `ServerSandbox` on PostgreSQL and MySQL/MariaDB; both return a `QueryResult` and
+raise a `SandboxError` written for the model, or `WarehouseUnavailable` when the server is gone.
+"""
+
+from eval_pipeline.sandbox._ordering import sql_is_ordered
+from eval_pipeline.sandbox._sandbox import SandboxLimits, SqlSandbox
+from eval_pipeline.sandbox._sandbox_errors import (
+    ForbiddenStatement,
+    QueryFailed,
+    QueryTimeout,
+    SandboxError,
+    WarehouseUnavailable,
+)
+from eval_pipeline.sandbox._server_sandbox import ServerSandbox
+from eval_pipeline.sandbox._sql_result import QueryResult, to_json_safe
+
+__all__ = [
+    "ForbiddenStatement",
+    "QueryFailed",
+    "QueryResult",
+    "QueryTimeout",
+    "SandboxError",
+    "SandboxLimits",
+    "ServerSandbox",
+    "SqlSandbox",
+    "WarehouseUnavailable",
+    "sql_is_ordered",
+    "to_json_safe",
+]
