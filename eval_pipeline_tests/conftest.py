@@ -8,8 +8,10 @@ the offline demo run) shares one build per session.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +32,11 @@ from eval_pipeline_tests.warehouses.servers import dagster_postgres  # noqa: F40
 
 # A PostgreSQL 15 holding the small warehouse, once per session.
 from eval_pipeline_tests.warehouses.small_warehouse import postgres  # noqa: F401
+
+# Some machines' images set PYTHONDONTWRITEBYTECODE: then every command a test starts would
+# compile the package's sources anew. The suite's processes cache their bytecode as usual.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 SAMPLE_SUITE_DIR = Path(__file__).resolve().parents[1] / "tests_suite"
 SAMPLE_DBT_DIR = SAMPLE_SUITE_DIR / "dbt"
