@@ -22,22 +22,14 @@ from eval_pipeline.cli._render import plain_console, print_report, report_consol
 from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
-    LastEvaluation,
-    RunChanges,
-    accuracy_gate,
-    build_results,
+    NothingGraded,
+    Runner,
     check_day,
-    instance_home,
-    label_models,
-    plan_requests,
-    read_run_rows,
-    since_previous_run,
+    evaluate,
+    planned_attempts,
     subscribe,
     today,
-    ungraded_rows,
-    write_results_file,
 )
-from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import (
     MAX_ATTEMPTS,
     Problem,
@@ -171,9 +163,11 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
             [Problem(str(suite.cases_dir), None, "no test to evaluate; add a test file")],
             headline="nothing to evaluate",
         )
+    run_date = _run_date(args.date)
+    check_day(run_date)
     return EvaluationRequest(
         models=models,
-        run_date=_run_date(args.date),
+        run_date=run_date,
         select=select,
         k=args.k,
         threads=args.threads,
@@ -182,16 +176,6 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         rejudge=args.rejudge,
         rejudge_samples=args.rejudge_samples,
     )
-
-
-def _changes(layout: StoreLayout, models, day: date, names) -> dict[str, RunChanges]:
-    """Per model: the tests whose verdict changed since its previous run, and why."""
-    changes = {}
-    for model in models:
-        found = since_previous_run(layout, model, day, names)
-        if found is not None:
-            changes[model] = found
-    return changes
 
 
 def replayed_judge_warning(judge_model: str | None, models) -> str | None:
@@ -215,16 +199,6 @@ def _quiet_dagster() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def _dialects(suite: Suite):
-    """A test's database name → its SQL dialect (`duckdb`, `postgres`, `mysql`)."""
-
-    def dialect(name: str | None) -> str | None:
-        database = suite.config.database(name)
-        return database.type if database is not None else None
-
-    return dialect
-
-
 def _emit(text: str, output: Path | None) -> None:
     if output:
         output.write_text(text, encoding="utf-8")
@@ -232,21 +206,27 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
-def _run_pipeline(suite: Suite, request: EvaluationRequest, progress: Progress) -> EvaluationResult:
-    # Dagster and the definitions take a second or more to import: only when something runs,
-    # so `list`, `sql`, `diff`, an unchanged rerun and every usage error answer without.
-    from eval_pipeline.defs.evaluate import EvaluationFailed, run_evaluation
+def _dagster_runner(progress: Progress) -> Runner:
+    """The stages run in Dagster (`defs.evaluate`), each run's progress shown as it ends."""
 
-    _quiet_dagster()
-    unsubscribe = subscribe(progress)
-    try:
-        # Nothing but the report may reach stdout: stray prints go to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
-            return run_evaluation(suite, request, on_stage=progress.stage)
-    except EvaluationFailed as error:  # the machinery, not the agent: exit 3
-        raise CouldNotRun(str(error), details=error.details) from error
-    finally:
-        unsubscribe()
+    def run(suite: Suite, request: EvaluationRequest, on_stage) -> EvaluationResult:
+        # Dagster and the definitions take a second or more to import: only when something
+        # runs, so `list`, `sql`, `diff`, an unchanged rerun and every usage error answer
+        # without.
+        from eval_pipeline.defs.evaluate import EvaluationFailed, run_evaluation
+
+        _quiet_dagster()
+        unsubscribe = subscribe(progress)
+        try:
+            # Nothing but the report may reach stdout: stray prints go to stderr.
+            with contextlib.redirect_stdout(sys.stderr):
+                return run_evaluation(suite, request, on_stage=on_stage)
+        except EvaluationFailed as error:  # the machinery, not the agent: exit 3
+            raise CouldNotRun(str(error), details=error.details) from error
+        finally:
+            unsubscribe()
+
+    return run
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -254,7 +234,6 @@ def cmd_test(args: argparse.Namespace) -> int:
     output = output_file(args.output)
     suite = load_suite(suite_root(args))
     request = _request(suite, args)
-    settings = suite.config.test
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
     machine = args.format != "pretty" or args.output
     progress_console = plain_console(stderr=bool(machine))
@@ -264,76 +243,41 @@ def cmd_test(args: argparse.Namespace) -> int:
     progress_console = plain_console(
         stderr=bool(machine), force_terminal=progress_console.is_terminal
     )
-    selected = suite.select(list(request.select) or None)
-    warnings = check_warehouse(suite, selected)
-    warnings.insert(0, replayed_judge_warning(settings.judge_model, request.models))
+    warnings = check_warehouse(suite, suite.select(list(request.select) or None))
+    warnings.insert(0, replayed_judge_warning(suite.config.test.judge_model, request.models))
     for warning in filter(None, warnings):
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
-    check_day(request.run_date)
-    names = [c.name for c in selected]
-    k = request.k or settings.k
-    planned = [
-        (m, r.case.name, r.attempt)
-        for m in request.models
-        for r in plan_requests(selected, m, request.run_date, "", k=k)
-    ]
-    total = len(planned)
+    total = len(planned_attempts(suite, request))
     with Progress(progress_console, total, quiet=args.quiet) as progress:
-        # Nothing changed since the last complete evaluation (the inputs, the store's files of
-        # the day): it would run nothing and write nothing, so the results come from the store
-        # without starting Dagster.
-        reused = LastEvaluation(suite, request, instance_home(suite.config)).reused()
-        if reused is not None:
-            progress.stage(
-                f"nothing changed since the last evaluation of {request.run_date.isoformat()}: "
-                f"{reused} stored run(s) reused, no Dagster run"
+        try:
+            evaluation = evaluate(
+                suite,
+                request,
+                runner=_dagster_runner(progress),
+                on_stage=progress.stage,
+                min_accuracy=args.min_accuracy,
+                threshold_mode=args.threshold_mode,
             )
-            evaluated = EvaluationResult(reused=reused)
-        else:
-            evaluated = _run_pipeline(suite, request, progress)
-
-    layout = StoreLayout.of(suite.config)
-    rows = read_run_rows(layout, request.models, request.run_date, names)
-    if not rows:  # evaluating nothing is never a pass
-        raise CouldNotRun(f"no graded run of this evaluation was found in {layout.root}")
-    # Exactly the planned runs: one the store holds no grade of is an error, never left out.
-    rows += ungraded_rows(rows, planned, request.run_date)
-    document = build_results(
-        rows, request.models, names, request.run_date, dialect=_dialects(suite)
-    )
-    threshold = args.min_accuracy if args.min_accuracy is not None else settings.min_accuracy
-    mode = args.threshold_mode or settings.threshold_mode
-    accuracies = {
-        f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in document["pass_metrics_by_test"]
-    }
-    gate = accuracy_gate(accuracies, threshold, mode)
-    document["executed_runs"], document["reused_runs"] = evaluated.executed, evaluated.reused
-    document["threshold"] = {
-        "min_accuracy": threshold,
-        "mode": mode,
-        "accuracy": gate.accuracy,
-        "passed": gate.passed,
-    }
-    # The file and the JSON name models as the user spelled them (nao's `model`); the
-    # tables keep our ids, which the gate and the change lines are keyed by.
-    spelled = label_models(document, suite.config.model_label)
-    path = write_results_file(spelled, suite.config.results_dir)
+        except NothingGraded as error:
+            raise CouldNotRun(str(error)) from error
+    document, gate = evaluation.document, evaluation.gate
 
     if args.format == "json":
-        _emit(json.dumps(spelled, indent=2, default=str, ensure_ascii=False) + "\n", output)
+        labelled = evaluation.labelled
+        _emit(json.dumps(labelled, indent=2, default=str, ensure_ascii=False) + "\n", output)
     elif args.format == "junit":
         _emit(junit_xml(document), output)
     else:
-        changes = _changes(layout, request.models, request.run_date, names)
+        changes = evaluation.changes()
         report = report_console(io.StringIO() if args.output else None)
         print_report(
             report,
             document,
             request.models,
             changes=changes,
-            executed=evaluated.executed,
-            reused=evaluated.reused,
-            answerer_changed=evaluated.answerer_changed,
+            executed=evaluation.ran.executed,
+            reused=evaluation.ran.reused,
+            answerer_changed=evaluation.ran.answerer_changed,
             failures_only=args.failures_only,
             judge_noise=args.rejudge_samples > 1,
         )
@@ -341,10 +285,13 @@ def cmd_test(args: argparse.Namespace) -> int:
             _emit(report.file.getvalue(), output)
     # soft_wrap: never fold a path (or a list of tests) across lines in a log or a pipe.
     progress_console.print(
-        f"results written to {path}", highlight=False, markup=False, soft_wrap=True
+        f"results written to {evaluation.results_file}",
+        highlight=False,
+        markup=False,
+        soft_wrap=True,
     )
 
-    if threshold is not None:
+    if document["threshold"]["min_accuracy"] is not None:
         # The verdict (and, in `all` mode, the tests below the bar) is a diagnostic, as in
         # oxy: stderr, even when stdout carries the pretty report. Not markup: the tests are
         # named "name [model]", which rich would swallow as a style tag.

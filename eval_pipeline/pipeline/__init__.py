@@ -7,6 +7,13 @@ from eval_pipeline.pipeline._dagster_home import (
     default_instance_yaml,
     instance_home,
 )
+from eval_pipeline.pipeline._evaluate import (
+    Evaluation,
+    NothingGraded,
+    Runner,
+    evaluate,
+    planned_attempts,
+)
 from eval_pipeline.pipeline._evaluation import (
     EvaluationRequest,
     EvaluationResult,
@@ -17,13 +24,11 @@ from eval_pipeline.pipeline._gates import (
     CAUSES,
     PartitionChecks,
     RunChanges,
-    accuracy_gate,
     check_partition,
     diff_days,
     first_evaluated_day,
     regressions_sql,
     since_previous_day,
-    since_previous_run,
 )
 from eval_pipeline.pipeline._grades import (
     PartitionSummary,
@@ -35,7 +40,6 @@ from eval_pipeline.pipeline._grades import (
 )
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
-from eval_pipeline.pipeline._nao_format import label_models
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
@@ -47,7 +51,6 @@ from eval_pipeline.pipeline._results import (
     run_rows_parameters,
     run_rows_sql,
     ungraded_rows,
-    write_results_file,
 )
 from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
@@ -64,18 +67,20 @@ __all__ = [
     "DAGSTER_HOME_ENV",
     "URL_VARIABLE",
     "BuiltVariants",
+    "Evaluation",
     "EvaluationRequest",
     "EvaluationResult",
     "ImportReport",
     "LastEvaluation",
     "NewSuite",
+    "NothingGraded",
     "PartitionChecks",
     "PartitionRuns",
     "PartitionSummary",
     "ResultsFileError",
     "RunChanges",
+    "Runner",
     "VariantSandboxes",
-    "accuracy_gate",
     "attempts_for",
     "build_results",
     "build_suite_variants",
@@ -88,6 +93,7 @@ __all__ = [
     "detectable_difference",
     "diff_days",
     "ensure_variants",
+    "evaluate",
     "failure_kinds_markdown",
     "first_evaluated_day",
     "grade_partition",
@@ -96,9 +102,9 @@ __all__ = [
     "import_results",
     "instance_home",
     "judge_model",
-    "label_models",
     "load_references",
     "plan_requests",
+    "planned_attempts",
     "planned_runs",
     "publish",
     "read_results_file",
@@ -112,7 +118,6 @@ __all__ = [
     "run_rows_sql",
     "run_to_row",
     "since_previous_day",
-    "since_previous_run",
     "start_suite",
     "subscribe",
     "summarize_grades",
@@ -121,5 +126,4 @@ __all__ = [
     "tool_call_rows",
     "ungraded_rows",
     "write_report",
-    "write_results_file",
 ]

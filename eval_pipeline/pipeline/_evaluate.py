@@ -1,0 +1,175 @@
+"""One evaluation of a suite, end to end: what `eval-pipeline test` does between its options and its report.
+
+`evaluate` plans the runs of the request, runs what changed (or answers from the store when
+nothing did), reads the graded runs back, builds the results document, decides the gate and
+writes the results file. The machinery that runs the stages is handed in (`Runner`), so this
+layer never imports Dagster: the CLI passes the one in `defs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from eval_pipeline.pipeline._dagster_home import instance_home
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, check_day
+from eval_pipeline.pipeline._gates import (
+    AccuracyGate,
+    RunChanges,
+    accuracy_gate,
+    since_previous_run,
+)
+from eval_pipeline.pipeline._nao_format import label_models
+from eval_pipeline.pipeline._results import (
+    build_results,
+    read_run_rows,
+    ungraded_rows,
+    write_results_file,
+)
+from eval_pipeline.pipeline._runs import plan_requests
+from eval_pipeline.pipeline._unchanged import LastEvaluation
+from eval_pipeline.store import StoreLayout
+from eval_pipeline.suite import Suite, ThresholdMode
+
+
+class Runner(Protocol):
+    """Runs the stages of an evaluation (in Dagster, for the CLI) and says what they did;
+    `on_stage` receives one line per stage as it starts."""
+
+    def __call__(
+        self, suite: Suite, request: EvaluationRequest, on_stage: Callable[[str], None]
+    ) -> EvaluationResult: ...
+
+
+class NothingGraded(RuntimeError):
+    """The store holds no graded run of the evaluation: evaluating nothing is never a pass."""
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What one evaluation produced. Nothing changes it once `evaluate` returns it.
+
+    `document` names the models by our ids (the tables, the gate and the change lines are
+    keyed by them); `labelled` is the same document with the models as the user spelled them,
+    as the results file and `--format json` give it.
+    """
+
+    request: EvaluationRequest
+    names: tuple[str, ...]
+    document: dict[str, Any]
+    labelled: dict[str, Any]
+    gate: AccuracyGate
+    ran: EvaluationResult
+    results_file: Path
+    layout: StoreLayout
+
+    def changes(self) -> dict[str, RunChanges]:
+        """Per model: the tests whose verdict changed since its previous run, and why."""
+        found = {
+            model: since_previous_run(self.layout, model, self.request.run_date, self.names)
+            for model in self.request.models
+        }
+        return {model: change for model, change in found.items() if change is not None}
+
+
+def planned_attempts(suite: Suite, request: EvaluationRequest) -> list[tuple[str, str, int]]:
+    """(model, test, attempt) of every run the request plans, in report order."""
+    selected = suite.select(list(request.select) or None)
+    k = request.k or suite.config.test.k
+    return [
+        (model, planned.case.name, planned.attempt)
+        for model in request.models
+        for planned in plan_requests(selected, model, request.run_date, "", k=k)
+    ]
+
+
+def evaluate(
+    suite: Suite,
+    request: EvaluationRequest,
+    *,
+    runner: Runner,
+    on_stage: Callable[[str], None] = lambda _line: None,
+    min_accuracy: float | None = None,
+    threshold_mode: ThresholdMode | None = None,
+) -> Evaluation:
+    """Evaluate `request` on `suite` and write its results file.
+
+    What runs again is decided in one place per level: the whole command here (nothing
+    changed since the last complete evaluation: `LastEvaluation`, the results then come from
+    the store and `runner` is not called); each model's partition and each run inside the
+    runner's stages, by their inputs' data versions and the stored runs they may reuse.
+
+    Args:
+        runner: runs the stages (see `Runner`).
+        on_stage: one line per stage, for progress.
+        min_accuracy, threshold_mode: the gate's, when given; else the suite's `test:` ones.
+
+    Raises:
+        NothingGraded: no graded run of the evaluation is stored.
+        SuiteError: a `--date` that cannot hold results.
+    """
+    check_day(request.run_date)
+    settings = suite.config.test
+    names = tuple(case.name for case in suite.select(list(request.select) or None))
+    planned = planned_attempts(suite, request)
+
+    reused = LastEvaluation(suite, request, instance_home(suite.config)).reused()
+    if reused is not None:
+        on_stage(
+            f"nothing changed since the last evaluation of {request.run_date.isoformat()}: "
+            f"{reused} stored run(s) reused, no Dagster run"
+        )
+        ran = EvaluationResult(reused=reused)
+    else:
+        ran = runner(suite, request, on_stage)
+
+    layout = StoreLayout.of(suite.config)
+    rows = read_run_rows(layout, request.models, request.run_date, list(names))
+    if not rows:
+        raise NothingGraded(f"no graded run of this evaluation was found in {layout.root}")
+    # Exactly the planned runs: one the store holds no grade of is an error, never left out.
+    rows += ungraded_rows(rows, planned, request.run_date)
+    built = build_results(
+        rows, request.models, list(names), request.run_date, dialect=_dialects(suite)
+    )
+    threshold = min_accuracy if min_accuracy is not None else settings.min_accuracy
+    mode = threshold_mode or settings.threshold_mode
+    accuracies = {
+        f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in built["pass_metrics_by_test"]
+    }
+    gate = accuracy_gate(accuracies, threshold, mode)
+    document = {
+        **built,
+        "executed_runs": ran.executed,
+        "reused_runs": ran.reused,
+        # The gate decides, with or without a minimum: `passed` is the command's exit.
+        "threshold": {
+            "min_accuracy": threshold,
+            "mode": mode,
+            "accuracy": gate.accuracy,
+            "passed": gate.passed,
+        },
+    }
+    labelled = label_models(document, suite.config.model_label)
+    return Evaluation(
+        request=request,
+        names=names,
+        document=document,
+        labelled=labelled,
+        gate=gate,
+        ran=ran,
+        results_file=write_results_file(labelled, suite.config.results_dir),
+        layout=layout,
+    )
+
+
+def _dialects(suite: Suite) -> Callable[[str | None], str | None]:
+    """A test's database name → its SQL dialect (`duckdb`, `postgres`, `mysql`)."""
+
+    def dialect(name: str | None) -> str | None:
+        database = suite.config.database(name)
+        return database.type if database is not None else None
+
+    return dialect
