@@ -30,7 +30,7 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.pipeline._unchanged import LastEvaluation
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StoreLayout, ensure_schema_files
 from eval_pipeline.suite import Suite, ThresholdMode
 
 
@@ -126,6 +126,7 @@ def evaluate(
         ran = runner(suite, request, on_stage)
 
     layout = StoreLayout.of(suite.config)
+    ensure_schema_files(layout)  # a runner that stopped before its first write left none
     rows = read_run_rows(layout, request.models, request.run_date, list(names))
     if not rows:
         raise NothingGraded(f"no graded run of this evaluation was found in {layout.root}")
