@@ -6,7 +6,6 @@ import argparse
 import sys
 import traceback
 from collections.abc import Sequence
-from datetime import date
 from pathlib import Path
 
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
@@ -74,24 +73,6 @@ def cmd_warehouse(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def latest_day(layout) -> date | None:
-    """The latest day with grades in the store, None when there is none."""
-    from eval_pipeline.store import query
-
-    value = query(layout, "SELECT CAST(max(run_date) AS VARCHAR) AS d FROM grades")["d"][0]
-    return date.fromisoformat(value) if isinstance(value, str) else None
-
-
-def graded_days(layout) -> list[date]:
-    """Every day with grades in the store, newest first."""
-    from eval_pipeline.store import query
-
-    frame = query(
-        layout, "SELECT DISTINCT CAST(run_date AS VARCHAR) AS d FROM grades ORDER BY d DESC"
-    )
-    return [date.fromisoformat(value) for value in frame["d"]]
-
-
 def _listed(values: Sequence[object], most: int = 10) -> str:
     """`a, b, c` — the first `most`, then how many more (a year of days is no line)."""
     shown = ", ".join(str(v) for v in values[:most]) or "none"
@@ -101,11 +82,11 @@ def _listed(values: Sequence[object], most: int = 10) -> str:
 def cmd_diff(args: argparse.Namespace) -> int:
     """Improved / regressed / still failing tests between two days; exit 1 on regressions."""
     from eval_pipeline.pipeline import diff_days, since_previous_day
-    from eval_pipeline.store import StoreLayout, query
+    from eval_pipeline.store import StoreLayout, graded_days, latest_graded_day, models_graded_on
 
     config = load_config(suite_root(args))
     layout = StoreLayout.of(config)
-    head = parse_day(args.date) if args.date else latest_day(layout)
+    head = parse_day(args.date) if args.date else latest_graded_day(layout)
     if head is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return ExitCode.USAGE
@@ -118,11 +99,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return ExitCode.USAGE
-    on_head = list(
-        query(
-            layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [head]
-        )["model"]
-    )
+    on_head = models_graded_on(layout, head)
     unknown = [m for m in args.model or () if m not in on_head]
     if unknown:
         print(
@@ -160,21 +137,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a day's results as CSV (spreadsheet-safe)."""
     from eval_pipeline.cli._formats import results_csv
     from eval_pipeline.pipeline import build_results, read_run_rows
-    from eval_pipeline.store import StoreLayout, query
+    from eval_pipeline.store import StoreLayout, latest_graded_day, models_graded_on
 
     output = output_file(args.output)
     requested = parse_day(args.date) if args.date else None
     suite = load_suite(suite_root(args))
     layout = StoreLayout.of(suite.config)
-    day = requested or latest_day(layout)
+    day = requested or latest_graded_day(layout)
     if day is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
         return ExitCode.USAGE
-    models = args.model or list(
-        query(layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [day])[
-            "model"
-        ]
-    )
+    models = args.model or models_graded_on(layout, day)
     if args.format == "html":
         from eval_pipeline.viewer import NoResults, render_html_export
 

@@ -11,7 +11,7 @@ from importlib import resources
 
 from eval_pipeline.grading import CaseMetrics, PairedComparison, compare_models
 from eval_pipeline.pipeline._imported_runs import OURS
-from eval_pipeline.store import StoreLayout, query, read_latest
+from eval_pipeline.store import StoreLayout, previous_graded_day, query, read_latest
 from eval_pipeline.suite import ThresholdMode
 
 
@@ -157,17 +157,6 @@ def diff_days(
 # * since the previous run (`since_previous_run`): the immediate feedback of `eval-pipeline test`.
 
 
-def previous_evaluated_day(layout: StoreLayout, model: str, day: date) -> date | None:
-    """The last day before `day` on which the model has grades (None before its first)."""
-    frame = query(
-        layout,
-        "SELECT CAST(max(run_date) AS VARCHAR) AS day FROM grades WHERE model = ? AND run_date < ?",
-        [model, day],
-    )
-    value = frame["day"][0]
-    return date.fromisoformat(value) if isinstance(value, str) else None
-
-
 def first_evaluated_day(layout: StoreLayout) -> date | None:
     """The first day any model has runs in the store (None before the suite's first evaluation)."""
     if not layout.tables_dir.exists():
@@ -188,7 +177,7 @@ def since_previous_day(
     every attempt passed then and some attempt did not pass now. A day skipped (a weekend, a
     model not run) is no gap: the comparison is with the last day that has results.
     `head_attempts` as in `diff_days`."""
-    base = previous_evaluated_day(layout, model, day)
+    base = previous_graded_day(layout, model, day)
     if base is None:
         return DayDiff(model, None, day, [], [], [], base_found=False)
     return diff_days(layout, model, base, day, head_attempts=head_attempts)

@@ -34,6 +34,12 @@ from eval_pipeline.store._files import (
     remove_files,
     write_rows,
 )
+from eval_pipeline.store._history import (
+    graded_days,
+    latest_graded_day,
+    models_graded_on,
+    previous_graded_day,
+)
 from eval_pipeline.store._json import decode_json, decode_json_rows
 from eval_pipeline.store._layout import StoreLayout, quote_part
 from eval_pipeline.store._locks import (
@@ -81,12 +87,16 @@ __all__ = [
     "file_lock",
     "files_below",
     "fsspec_spec",
+    "graded_days",
     "journal_files",
     "journal_lines",
     "latest_file",
+    "latest_graded_day",
     "latest_sources",
+    "models_graded_on",
     "needs_rerun",
     "new_materialization_id",
+    "previous_graded_day",
     "publish_results",
     "published_current",
     "quarantined",
