@@ -29,11 +29,11 @@ from eval_pipeline.agents._identity import (
 )
 from eval_pipeline.agents._model_ids import (
     RECORDINGS_DIR,
-    check_model_id,
-    check_models,
-    check_secrets,
     model_id_problem,
     recording_path,
+    require_model_id,
+    require_models,
+    require_secrets,
     split_model_id,
 )
 from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
@@ -111,9 +111,6 @@ __all__ = [
     "WarehouseCatalog",
     "answerer_identity",
     "call_context",
-    "check_model_id",
-    "check_models",
-    "check_secrets",
     "complete_usable",
     "cost_usd",
     "costs_for",
@@ -124,6 +121,9 @@ __all__ = [
     "recording_name",
     "recording_path",
     "relabel",
+    "require_model_id",
+    "require_models",
+    "require_secrets",
     "run_key",
     "send_with_retry",
     "split_model_id",

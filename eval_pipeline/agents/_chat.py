@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
 
-from eval_pipeline.agents._errors import check_not_cut
+from eval_pipeline.agents._errors import require_not_cut
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
 from eval_pipeline.agents._types import AgentRun, ChatMessage, Completion, ToolSpec
 from eval_pipeline.agents._wire import BodyReader
@@ -132,4 +132,4 @@ class HttpChatModel:
             policy=self._policy,
         )
         completion = self.parse(BodyReader(response, endpoint=self.model_id))
-        return check_not_cut(self.model_id, completion, max_tokens=limit)
+        return require_not_cut(self.model_id, completion, max_tokens=limit)

@@ -22,8 +22,8 @@ __all__ = [
     "RequestRejected",
     "ResponseTooLarge",
     "UnknownModel",
-    "check_not_cut",
     "redact_url",
+    "require_not_cut",
     "scrub",
 ]
 
@@ -175,7 +175,7 @@ class ReplyTruncated(AgentError):
         )
 
 
-def check_not_cut(model_id: str, completion: Completion, *, max_tokens: int | None) -> Completion:
+def require_not_cut(model_id: str, completion: Completion, *, max_tokens: int | None) -> Completion:
     """`completion`, unless `max_tokens` cut it.
 
     Raises:

@@ -9,7 +9,7 @@ from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent
 from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._model_ids import check_model_id, recording_path
+from eval_pipeline.agents._model_ids import recording_path, require_model_id
 from eval_pipeline.agents._per_database import PerDatabaseAgent
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
@@ -72,7 +72,7 @@ class AgentFactory:
     def chat_model(self, model_id: str) -> ChatModel:
         """The chat model for a provider model id or a `replay:` recording (also for judges)."""
         if model_id not in self._models:
-            check_model_id(self.config, model_id, chat_model=True)
+            require_model_id(self.config, model_id, chat_model=True)
             name = recording_name(model_id)
             if name is not None:
                 recording = Recording(recording_path(self.config, name), rekey=self.rekey)
@@ -88,7 +88,7 @@ class AgentFactory:
 
     def agent(self, model_id: str) -> Agent:
         if model_id not in self._agents:
-            check_model_id(self.config, model_id)
+            require_model_id(self.config, model_id)
             if model_id.startswith("http:"):
                 self._agents[model_id] = self.pool.http_agent(model_id)
             else:

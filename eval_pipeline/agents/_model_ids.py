@@ -101,13 +101,13 @@ def model_id_problem(
     return None
 
 
-def check_model_id(config: SuiteConfig, model: str, *, chat_model: bool = False) -> None:
+def require_model_id(config: SuiteConfig, model: str, *, chat_model: bool = False) -> None:
     """Raise `model_id_problem`'s `UnknownModel`, if any."""
     if (problem := model_id_problem(config, model, chat_model=chat_model)) is not None:
         raise problem
 
 
-def check_models(
+def require_models(
     config: SuiteConfig,
     models: Sequence[str],
     *,
@@ -171,13 +171,13 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Proble
     ]
 
 
-def check_secrets(config: SuiteConfig, models: Sequence[str], *, source: str) -> None:
+def require_secrets(config: SuiteConfig, models: Sequence[str], *, source: str) -> None:
     """Refuse, before any work starts, to evaluate models (or judge with a model) whose
     secrets are not in the environment: a configuration mistake, not a failed run.
 
     Args:
         config: the suite configuration.
-        models: the ids to evaluate (already checked by `check_models`).
+        models: the ids to evaluate (already checked by `require_models`).
         source: where they were given, for the message (`--model`, `test.models`).
 
     Raises:

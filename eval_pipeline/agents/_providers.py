@@ -13,7 +13,7 @@ from eval_pipeline.agents._anthropic import AnthropicChatModel, anthropic_header
 from eval_pipeline.agents._chat import ChatModel
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._http_agent import HttpAgent
-from eval_pipeline.agents._model_ids import check_model_id, split_model_id
+from eval_pipeline.agents._model_ids import require_model_id, split_model_id
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
@@ -96,7 +96,7 @@ class ProviderPool:
                 or the id names an external agent (``http:``).
             MissingSecret: the provider's API key reads an environment variable that is unset.
         """
-        check_model_id(self.config, model, chat_model=True)
+        require_model_id(self.config, model, chat_model=True)
         provider_name, model_id = split_model_id(model)
         provider = self.config.provider(provider_name)
         if provider is None:  # a `replay:` id: recordings are served by the agent factory
@@ -119,7 +119,7 @@ class ProviderPool:
         Raises:
             UnknownModel: no agent of that name is configured under `agents`.
         """
-        check_model_id(self.config, model)
+        require_model_id(self.config, model)
         prefix, name = split_model_id(model)
         agent = self.config.agent(name) if prefix == "http" else None
         if agent is None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from eval_pipeline.agents._cache import completion_from_dict, completion_to_dict
-from eval_pipeline.agents._errors import AgentError, ReplyTruncated, check_not_cut
+from eval_pipeline.agents._errors import AgentError, ReplyTruncated, require_not_cut
 from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec
 from eval_pipeline.suite import redact_value
 
@@ -246,7 +246,7 @@ class ReplayChatModel:
             context.test, context.attempt, context.purpose, turn, request_hash(messages, tools)
         )
         # A recorded cut reply replays as the error it was, not as an answer.
-        return check_not_cut(self.model_id, completion, max_tokens=None)
+        return require_not_cut(self.model_id, completion, max_tokens=None)
 
 
 class Recorder:

@@ -202,10 +202,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_store(args: argparse.Namespace) -> int:
     """`store check`: read every store file and set damaged ones aside. Exit 1 while a
     partition whose latest file was set aside (now or before) has not been rewritten."""
-    from eval_pipeline.store import StoreLayout, check_store, needs_rerun, quarantined
+    from eval_pipeline.store import StoreLayout, needs_rerun, quarantine_damaged, quarantined
 
     layout = StoreLayout.of(load_config(suite_root(args)))
-    found = check_store(layout)
+    found = quarantine_damaged(layout)
     for damaged in found:
         print(f"damaged: {damaged.describe()}; set aside in {damaged.moved_to}")
     pending = {(d.table, d.partition): d for d in quarantined(layout) if needs_rerun(layout, d)}

@@ -16,12 +16,12 @@ from eval_pipeline.suite import (
     SuiteError,
     first_line,
 )
-from eval_pipeline.warehouses import check_databases, privileged_role_warning
+from eval_pipeline.warehouses import database_warnings, privileged_role_warning
 
 DUCKDB_MAGIC = b"DUCK"  # bytes 8-11 of every DuckDB database file
 
 
-def check_warehouse(suite: Suite, selected: Sequence[Case]) -> list[str]:
+def warehouse_warnings(suite: Suite, selected: Sequence[Case]) -> list[str]:
     """Find a database the evaluation cannot use before any work starts: a DuckDB path that is
     missing (with no dbt project to build it) or a folder, or a server that does not answer or
     refuses the login, is a configuration mistake (exit 2); a DuckDB file that does not open
@@ -56,7 +56,7 @@ def check_warehouse(suite: Suite, selected: Sequence[Case]) -> list[str]:
         database.problem(line)
         for database in databases
         if database.is_server
-        for line in check_databases([database])
+        for line in database_warnings([database])
     ]
     if problems:
         raise SuiteError(

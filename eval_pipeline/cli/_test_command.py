@@ -12,11 +12,11 @@ from datetime import date
 from pathlib import Path
 from typing import get_args
 
-from eval_pipeline.agents import check_models, check_secrets, recording_name
+from eval_pipeline.agents import recording_name, require_models, require_secrets
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
-from eval_pipeline.cli._preflight import check_warehouse
+from eval_pipeline.cli._preflight import warehouse_warnings
 from eval_pipeline.cli._progress import Progress
 from eval_pipeline.cli._render import plain_console, print_report, report_console
 from eval_pipeline.pipeline import (
@@ -24,9 +24,9 @@ from eval_pipeline.pipeline import (
     EvaluationResult,
     NothingGraded,
     Runner,
-    check_day,
     evaluate,
     planned_attempts,
+    require_day,
     subscribe,
     today,
 )
@@ -154,8 +154,8 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     # nao's spelling (`openaiCompatible/vllm:qwen3`) names the same model as ours (`vllm:qwen3`).
     given = (m.strip() for m in (args.models or settings.models))
     models = tuple(dict.fromkeys(to_model_id(m) for m in given if m))
-    check_models(suite.config, models, source="--model", require_one=True)
-    check_secrets(suite.config, models, source="--model" if args.models else "test.models")
+    require_models(suite.config, models, source="--model", require_one=True)
+    require_secrets(suite.config, models, source="--model" if args.models else "test.models")
     select = tuple(args.select or ())
     # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
     if not suite.select(list(select) or None):
@@ -164,7 +164,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
             headline="nothing to evaluate",
         )
     run_date = _run_date(args.date)
-    check_day(run_date)
+    require_day(run_date)
     return EvaluationRequest(
         models=models,
         run_date=run_date,
@@ -243,7 +243,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     progress_console = plain_console(
         stderr=bool(machine), force_terminal=progress_console.is_terminal
     )
-    warnings = check_warehouse(suite, suite.select(list(request.select) or None))
+    warnings = warehouse_warnings(suite, suite.select(list(request.select) or None))
     warnings.insert(0, replayed_judge_warning(suite.config.test.judge_model, request.models))
     for warning in filter(None, warnings):
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import dagster as dg
 
-from eval_pipeline.agents import check_models
+from eval_pipeline.agents import require_models
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.conditions import automation_sensor
 from eval_pipeline.defs.partitions import model_day_key, models_partitions
@@ -60,7 +60,7 @@ def build_automation(
         # what is configured, instead of each of its runs failing later.
         config = load_config(SuiteResource(root=suite_root).path)
         models = list(config.test.models)
-        check_models(config, models, source=CONFIG_FILE, field="test.models")
+        require_models(config, models, source=CONFIG_FILE, field="test.models")
         return models
 
     @dg.schedule(

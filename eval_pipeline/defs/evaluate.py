@@ -34,9 +34,9 @@ from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
     LastEvaluation,
-    check_day,
     grades_complete,
     planned_runs,
+    require_day,
 )
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Suite, SuiteConfig, SuiteError, describe_error, first_line
@@ -46,7 +46,7 @@ __all__ = [
     "EvaluationRequest",
     "EvaluationResult",
     "build_warehouse",
-    "check_day",
+    "require_day",
     "run_evaluation",
 ]
 

@@ -17,11 +17,11 @@ from eval_pipeline.suite import truncate
 
 __all__ = [
     "ReferenceWarning",
-    "check_current_date",
-    "check_drift",
-    "check_limit_ties",
-    "check_no_rows",
-    "check_nondeterminism",
+    "current_date_warning",
+    "drift_warning",
+    "limit_ties_warning",
+    "no_rows_warning",
+    "nondeterminism_warning",
     "reference_health",
 ]
 
@@ -64,21 +64,21 @@ def reference_health(
     if result.error is not None:
         return []  # a failing reference is an error of its own, reported as such
     found = [
-        check_no_rows(result),
-        check_limit_ties(result.sql, execute, dialect=dialect),
-        check_nondeterminism(result, execute, dialect=dialect),
-        check_current_date(result.sql, dialect=dialect),
+        no_rows_warning(result),
+        limit_ties_warning(result.sql, execute, dialect=dialect),
+        nondeterminism_warning(result, execute, dialect=dialect),
+        current_date_warning(result.sql, dialect=dialect),
     ]
     if previous is not None and previous_test_hash is not None and test_hash is not None:
         found.append(
-            check_drift(
+            drift_warning(
                 previous, result, previous_test_hash=previous_test_hash, test_hash=test_hash
             )
         )
     return [warning for warning in found if warning is not None]
 
 
-def check_no_rows(result: ReferenceResult) -> ReferenceWarning | None:
+def no_rows_warning(result: ReferenceResult) -> ReferenceWarning | None:
     """An empty reference passes every agent that finds nothing, right or not."""
     if result.error is None and not result.rows:
         return ReferenceWarning(
@@ -89,7 +89,7 @@ def check_no_rows(result: ReferenceResult) -> ReferenceWarning | None:
     return None
 
 
-def check_limit_ties(
+def limit_ties_warning(
     sql: str, execute: Execute, *, dialect: str = "duckdb"
 ) -> ReferenceWarning | None:
     """Warn when `ORDER BY ... LIMIT n` cuts between rows with equal sort keys.
@@ -137,7 +137,7 @@ def check_limit_ties(
     )
 
 
-def check_nondeterminism(
+def nondeterminism_warning(
     result: ReferenceResult, execute: Execute, *, dialect: str = "duckdb"
 ) -> ReferenceWarning | None:
     """Warn when a second run disagrees with `result`, or the SQL picks rows at random."""
@@ -186,7 +186,7 @@ def _clock_reads(tree: exp.Expression, dialect: str) -> list[str]:
     return found
 
 
-def check_current_date(sql: str, *, dialect: str = "duckdb") -> ReferenceWarning | None:
+def current_date_warning(sql: str, *, dialect: str = "duckdb") -> ReferenceWarning | None:
     """Note a reference that reads the current date or time: its answer moves every day."""
     tree = _parse(sql, dialect)
     found = _clock_reads(tree, dialect) if tree is not None else []
@@ -200,7 +200,7 @@ def check_current_date(sql: str, *, dialect: str = "duckdb") -> ReferenceWarning
     )
 
 
-def check_drift(
+def drift_warning(
     previous: ReferenceResult,
     current: ReferenceResult,
     *,

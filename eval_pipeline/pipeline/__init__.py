@@ -17,7 +17,7 @@ from eval_pipeline.pipeline._evaluate import (
 from eval_pipeline.pipeline._evaluation import (
     EvaluationRequest,
     EvaluationResult,
-    check_day,
+    require_day,
     today,
 )
 from eval_pipeline.pipeline._gates import (
@@ -84,7 +84,6 @@ __all__ = [
     "attempts_for",
     "build_results",
     "build_suite_variants",
-    "check_day",
     "check_partition",
     "compute_references",
     "day_leaderboard",
@@ -111,6 +110,7 @@ __all__ = [
     "read_run_rows",
     "record_cases",
     "regressions_sql",
+    "require_day",
     "run_agents",
     "run_from_row",
     "run_partition",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from eval_pipeline.pipeline._dagster_home import instance_home
-from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, check_day
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
 from eval_pipeline.pipeline._gates import (
     AccuracyGate,
     RunChanges,
@@ -110,7 +110,7 @@ def evaluate(
         NothingGraded: no graded run of the evaluation is stored.
         SuiteError: a `--date` that cannot hold results.
     """
-    check_day(request.run_date)
+    require_day(request.run_date)
     settings = suite.config.test
     names = tuple(case.name for case in suite.select(list(request.select) or None))
     planned = planned_attempts(suite, request)

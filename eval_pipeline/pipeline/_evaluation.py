@@ -65,7 +65,7 @@ def day_problem(run_date: date) -> str | None:
     return None
 
 
-def check_day(run_date: date) -> None:
+def require_day(run_date: date) -> None:
     """Refuse a `--date` that cannot hold results (`day_problem`)."""
     problem = day_problem(run_date)
     if problem:

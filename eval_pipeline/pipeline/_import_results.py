@@ -14,11 +14,11 @@ from eval_pipeline.pipeline._imported_runs import ImportedRun, ResultsFileError,
 from eval_pipeline.pipeline._records import IMPORTED_KEY_PREFIX
 from eval_pipeline.store import (
     StoreLayout,
-    check_rows,
     ensure_schema_files,
     publish_results,
     query,
     read_latest,
+    require_storable_rows,
     updating_partition,
     write_rows,
 )
@@ -95,7 +95,7 @@ def _check_storable(runs: Sequence[ImportedRun]) -> None:
             ("grades", [_grade_row(run, key, run.attempt)]),
         ):
             try:
-                check_rows(table, rows)
+                require_storable_rows(table, rows)
             except ValueError as error:
                 raise ResultsFileError(
                     f"results[{index}]: cannot be stored ({table}.{error})"

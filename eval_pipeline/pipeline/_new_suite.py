@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from eval_pipeline.agents import check_models
+from eval_pipeline.agents import require_models
 from eval_pipeline.grading import ReferenceResult
 from eval_pipeline.pipeline._references import references_by_database
 from eval_pipeline.sandbox import SandboxLimits
@@ -109,7 +109,7 @@ def start_suite(
         written = _write(root, spec, models, tables)
         try:
             suite = load_suite(root)
-            check_models(suite.config, suite.config.test.models, source=CONFIG_FILE)
+            require_models(suite.config, suite.config.test.models, source=CONFIG_FILE)
             limits = SandboxLimits.from_config(suite.config.limits)
             (reference,) = references_by_database(suite.config, suite.cases, limits)
         except BaseException:

@@ -82,7 +82,7 @@ def _words(sql: str) -> list[tuple[int, str]]:
     return words
 
 
-def check_statement(sql: str) -> duckdb.Statement:
+def require_reading_statement(sql: str) -> duckdb.Statement:
     """The one read statement in `sql`, as parsed by DuckDB, or `ForbiddenStatement`.
 
     Parse errors become `QueryFailed` with DuckDB's message.

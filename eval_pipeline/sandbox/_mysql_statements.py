@@ -28,7 +28,7 @@ from eval_pipeline.sandbox._sandbox_errors import (
     require_one_statement,
 )
 
-__all__ = ["ALLOWED_MYSQL", "MYSQL_FUNCTIONS", "check_mysql_statement", "server_text"]
+__all__ = ["ALLOWED_MYSQL", "MYSQL_FUNCTIONS", "require_mysql_reading_statement", "server_text"]
 
 ALLOWED_MYSQL = (
     "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, SHOW, "
@@ -119,7 +119,7 @@ _WRITES = (exp.DML, exp.Create, exp.Drop, exp.Alter, exp.Copy, exp.Command, exp.
 _FILE_WORDS = frozenset({"OUTFILE", "DUMPFILE", "INFILE", "LOAD_FILE"})
 
 
-def check_mysql_statement(sql: str) -> str:
+def require_mysql_reading_statement(sql: str) -> str:
     """The text to send the server for `sql` (its comments dropped), once it reads as one
     read statement calling only allowed functions.
 

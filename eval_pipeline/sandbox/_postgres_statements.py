@@ -29,7 +29,7 @@ from eval_pipeline.sandbox._sandbox_errors import (
 )
 from eval_pipeline.warehouses import StableCallables
 
-__all__ = ["ALLOWED_POSTGRES", "check_postgres_statement"]
+__all__ = ["ALLOWED_POSTGRES", "require_postgres_reading_statement"]
 
 ALLOWED_POSTGRES = (
     "Each call runs exactly one read-only query: SELECT (also WITH ... SELECT), VALUES, "
@@ -56,7 +56,7 @@ _WRITES = (
 )
 
 
-def check_postgres_statement(sql: str, stable: StableCallables) -> None:
+def require_postgres_reading_statement(sql: str, stable: StableCallables) -> None:
     """Refuse `sql` unless PostgreSQL's parser reads it as one read calling only functions
     and operators of `stable` (what the server declares immutable or stable).
 

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from eval_pipeline.sandbox._duckdb_statements import check_statement
+from eval_pipeline.sandbox._duckdb_statements import require_reading_statement
 from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped
 from eval_pipeline.sandbox._sandbox_errors import (
     MAX_ENGINE_MESSAGE,
@@ -191,7 +191,7 @@ class SqlSandbox:
             QueryTimeout: interrupted after `limits.timeout_s`.
             QueryFailed: DuckDB's error (syntax, binder, out of memory), for the model to fix.
         """
-        statement = check_statement(sql)
+        statement = require_reading_statement(sql)
         cursor = self._cursor()
         timed_out, finished = threading.Event(), threading.Event()
         guard = threading.Lock()

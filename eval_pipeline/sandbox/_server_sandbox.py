@@ -20,8 +20,8 @@ from typing import TypeVar
 
 import duckdb
 
-from eval_pipeline.sandbox._mysql_statements import check_mysql_statement
-from eval_pipeline.sandbox._postgres_statements import check_postgres_statement
+from eval_pipeline.sandbox._mysql_statements import require_mysql_reading_statement
+from eval_pipeline.sandbox._postgres_statements import require_postgres_reading_statement
 from eval_pipeline.sandbox._result_fetch import fetch_capped_batches
 from eval_pipeline.sandbox._sandbox import SandboxLimits
 from eval_pipeline.sandbox._sandbox_errors import (
@@ -45,7 +45,7 @@ from eval_pipeline.warehouses import (
     describe_tables,
 )
 
-__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "check_server_statement"]
+__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "require_server_reading_statement"]
 
 #: Seconds past the time limit before the sandbox cancels a statement the server did not stop.
 CANCEL_GRACE_S = 1.0
@@ -58,7 +58,9 @@ _READ_ONLY_ERRORS = ("read-only transaction", "READ ONLY transaction", "(1792)")
 _T = TypeVar("_T")
 
 
-def check_server_statement(sql: str, dialect: str, stable: StableCallables | None = None) -> str:
+def require_server_reading_statement(
+    sql: str, dialect: str, stable: StableCallables | None = None
+) -> str:
     """The text to send the server for `sql`, once the engine's check accepts it as one read.
 
     Raises:
@@ -66,9 +68,9 @@ def check_server_statement(sql: str, dialect: str, stable: StableCallables | Non
         QueryFailed: the statement cannot be read (syntax).
     """
     if dialect == "postgres":
-        check_postgres_statement(sql, stable or StableCallables())
+        require_postgres_reading_statement(sql, stable or StableCallables())
         return sql
-    return check_mysql_statement(sql)
+    return require_mysql_reading_statement(sql)
 
 
 class ServerSandbox:
@@ -106,7 +108,7 @@ class ServerSandbox:
             WarehouseUnavailable: the server went away, or gave no answer within the time
                 limit plus `DEADLINE_GRACE_S`.
         """
-        text = check_server_statement(sql, self.dialect, self._stable)
+        text = require_server_reading_statement(sql, self.dialect, self._stable)
         return self._within_deadline(lambda connection: self._run(connection, sql, text))
 
     def _run(self, connection: WarehouseConnection, sql: str, text: str) -> QueryResult:

@@ -4,8 +4,8 @@ from eval_pipeline.store._cache import FileCompletionCache
 from eval_pipeline.store._compact import CompactionReport, compact_store
 from eval_pipeline.store._damage import (
     DamagedFile,
-    check_store,
     needs_rerun,
+    quarantine_damaged,
     quarantined,
     read_latest,
     with_recovery,
@@ -21,7 +21,6 @@ from eval_pipeline.store._database import (
 from eval_pipeline.store._files import (
     Journal,
     abandoned_journals,
-    check_rows,
     current_generation,
     day_state,
     ensure_schema_files,
@@ -32,6 +31,7 @@ from eval_pipeline.store._files import (
     new_materialization_id,
     read_journals,
     remove_files,
+    require_storable_rows,
     write_rows,
 )
 from eval_pipeline.store._history import (
@@ -72,8 +72,6 @@ __all__ = [
     "StoreLayout",
     "TableSpec",
     "abandoned_journals",
-    "check_rows",
-    "check_store",
     "compact_store",
     "connect",
     "current_generation",
@@ -99,6 +97,7 @@ __all__ = [
     "previous_graded_day",
     "publish_results",
     "published_current",
+    "quarantine_damaged",
     "quarantined",
     "query",
     "quote_part",
@@ -108,6 +107,7 @@ __all__ = [
     "reading_files",
     "register_filesystem",
     "remove_files",
+    "require_storable_rows",
     "table_names",
     "try_file_lock",
     "updating_partition",

@@ -158,7 +158,7 @@ def needs_rerun(layout: StoreLayout, damaged: DamagedFile) -> bool:
     return not any(p.name > path.name for p in data_files(path.parent))
 
 
-def check_store(layout: StoreLayout, *, full: bool = True) -> list[DamagedFile]:
+def quarantine_damaged(layout: StoreLayout, *, full: bool = True) -> list[DamagedFile]:
     """Read every store file (`full`: every page; else the footers) and set aside the
     damaged ones; what was set aside now."""
     found = []
@@ -193,7 +193,7 @@ def recover(layout: StoreLayout, error: BaseException) -> list[DamagedFile]:
             found.append(damaged)
     if found or named:
         return found
-    return check_store(layout, full=False) or check_store(layout, full=True)
+    return quarantine_damaged(layout, full=False) or quarantine_damaged(layout, full=True)
 
 
 def _may_be_damage(error: BaseException) -> bool:

@@ -54,7 +54,7 @@ def _to_arrow(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any])
     return pa.Table.from_pydict(_columns(table, rows, extra), schema=TABLES[table].schema)
 
 
-def check_rows(table: str, rows: Sequence[dict[str, Any]]) -> None:
+def require_storable_rows(table: str, rows: Sequence[dict[str, Any]]) -> None:
     """Convert rows as `write_rows` does, writing nothing, so a caller holding rows from
     outside (an imported file) can refuse them before it writes any of them.
 

@@ -8,7 +8,7 @@ from eval_pipeline.warehouses._errors import (
     StatementTimeout,
     WarehouseError,
 )
-from eval_pipeline.warehouses._preflight import check_databases
+from eval_pipeline.warehouses._preflight import database_warnings
 from eval_pipeline.warehouses._privileges import PrivilegedRole, privileged_role_warning
 from eval_pipeline.warehouses._reference import run_reference
 from eval_pipeline.warehouses._schema import (
@@ -30,8 +30,8 @@ __all__ = [
     "TableSchema",
     "WarehouseConnection",
     "WarehouseError",
-    "check_databases",
     "connect",
+    "database_warnings",
     "describe_tables",
     "privileged_role_warning",
     "run_reference",

@@ -8,10 +8,10 @@ from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses._connect import connect
 from eval_pipeline.warehouses._errors import ConnectionFailed
 
-__all__ = ["check_databases"]
+__all__ = ["database_warnings"]
 
 
-def check_databases(databases: Iterable[DatabaseConfig]) -> list[str]:
+def database_warnings(databases: Iterable[DatabaseConfig]) -> list[str]:
     """One line per database that cannot be used (unreachable, login refused, schema or file
     missing, environment variable unset), naming it and the cause; empty when all answer.
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from eval_pipeline.agents import UnknownModel, check_models
+from eval_pipeline.agents import UnknownModel, require_models
 from eval_pipeline.suite import SuiteError
 from eval_pipeline_tests.agents.test_replay import QUESTIONS, make_suite, write_recording
 from eval_pipeline_tests.agents.tiny_suite import open_factory
@@ -31,7 +31,7 @@ def test_an_unknown_model_reads_the_same_before_the_run_and_during_it(
     write_recording(suite, "demo", {"test": "q0", "turn": 0, "completion": {"text": "0"}})
 
     with pytest.raises(SuiteError) as before:  # `eval-pipeline test -m`, the sensor
-        check_models(suite.config, [model], source="--model")
+        require_models(suite.config, [model], source="--model")
 
     async def build() -> None:
         async with open_factory(suite, environ={}) as factory:

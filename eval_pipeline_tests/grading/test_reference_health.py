@@ -8,7 +8,7 @@ import pytest
 
 from eval_pipeline.grading import may_vary_within_day
 from eval_pipeline.grading._reference import ReferenceResult
-from eval_pipeline.grading._reference_health import check_drift, reference_health
+from eval_pipeline.grading._reference_health import drift_warning, reference_health
 from eval_pipeline.sandbox import SqlSandbox
 
 CLEAN = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region ORDER BY region"
@@ -110,8 +110,8 @@ def test_drift_when_the_answer_moved_but_the_test_did_not(sandbox: SqlSandbox) -
     assert "changed since the previous day (2 rows then, 3 rows now)" in warnings[0].message
     assert warnings[0].to_record()["kind"] == "drift"
     # an edited test is expected to change its answer; an unchanged answer is no drift
-    assert check_drift(yesterday, today, previous_test_hash="h0", test_hash="h1") is None
-    assert check_drift(today, today, previous_test_hash="h1", test_hash="h1") is None
+    assert drift_warning(yesterday, today, previous_test_hash="h0", test_hash="h1") is None
+    assert drift_warning(today, today, previous_test_hash="h1", test_hash="h1") is None
 
 
 def test_a_failing_reference_gets_no_warning(sandbox: SqlSandbox) -> None:
@@ -128,7 +128,7 @@ def test_the_same_groups_in_another_order_are_the_same_answer_unless_the_sql_ord
     one = ReferenceResult("t", unordered, ["region", "revenue"], rows)
     other = ReferenceResult("t", unordered, ["region", "revenue"], rows[::-1])
     assert one.result_hash == other.result_hash and one.data_version == other.data_version
-    assert check_drift(one, other, previous_test_hash="h1", test_hash="h1") is None
+    assert drift_warning(one, other, previous_test_hash="h1", test_hash="h1") is None
     # with ORDER BY the order is part of the answer
     ordered = ReferenceResult("t", CLEAN, ["region", "revenue"], rows)
     reordered = ReferenceResult("t", CLEAN, ["region", "revenue"], rows[::-1])

@@ -12,8 +12,8 @@ from eval_pipeline.suite import DatabaseConfig, Templated
 from eval_pipeline.warehouses import (
     ConnectionFailed,
     StatementFailed,
-    check_databases,
     connect,
+    database_warnings,
     run_reference,
     schema_description,
 )
@@ -90,7 +90,7 @@ def test_check_databases_names_each_unusable_database_and_its_cause(postgres, tm
         DatabaseConfig("nofile", "duckdb", path=tmp_path / "missing.duckdb"),
         DatabaseConfig("nokey", "postgres", url=Templated("{{ env('EVAL_TEST_UNSET_URL') }}")),
     ]
-    problems = check_databases(databases)
+    problems = database_warnings(databases)
     assert len(problems) == 4, problems
     down_line, schema_line, file_line, env_line = problems
     assert "'down'" in down_line and "Connection refused" in down_line

@@ -22,7 +22,7 @@ import yaml
 from eval_pipeline.agents._runner import execute_run
 from eval_pipeline.agents._types import AgentRun, RunStatus
 from eval_pipeline.suite import load_suite
-from eval_pipeline.warehouses import PrivilegedRole, check_databases, connect
+from eval_pipeline.warehouses import PrivilegedRole, connect, database_warnings
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, execute_sql, tool_calls
 from eval_pipeline_tests.agents.test_builtin_agent import exchanges
 from eval_pipeline_tests.agents.tiny_suite import open_factory, request_for, write_suite
@@ -176,7 +176,7 @@ def test_a_privileged_role_is_refused_before_any_statement_with_the_read_only_re
     assert "allow_privileged_role: true" in message
     assert server.owner.password not in message
     # `eval-pipeline test` reports it as a configuration mistake, before any agent runs.
-    assert check_databases([owner]) == [message]
+    assert database_warnings([owner]) == [message]
     # The read-only role passes; the owner passes with the opt-out, which is warned about.
     connect(database_of(server)).close()
     connect(database_of(server.owner, allow_privileged_role=True)).close()
