@@ -1,13 +1,20 @@
-"""Dagster's standard metadata for an asset kept as a store table: its columns, its name in results.duckdb, where a partition lives and how many rows it holds."""
+"""Metadata of the assets: Dagster's standard keys for a store table (its columns, its name in results.duckdb, where a partition lives, its rows) and the Markdown tables and figures the UI shows."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
 import dagster as dg
 
+from eval_pipeline.grading import Grade
 from eval_pipeline.store import TABLES, StoreLayout
+from eval_pipeline.suite import redact
+
+#: Rows of a failures or warnings table; the rest are counted.
+FAILURES_SHOWN = 50
 
 
 def table_definition(table: str) -> dict[str, Any]:
@@ -43,3 +50,51 @@ def table_written(
         ),
         "dagster/row_count": rows,
     }
+
+
+def percent(fraction: float) -> float:
+    """A fraction as the percentage the CLI prints (76.0, not 0.7596899224806203)."""
+    return round(100 * fraction, 1)
+
+
+def digest(parts: Sequence[str]) -> str:
+    """A short, order-free digest of some parts: an asset's data version."""
+    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()[:16]
+
+
+def md_escape(text: str) -> str:
+    # Redacted before the cut: the Dagster run database keeps this metadata.
+    return redact(text).replace("|", "\\|").replace("\n", " ")[:300]
+
+
+def failures_table(grades: list[Grade]) -> str:
+    """The failing runs as a Markdown table, the first `FAILURES_SHOWN`."""
+    failing = [g for g in grades if not g.passed]
+    if not failing:
+        return "Every run passed."
+    lines = ["| test | attempt | status | message |", "|---|---|---|---|"]
+    for grade in failing[:FAILURES_SHOWN]:
+        lines.append(
+            f"| {grade.name} | {grade.attempt} | {grade.status.value} | {md_escape(grade.message)} |"
+        )
+    if len(failing) > FAILURES_SHOWN:
+        lines.append(f"| … | | | {len(failing) - FAILURES_SHOWN} more |")
+    return "\n".join(lines)
+
+
+def warnings_table(warned: list[tuple[str, dict[str, str]]]) -> str:
+    """Reference warnings as a Markdown table, the first `FAILURES_SHOWN`."""
+    if not warned:
+        return "No warnings."
+    lines = ["| test | kind | warning |", "|---|---|---|"]
+    for name, warning in warned[:FAILURES_SHOWN]:
+        lines.append(f"| {name} | {warning['kind']} | {md_escape(warning['message'])} |")
+    if len(warned) > FAILURES_SHOWN:
+        lines.append(f"| … | | {len(warned) - FAILURES_SHOWN} more |")
+    return "\n".join(lines)
+
+
+def model_and_day(context: dg.AssetExecutionContext) -> tuple[str, date]:
+    """The model and the day of a (model, day) partition's materialization."""
+    keys = context.partition_key.keys_by_dimension
+    return keys["model"], date.fromisoformat(keys["date"])

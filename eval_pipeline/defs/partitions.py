@@ -66,3 +66,9 @@ def add_models(instance: dg.DagsterInstance, models: Sequence[str]) -> None:
         known = set(instance.get_dynamic_partitions(models_partitions.name))
         if any(m not in known for m in missing):
             raise
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", dg.BetaWarning)  # stable in practice; only the name is beta
+    #: A (model, day) asset's dependency on a day's asset: the same date.
+    BY_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="date")
