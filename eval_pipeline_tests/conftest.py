@@ -83,9 +83,11 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehous
 
 
 # Fixtures whose cost makes a test slow wherever it is used: the sample warehouse (a dbt build
-# through Dagster), the PostgreSQL / MariaDB servers of the warehouse tests, and the Dagster
-# instance the pipeline tests materialize in.
-SLOW_FIXTURES = frozenset({"sample_warehouse", "postgres", "mariadb", "instance"})
+# through Dagster), the PostgreSQL / MariaDB servers of the warehouse tests, the Dagster
+# instance the pipeline tests materialize in, and the history project's `dbt parse`.
+SLOW_FIXTURES = frozenset(
+    {"sample_warehouse", "postgres", "mariadb", "instance", "history_manifest"}
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -3,13 +3,19 @@ bucket (moto_server as S3), read back by `eval-pipeline sql`, reused, compacted 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,15 +23,19 @@ import pytest
 import s3fs
 import yaml
 
-from eval_pipeline.store import StoreLayout, compact_store
-from eval_pipeline.suite import load_config
+from eval_pipeline.store import StoreLayout, compact_store, fetch_read_only, write_rows
+from eval_pipeline.suite import SuiteError, load_config
+from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
+from eval_pipeline_tests.agents.tiny_suite import write_suite as write_agent_suite
 from eval_pipeline_tests.cli.test_cli_test_command import (
     FIRST_MODELS_ARGS,
+    SCRIPT,
+    cli_env,
     no_traceback,
     run_cli,
     write_suite,
 )
-from eval_pipeline_tests.store.buckets import AWS_ENV, Bucket
+from eval_pipeline_tests.store.buckets import AWS_ENV, Bucket, moto_process
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +67,13 @@ def sql_rows(root: Path, query: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(result.stdout)))[1:]
 
 
+def read_rows(root: Path, query: str) -> list[list[str]]:
+    """`sql_rows` in this process: the read `eval-pipeline sql` makes (`fetch_read_only` on the
+    suite's store), each value as its CSV shows it. A CLI run costs seconds of start-up."""
+    _, rows = fetch_read_only(StoreLayout.of(load_config(root)), query)
+    return [[str(value) for value in row] for row in rows]
+
+
 @pytest.fixture(scope="module")
 def evaluated(
     s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
@@ -78,8 +95,8 @@ def test_an_evaluation_with_the_store_in_a_bucket_keeps_every_table_there(evalua
     no_traceback(result)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "8 agent run(s) executed, 0 reused." in result.stdout
-    assert sql_rows(root, GRADES_SQL) == VERDICTS
-    assert sql_rows(root, "SELECT model, passed, total FROM model_summaries ORDER BY model") == [
+    assert sql_rows(root, GRADES_SQL) == VERDICTS  # `eval-pipeline sql` reads the bucket
+    assert read_rows(root, "SELECT model, passed, total FROM model_summaries ORDER BY model") == [
         ["replay:drift", "4", "4"],
         ["replay:good", "4", "4"],
     ]
@@ -119,26 +136,33 @@ def test_an_unchanged_rerun_reuses_the_runs_it_finds_in_the_bucket(evaluated):
 def test_compaction_over_the_bucket_keeps_every_answer_and_sql_reads_the_segments(evaluated):
     root, bucket, _ = evaluated
     layout = StoreLayout.of(load_config(root))
-    before = sql_rows(root, GRADES_SQL)
+    before = read_rows(root, GRADES_SQL)
     report = compact_store(layout, before=datetime.now(UTC) + timedelta(seconds=1))
     assert report.status == "compacted", report.message
     assert report.tables["grades"].current_rows == 8
     keys = bucket.object_keys()
     assert [k for k in keys if k.startswith("store/_segments/grades/")]
-    assert sql_rows(root, GRADES_SQL) == before == VERDICTS
+    assert sql_rows(root, GRADES_SQL) == before == VERDICTS  # `eval-pipeline sql` on segments
     # The first generation deletes nothing: another machine's views may read the files still.
     assert report.deleted == 0
     assert [k for k in keys if k.startswith("store/grades/date=")]
     # A new write shows on top of the segments; the next generation deletes the folded files.
-    assert (
-        run_cli("test", "--date", DAY, "-m", "replay:good", "--no-cache", cwd=root).returncode == 0
+    # The write is the one an evaluation makes of a partition's grades (`write_rows`, as
+    # pipeline/_grades.py does): replay:good's four grades written again, as a --no-cache
+    # rerun would (the reruns through the CLI are the test above and the fixture's).
+    columns, rows = fetch_read_only(
+        layout,
+        "SELECT * EXCLUDE (written_at, materialization_id) FROM grades WHERE model = 'replay:good'",
     )
+    written = [dict(zip(columns, row, strict=True)) for row in rows]
+    assert len(written) == 4
+    write_rows(layout, "grades", written, model="replay:good", run_date=written[0]["run_date"])
     second = compact_store(layout, before=datetime.now(UTC) + timedelta(seconds=1))
     assert second.status == "compacted" and second.deleted > 0
-    assert sql_rows(root, GRADES_SQL) == VERDICTS
+    assert read_rows(root, GRADES_SQL) == VERDICTS
     # Each write of a partition stays in the history: the first evaluation's 8 grades and the
-    # --no-cache rerun's 4 (the unchanged rerun before it started no run, so wrote nothing).
-    assert sql_rows(root, "SELECT count(*) FROM grades_history") == [["12"]]
+    # rewrite's 4 (the unchanged rerun before it started no run, so wrote nothing).
+    assert read_rows(root, "SELECT count(*) FROM grades_history") == [["12"]]
 
 
 def test_store_check_reads_the_bucket(evaluated):
@@ -161,116 +185,164 @@ def test_no_credential_reaches_the_bucket_or_the_local_state(evaluated):
             assert secret not in data and key_id not in data, path
 
 
-@pytest.mark.parametrize(
-    ("store", "expected"),
-    [
-        ({"url": "/tmp/results"}, "store.url: expected s3://<bucket>/<prefix>"),
-        (
-            {"url": "s3://AKIA1:hunter2@bucket/x"},
-            "store.url: must be s3://<bucket>/<prefix> alone; credentials come from the AWS_*",
-        ),
-        (
-            {"url": "s3://bucket/x", "endpoint_url": "127.0.0.1:9000"},
-            "store.endpoint_url: expected an http(s):// URL",
-        ),
-        ({"url": "s3://bucket/x", "region": "eu"}, "store.region: unknown key"),
-    ],
-)
-def test_a_bad_store_block_exits_2_naming_the_field(tmp_path, store, expected):
+BAD_STORES = [
+    ({"url": "/tmp/results"}, "store.url: expected s3://<bucket>/<prefix>"),
+    (
+        {"url": "s3://AKIA1:hunter2@bucket/x"},
+        "store.url: must be s3://<bucket>/<prefix> alone; credentials come from the AWS_*",
+    ),
+    (
+        {"url": "s3://bucket/x", "endpoint_url": "127.0.0.1:9000"},
+        "store.endpoint_url: expected an http(s):// URL",
+    ),
+    ({"url": "s3://bucket/x", "region": "eu"}, "store.region: unknown key"),
+]
+
+
+def test_a_bad_store_block_exits_2_naming_the_field(tmp_path):
+    """Each bad block is a configuration problem naming its field (checked where the CLI
+    gets it, `load_config`'s SuiteError, whose text it prints as `error: …` with exit 2);
+    one of them through the CLI, end to end, the key in it shown nowhere."""
     root = write_suite(tmp_path / "suite")
-    set_store(root, store)
+    for store, expected in BAD_STORES:
+        set_store(root, store)
+        with pytest.raises(SuiteError) as raised:
+            load_config(root)
+        said = raised.value.render()
+        assert expected in said, (store, said)
+        assert "hunter2" not in said, store
+    set_store(root, BAD_STORES[1][0])
     result = run_cli("sql", "SELECT 1", cwd=root)
     no_traceback(result)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert expected in result.stderr
+    assert BAD_STORES[1][1] in result.stderr
     assert "hunter2" not in result.stdout + result.stderr
 
 
-def test_a_bucket_that_stops_answering_ends_the_command_with_one_line_and_exit_3(tmp_path):
-    import os
-    import signal
-    import time
+@dataclass(frozen=True)
+class Ended:
+    """A command whose bucket stopped answering: how it ended, and when."""
 
-    from eval_pipeline_tests.store.buckets import moto_process
+    returncode: int
+    stdout: str
+    stderr: str
+    endpoint: str
+    #: Seconds from the store's stop (or the command's start, when stopped before) to its
+    #: end; None if the store was never stopped.
+    took: float | None
 
-    with pytest.MonkeyPatch.context() as patch, moto_process() as (endpoint, pid):
+
+@pytest.fixture(scope="module")
+def stopped_buckets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Ended]:
+    """Two commands whose bucket (a moto_server of its own, `kill -STOP`ped: its socket
+    accepts, nothing answers) stops answering: "before", stopped before `eval-pipeline test`
+    starts; "mid-run", stopped once a few agent runs have begun. Both run at once: each
+    waits on the bucket's timeouts, not on the CPU, so their waits overlap."""
+    folder = tmp_path_factory.mktemp("stopped")
+    with contextlib.ExitStack() as stack:
+        patch = stack.enter_context(pytest.MonkeyPatch.context())
         for name, value in AWS_ENV.items():
             patch.setenv(name, value)
-        bucket = Bucket(endpoint, f"eval-{uuid.uuid4().hex[:12]}")
-        s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket.name)
-        root = write_suite(tmp_path / "suite")
+        servers = {}
+        for case in ("before", "mid-run"):
+            endpoint, pid = stack.enter_context(moto_process())
+            stack.callback(os.kill, pid, signal.SIGCONT)  # after the commands end
+            bucket = Bucket(endpoint, f"eval-{uuid.uuid4().hex[:12]}")
+            s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket.name)
+            servers[case] = (bucket, pid)
+
+        bucket, pid = servers["before"]
+        root = write_suite(folder / "before")
         set_store(root, bucket.store_config)
-        os.kill(pid, signal.SIGSTOP)  # its socket accepts; nothing answers
-        try:
-            started = time.monotonic()
-            result = run_cli("test", "--date", DAY, *FIRST_MODELS_ARGS, cwd=root)
-            took = time.monotonic() - started
-        finally:
-            os.kill(pid, signal.SIGCONT)
-    no_traceback(result)
-    assert result.returncode == 3, result.stdout + result.stderr
-    said = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(said) == 1 and "could not run" in said[0], result.stderr
-    assert endpoint.split("//")[1] in said[0] or "bucket" in said[0], said
-    # A few requests, each given up after its read timeout and a second attempt (67 s here;
-    # botocore's defaults, 60 s and s3fs's 5 tries of 5 attempts, kept it for many minutes).
-    assert took < 100, f"the command took {took:.0f} s"
+        os.kill(pid, signal.SIGSTOP)
+        before = start_cli(["test", "--date", DAY, *FIRST_MODELS_ARGS], root, stack)
+        stopped_at = {"before": time.monotonic()}
 
-
-def test_a_bucket_that_stops_answering_mid_run_ends_the_command_too(tmp_path):
-    import os
-    import signal
-    import subprocess
-    import threading
-    import time
-
-    from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
-    from eval_pipeline_tests.agents.tiny_suite import write_suite as write_agent_suite
-    from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env
-    from eval_pipeline_tests.store.buckets import moto_process
-
-    with (
-        pytest.MonkeyPatch.context() as patch,
-        moto_process() as (endpoint, pid),
-        ScriptedServer("openai", script=repeat(answer("Hello.", delay_s=0.5))) as llm,
-    ):
-        for name, value in AWS_ENV.items():
-            patch.setenv(name, value)
-        bucket = Bucket(endpoint, f"eval-{uuid.uuid4().hex[:12]}")
-        s3fs.S3FileSystem(endpoint_url=endpoint).mkdir(bucket.name)
+        bucket, pid = servers["mid-run"]
+        llm = stack.enter_context(
+            ScriptedServer("openai", script=repeat(answer("Hello.", delay_s=0.5)))
+        )
         cases = {f"q{i:02d}": f"Question {i}?" for i in range(30)}
         providers = [{"provider": "openai", "base_url": llm.base_url, "api_key": "k"}]
         root = write_agent_suite(
-            tmp_path / "suite", cases=cases, providers=providers, threads=1, dbt=False
+            folder / "mid-run", cases=cases, providers=providers, threads=1, dbt=False
         )
         set_store(root, bucket.store_config)
-        child = subprocess.Popen(
-            [str(SCRIPT), "test", "--date", DAY],
-            cwd=root,
-            env=cli_env(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        frozen_at: list[float] = []
+        mid_run = start_cli(["test", "--date", DAY], root, stack)
 
         def freeze_after_a_few_runs() -> None:
-            while child.poll() is None:
+            while mid_run.poll() is None:
                 if len(llm.requests) >= 3:
                     os.kill(pid, signal.SIGSTOP)  # the store goes silent mid-run
-                    frozen_at.append(time.monotonic())
+                    stopped_at["mid-run"] = time.monotonic()
                     return
                 time.sleep(0.1)
 
         watcher = threading.Thread(target=freeze_after_a_few_runs, daemon=True)
         watcher.start()
-        try:
-            stdout, stderr = child.communicate(timeout=600)
-            ended = time.monotonic()
-        finally:
-            os.kill(pid, signal.SIGCONT)
-    assert frozen_at, ("the store was never stopped", stdout, stderr)
-    assert child.returncode == 3, stdout + stderr
-    said = [line for line in stderr.splitlines() if line.startswith("error:")]
-    assert len(said) == 1 and "could not run" in said[0], stderr
-    assert ended - frozen_at[0] < 150, f"ended {ended - frozen_at[0]:.0f} s after the store stopped"
+        with ThreadPoolExecutor(2) as pool:
+            waits = {
+                case: pool.submit(ended_at, child, timeout)
+                for case, child, timeout in (("before", before, 180), ("mid-run", mid_run, 600))
+            }
+            ended = {case: wait.result() for case, wait in waits.items()}
+        watcher.join()
+    # The servers are gone (woken, then stopped) once both commands ended.
+    return {
+        case: Ended(
+            returncode=returncode,
+            stdout=stdout,
+            stderr=stderr,
+            endpoint=servers[case][0].endpoint_url,
+            took=end - stopped_at[case] if case in stopped_at else None,
+        )
+        for case, (returncode, stdout, stderr, end) in ended.items()
+    }
+
+
+def start_cli(args: list[str], root: Path, stack: contextlib.ExitStack) -> subprocess.Popen[str]:
+    """`eval-pipeline ARGS` started in `root`, killed when `stack` closes if still running."""
+    child = subprocess.Popen(
+        [str(SCRIPT), *args],
+        cwd=root,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stack.callback(child.kill)
+    return child
+
+
+def ended_at(child: subprocess.Popen[str], timeout: float) -> tuple[int, str, str, float]:
+    """The command's exit code, stdout and stderr, and the moment it ended (killed, and so
+    failing its test, past `timeout`)."""
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        stdout, stderr = child.communicate()
+    return child.returncode, stdout, stderr, time.monotonic()
+
+
+def test_a_bucket_that_stops_answering_ends_the_command_with_one_line_and_exit_3(
+    stopped_buckets,
+):
+    ended = stopped_buckets["before"]
+    assert "Traceback" not in ended.stderr + ended.stdout, ended.stderr
+    assert ended.returncode == 3, ended.stdout + ended.stderr
+    said = [line for line in ended.stderr.splitlines() if line.strip()]
+    assert len(said) == 1 and "could not run" in said[0], ended.stderr
+    assert ended.endpoint.split("//")[1] in said[0] or "bucket" in said[0], said
+    # A few requests, each given up after its read timeout and a second attempt (67 s here;
+    # botocore's defaults, 60 s and s3fs's 5 tries of 5 attempts, kept it for many minutes).
+    assert ended.took < 100, f"the command took {ended.took:.0f} s"
+
+
+def test_a_bucket_that_stops_answering_mid_run_ends_the_command_too(stopped_buckets):
+    ended = stopped_buckets["mid-run"]
+    assert ended.took is not None, ("the store was never stopped", ended.stdout, ended.stderr)
+    assert ended.returncode == 3, ended.stdout + ended.stderr
+    said = [line for line in ended.stderr.splitlines() if line.startswith("error:")]
+    assert len(said) == 1 and "could not run" in said[0], ended.stderr
+    assert ended.took < 150, f"ended {ended.took:.0f} s after the store stopped"

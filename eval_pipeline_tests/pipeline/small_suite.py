@@ -8,6 +8,7 @@ requests and judge requests are counted apart.
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -196,6 +197,15 @@ def open_small_suite(root: Path) -> Iterator[SmallSuite]:
         judge.set_script(repeat(JUDGE_SAYS_PASSED))
         config = write_suite(root, agent, judge)
         yield SmallSuite(root=root, agent=agent, judge=judge, analyst=analyst, config=config)
+
+
+def seed_history_manifest(suite: SmallSuite, manifest: Path) -> None:
+    """Put the history dbt project's `manifest` (parsed once, by the `history_manifest`
+    fixture) in the suite's state folder, as a first load leaves it: loading the definitions
+    then runs no `dbt parse` (the manifest names no suite)."""
+    target = suite.layout.history_dbt_target
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy(manifest, target / manifest.name)
 
 
 def prepare(

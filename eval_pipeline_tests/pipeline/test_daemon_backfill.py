@@ -1,6 +1,8 @@
 """A deployment in miniature: deploy/dagster.yaml on a throwaway PostgreSQL, the store in a bucket
-(moto_server), `dagster-webserver` and `dagster-daemon` started by the test. A backfill of three
-model partitions launched through the UI's API runs as separate run-worker processes, at once, while a reader queries the history; every count is exact."""
+(moto_server), `dagster-webserver` and `dagster-daemon` started by the test. A backfill of two
+model partitions launched through the UI's API runs as separate run-worker processes, at once,
+while a reader queries the history; every count is exact. (Two prove "separate, at once" as
+three would; each run is a worker and a process per step, each loading the definitions.)"""
 
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from eval_pipeline_tests.warehouses.servers import (
 
 pytestmark = pytest.mark.slow
 
-MODELS = ("openai:gpt-a", "openai:gpt-b", "openai:gpt-c")
+MODELS = ("openai:gpt-a", "openai:gpt-b")
 BIN = Path(sys.executable).parent
 LAUNCH_BACKFILL = """
 mutation($params: LaunchBackfillParams!) {
@@ -96,7 +98,7 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
     raise AssertionError(f"run {run_id} never started")
 
 
-def test_a_backfill_of_three_models_runs_in_run_workers_on_postgres_and_the_bucket(
+def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket(
     small_suite: SmallSuite, bucket: Bucket, dagster_postgres: Server, tmp_path: Path
 ):
     small_suite.config["store"] = bucket.store_config
@@ -139,7 +141,7 @@ def test_a_backfill_of_three_models_runs_in_run_workers_on_postgres_and_the_buck
                     runs = instance.get_runs(
                         dg.RunsFilter(tags={"dagster/backfill": launched["backfillId"]})
                     )
-                    return len(runs) == 3 and all(r.is_finished for r in runs)
+                    return len(runs) == len(MODELS) and all(r.is_finished for r in runs)
 
                 wait_for("the backfill did not finish", finished, timeout_s=420, logs=logs)
                 runs = instance.get_runs(
@@ -154,16 +156,17 @@ def test_a_backfill_of_three_models_runs_in_run_workers_on_postgres_and_the_buck
         os.environ.clear()
         os.environ.update(saved)
 
-    assert sorted(r.status.value for r in runs) == ["SUCCESS"] * 3, logs[1].read_text()[-3000:]
+    daemon_log = logs[1].read_text()[-3000:]
+    assert sorted(r.status.value for r in runs) == ["SUCCESS"] * len(MODELS), daemon_log
     assert {r.tags["dagster/partition"] for r in runs} == {
         str(model_day_key(m, DAY)) for m in MODELS
     }
     # Each run executed in a process of its own, launched by the daemon (not this process),
     # and they ran at once (within the queue's limit of 8).
-    assert len(set(pids.values())) == 3 and os.getpid() not in pids.values()
+    assert len(set(pids.values())) == len(MODELS) and os.getpid() not in pids.values()
     spans = sorted((s.start_time, s.end_time) for s in stats)
     assert spans[1][0] < spans[0][1], spans
     assert reading["reads"] > 0 and reading["partial"] == []
-    assert count(small_suite, "agent_runs") == 12
-    assert count(small_suite, "grades") == 12
-    assert count(small_suite, "model_summaries") == 3
+    assert count(small_suite, "agent_runs") == 4 * len(MODELS)
+    assert count(small_suite, "grades") == 4 * len(MODELS)
+    assert count(small_suite, "model_summaries") == len(MODELS)
