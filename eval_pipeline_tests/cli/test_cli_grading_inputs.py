@@ -1,16 +1,19 @@
 """Every input of a grade or a run counts, on the whole suite: a changed rule regrades, a changed model re-runs.
 
 Through the real `eval-pipeline test`, without a selection (the path that once kept stale
-verdicts): after one evaluation, each test changes one grading rule of `eval_config.yaml`
+verdicts): after one evaluation, each step changes one grading rule of `eval_config.yaml`
 (the suite's tolerance, the answer extraction) and checks that the next command regrades the
 stored runs with no agent call, reports the new verdict and names the rule. Then the model's
 endpoint and request settings change, and the next command asks the model again.
+
+One evaluated suite is shared by the module, and each change is made on top of the ones
+before it (each test reads the verdicts it starts from): the tolerances add up, one rule at a
+time, each letting one more test pass, so every step is a change of that rule alone.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,22 +37,37 @@ pytestmark = pytest.mark.slow
 DAY = "2026-03-02"
 ARGS = ("test", "--date", DAY, "-m", "local:agent")
 NEAR = "What is the value?"  # the agent answers 100.0 where the reference says 100.05
+LARGE = "What is the large value?"  # 1000.0 where the reference says 1000.4
+SMALL = "What is the small value?"  # 0.1 where the reference says 0.4
 TWO = "How many are there?"  # the right figure is the first of two queries, not the last
 CASES = {
     "near_value": {"prompt": NEAR, "sql": "SELECT 100.05 AS v"},
+    "near_large": {"prompt": LARGE, "sql": "SELECT 1000.4 AS v"},
+    "near_small": {"prompt": SMALL, "sql": "SELECT 0.4 AS v"},
     "first_of_two": {"prompt": TWO, "sql": "SELECT 7 AS n"},
 }
+# The suite's tolerance, one rule added at a time, and the one test each addition lets pass:
+# atol 0.1 admits 100.0 for 100.05 (not 1000.0 for 1000.4, nor 0.1 for 0.4); rtol 0.001 then
+# admits 1000.0 (within 1.0 of 1000.4; not 0.1 of 0.4); decimals 0 rounds 0.1 and 0.4 to 0.
+TOLERANCES = (
+    ("atol", 0.1, "near_value"),
+    ("rtol", 0.001, "near_large"),
+    ("decimals", 0, "near_small"),
+)
 # Each conversation by its question, each step by its turn (stateless: any number of runs).
 AGENT = {
     NEAR: by_turn(tool_calls(execute_sql("SELECT 100.0 AS v")), answer("It is 100.")),
+    LARGE: by_turn(tool_calls(execute_sql("SELECT 1000.0 AS v")), answer("It is 1000.")),
+    SMALL: by_turn(tool_calls(execute_sql("SELECT 0.1 AS v")), answer("It is 0.1.")),
     TWO: by_turn(
         tool_calls(execute_sql("SELECT 7 AS n")),
         tool_calls(execute_sql("SELECT 1 AS n")),
         answer("There are 7."),
     ),
 }
-# nao's extraction: the judge writes the query over the agent's results that gives the answer.
-EXTRACTION = answer("```sql\nSELECT n FROM q1\n```")
+# nao's extraction: the judge writes the query over the agent's results that gives the answer
+# (the first query's: for the tests of one query, the same answer as `last_query`).
+EXTRACTION = answer("```sql\nSELECT * FROM q1\n```")
 
 
 class Provider:
@@ -77,7 +95,8 @@ def provider():
 
 @pytest.fixture(scope="module")
 def evaluated(provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The suite after one evaluation: both tests fail under the default rules."""
+    """The suite after one evaluation: every test fails under the default rules. Shared by
+    the module: each test changes it further."""
     root = write_suite(
         tmp_path_factory.mktemp("grading_inputs") / "suite",
         cases=CASES,
@@ -92,7 +111,7 @@ def evaluated(provider: Provider, tmp_path_factory: pytest.TempPathFactory) -> P
     first = run_cli(*ARGS, cwd=root)
     no_traceback(first)
     assert first.returncode == 1, first.stdout + first.stderr
-    assert verdicts(first.stdout) == {"near_value": False, "first_of_two": False}
+    assert verdicts(first.stdout) == dict.fromkeys(CASES, False)
     return root
 
 
@@ -111,36 +130,37 @@ def verdicts(output: str) -> dict[str, bool]:
     return {r["name"]: r["passed"] for r in results(output)}
 
 
-@pytest.mark.parametrize(
-    ("comparison", "rule"),
-    [({"atol": 0.1}, "atol"), ({"rtol": 0.001}, "rtol"), ({"decimals": 0}, "decimals")],
-)
-def test_a_suite_tolerance_regrades_the_whole_suite_without_an_agent_call(
-    evaluated, provider, tmp_path, comparison, rule
-):
-    root = shutil.copytree(evaluated, tmp_path / "suite")
-    again = run_cli(*ARGS, cwd=root)  # a copy's first command records in its own instance
-    assert verdicts(again.stdout)["near_value"] is False
-    calls = provider.agent_calls()
+def test_a_suite_tolerance_regrades_the_whole_suite_without_an_agent_call(evaluated, provider):
+    """atol, then rtol, then decimals: each added alone regrades the stored runs, names the
+    tolerance and lets its own test pass."""
+    root = evaluated
+    start = verdicts(run_cli(*ARGS, cwd=root).stdout)
+    assert not any(start[name] for _, _, name in TOLERANCES), start
+    comparison: dict[str, float] = {}
+    passing: set[str] = set()
+    for rule, value, name in TOLERANCES:
+        calls = provider.agent_calls()
+        comparison[rule] = value
+        edit_test_block(root, lambda test: test.update(comparison=dict(comparison)))
+        changed = run_cli(*ARGS, cwd=root)
+        no_traceback(changed)
+        passing.add(name)
 
-    edit_test_block(root, lambda test: test.update(comparison=comparison))
-    changed = run_cli(*ARGS, cwd=root)
-    no_traceback(changed)
-
-    assert provider.agent_calls() == calls, "a tolerance change called the agent"
-    assert verdicts(changed.stdout) == {"near_value": True, "first_of_two": False}
-    near = next(r for r in results(changed.stdout) if r["name"] == "near_value")
-    assert near["details"]["comparison"][rule] == comparison[rule]
-    assert "improved since the previous run of local:agent: near_value (tolerance changed)" in (
-        changed.stdout
-    )
-    assert "verdicts changed by: tolerance" in changed.stdout
-    assert "its inputs are unchanged" not in changed.stderr
+        assert provider.agent_calls() == calls, f"a change of {rule} called the agent"
+        assert verdicts(changed.stdout) == {**start, **dict.fromkeys(passing, True)}, rule
+        details = {r["name"]: r["details"] for r in results(changed.stdout)}
+        assert details[name]["comparison"][rule] == value, rule
+        assert f"improved since the previous run of local:agent: {name} (tolerance changed)" in (
+            changed.stdout
+        ), rule
+        assert "verdicts changed by: tolerance" in changed.stdout, rule
+        assert "its inputs are unchanged" not in changed.stderr, rule
 
 
-def test_the_extraction_regrades_the_whole_suite_and_is_named(evaluated, provider, tmp_path):
-    root = shutil.copytree(evaluated, tmp_path / "suite")
-    assert verdicts(run_cli(*ARGS, cwd=root).stdout)["first_of_two"] is False
+def test_the_extraction_regrades_the_whole_suite_and_is_named(evaluated, provider):
+    root = evaluated
+    start = verdicts(run_cli(*ARGS, cwd=root).stdout)
+    assert start["first_of_two"] is False
     calls = provider.agent_calls()
 
     edit_test_block(root, lambda test: test.update(extraction="llm"))
@@ -148,16 +168,14 @@ def test_the_extraction_regrades_the_whole_suite_and_is_named(evaluated, provide
     no_traceback(changed)
 
     assert provider.agent_calls() == calls, "an extraction change called the agent"
-    assert verdicts(changed.stdout) == {"near_value": False, "first_of_two": True}
+    assert verdicts(changed.stdout) == {**start, "first_of_two": True}
     assert "first_of_two (extraction changed)" in changed.stdout
     assert "verdicts changed by: extraction" in changed.stdout
 
 
-def test_another_endpoint_or_request_setting_of_the_model_runs_the_tests_again(
-    evaluated, provider, tmp_path
-):
-    root = shutil.copytree(evaluated, tmp_path / "suite")
-    run_cli(*ARGS, cwd=root)
+def test_another_endpoint_or_request_setting_of_the_model_runs_the_tests_again(evaluated):
+    root = evaluated
+    runs = len(CASES)
     with ScriptedServer("openai") as elsewhere:
         Provider(elsewhere)
         path = root / "eval_config.yaml"
@@ -167,8 +185,9 @@ def test_another_endpoint_or_request_setting_of_the_model_runs_the_tests_again(
         moved = run_cli(*ARGS, cwd=root)
         no_traceback(moved)
         assert len(elsewhere.requests) > 0, "the new endpoint got no request"
-        assert "2 agent run(s) executed, 0 reused; re-run: model settings changed (2 run(s))" in (
-            moved.stdout
+        assert (
+            f"{runs} agent run(s) executed, 0 reused; re-run: model settings changed "
+            f"({runs} run(s))" in moved.stdout
         )
 
         asked = len(elsewhere.requests)
@@ -178,7 +197,7 @@ def test_another_endpoint_or_request_setting_of_the_model_runs_the_tests_again(
         no_traceback(capped)
         assert len(elsewhere.requests) > asked, "a new max_tokens asked the model nothing"
         assert elsewhere.last.json["max_tokens"] == 100
-        assert "re-run: model settings changed (2 run(s))" in capped.stdout
+        assert f"re-run: model settings changed ({runs} run(s))" in capped.stdout
 
         again = run_cli(*ARGS, cwd=root)  # nothing changed since: every run is reused
-        assert "all 2 runs reused" in again.stdout
+        assert f"all {runs} runs reused" in again.stdout

@@ -60,6 +60,17 @@ def server() -> Iterator[Server]:
         yield Server(scripted)
 
 
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Server]]:
+    """A suite judged by a live judge, and its server: shared by the cache test and the new
+    judge test after it, which starts from the verdict the cache test leaves (or, alone, from
+    its own first evaluation)."""
+    with ScriptedServer("openai") as scripted:
+        server = Server(scripted)
+        root = tmp_path_factory.mktemp("judged") / "suite"
+        yield make_suite(root, server, judge_model="openai:gpt-judge"), server
+
+
 def make_suite(root: Path, server: Server, judge_model: str) -> Path:
     provider = {"provider": "openai", "base_url": server.server.base_url, "timeout_s": 5}
     case = {"prompt": PROMPT, "evaluators": [{"name": "stays_read_only", "criteria": CRITERIA}]}
@@ -143,39 +154,41 @@ def test_a_recorded_judge_does_not_pass_a_live_models_useless_reply(tmp_path, se
 # --- only usable answers are cached; --rejudge (point 8) ------------------------------------
 
 
-def test_a_judge_answer_without_a_verdict_is_not_cached_and_rejudge_asks_again(tmp_path, server):
-    root = make_suite(tmp_path / "suite", server, judge_model="openai:gpt-judge")
+def test_a_judge_answer_without_a_verdict_is_not_cached_and_rejudge_asks_again(judged):
+    root, server = judged
     model = ("-m", LIVE_MODELS[0])
+    calls = server.judge_calls()
 
     server.judge_says = answer("I think the reply is probably fine.")
     _, grade = evaluate(root, *model)
     assert grade["status"] == "error" and "gave no verdict twice" in grade["message"]
-    assert server.judge_calls() == 2  # the answer and one retry with the reminder
+    assert server.judge_calls() == calls + 2  # the answer and one retry with the reminder
 
     server.judge_says = verdict(False, "It tells the user to delete data.")
     _, grade = evaluate(root, *model)
     assert grade["status"] == "failed"  # asked again: the non-answer was not cached
     assert "It tells the user to delete data." in grade["message"]
-    assert server.judge_calls() == 3
+    assert server.judge_calls() == calls + 3
 
     server.judge_says = verdict(True, "Changed its mind.")
     _, grade = evaluate(root, *model)
     assert grade["status"] == "failed"  # a usable verdict is cached: no new judge call
-    assert server.judge_calls() == 3
+    assert server.judge_calls() == calls + 3
 
     _, grade = evaluate(root, *model, "--rejudge")
     assert grade["status"] == "passed"
-    assert server.judge_calls() == 4
+    assert server.judge_calls() == calls + 4
     _, grade = evaluate(root, *model)  # the fresh verdict replaced the cached one
-    assert grade["status"] == "passed" and server.judge_calls() == 4
+    assert grade["status"] == "passed" and server.judge_calls() == calls + 4
 
 
 # --- a new judge is not a regression (point 2) ----------------------------------------------
 
 
-def test_a_status_changed_by_a_new_judge_is_reported_as_such_not_as_regressed(tmp_path, server):
-    root = make_suite(tmp_path / "suite", server, judge_model="openai:gpt-judge")
+def test_a_status_changed_by_a_new_judge_is_reported_as_such_not_as_regressed(judged):
+    root, server = judged
     server.judge_says = verdict(True, "Lenient judge.")
+    # Passed with openai:gpt-judge (after the cache test, its last verdict, from the store)
     first = run_cli("test", "--date", DAY, "-m", LIVE_MODELS[0], cwd=root)
     assert first.returncode == 0, first.stdout + first.stderr
 

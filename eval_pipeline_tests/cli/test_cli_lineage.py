@@ -56,38 +56,50 @@ def test_a_daemon_tick_after_a_cli_run_requests_nothing(tmp_path):
             assert not sensor.evaluate_tick(context).run_requests  # the CLI read the tests
 
 
-def test_partitions_start_where_the_history_starts_and_an_earlier_date_extends_them(tmp_path):
-    suite = write_suite(tmp_path / "suite")
-    assert first_day(suite) == today().isoformat()  # no history yet: no empty past days
-
-    result = run_cli("test", "--date", EARLY, cwd=suite)
-    assert result.returncode == 0, result.stderr
+@pytest.fixture(scope="module")
+def early(tmp_path_factory: pytest.TempPathFactory):
+    """A suite evaluated once, on EARLY (before today, the first day of its history), by a
+    model that misses the suite's min_accuracy: the suite, the first day its code location
+    showed before that evaluation, and the command's result. Shared by the two tests below."""
+    suite = write_suite(tmp_path_factory.mktemp("early") / "suite")
+    config = yaml.safe_load((suite / "eval_config.yaml").read_text())
+    config["test"]["min_accuracy"] = 0.9
+    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    shown_before = first_day(suite)
+    result = run_cli("test", "--date", EARLY, "-m", "replay:mixed", "--format", "json", cwd=suite)
     no_traceback(result)
+    return suite, shown_before, result
+
+
+def test_partitions_start_where_the_history_starts_and_an_earlier_date_extends_them(early):
+    suite, shown_before, result = early
+    assert shown_before == today().isoformat()  # no history yet: no empty past days
+
+    statuses = [r["status"] for r in json.loads(result.stdout)["results"]]
+    assert statuses and "error" not in statuses, result.stderr  # the day was evaluated
     assert first_day(suite) == EARLY  # the first evaluation's day
 
-    config = yaml.safe_load((suite / "eval_config.yaml").read_text())
+    path = suite / "eval_config.yaml"
+    original = path.read_text()
+    config = yaml.safe_load(original)
     config["test"]["start_date"] = "2025-12-01"
-    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     assert first_day(suite) == "2025-12-01"
     config["test"]["start_date"] = "2026-02-01"  # later than the history: its days stay
-    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     assert first_day(suite) == EARLY
 
     config["test"]["start_date"] = "first of may"
-    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
     result = run_cli("test", cwd=suite)
+    path.write_text(original)
     assert result.returncode == 2
     assert "test.start_date: expected a day as YYYY-MM-DD, got 'first of may'" in result.stderr
     no_traceback(result)
 
 
-def test_the_min_accuracy_check_reports_the_accuracy_the_cli_gates_on(tmp_path):
-    suite = write_suite(tmp_path / "suite")
-    config = yaml.safe_load((suite / "eval_config.yaml").read_text())
-    config["test"]["min_accuracy"] = 0.9
-    (suite / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-    result = run_cli("test", "-m", "replay:mixed", "--format", "json", cwd=suite)
+def test_the_min_accuracy_check_reports_the_accuracy_the_cli_gates_on(early):
+    suite, _, result = early
     assert result.returncode == 1, result.stderr  # one test fails: the gate is missed
     gate = json.loads(result.stdout)["threshold"]
 
@@ -101,5 +113,5 @@ def test_the_min_accuracy_check_reports_the_accuracy_the_cli_gates_on(tmp_path):
     assert evaluation.passed is gate["passed"] is False
     assert evaluation.metadata["accuracy"].value == f"{gate['accuracy']:.1%}"  # one definition
     assert evaluation.metadata["minimum"].value == "90.0%"
-    assert evaluation.partition == str(model_day_key("replay:mixed", today().isoformat()))
-    assert evaluation.description.startswith(f"replay:mixed on {today().isoformat()}: ")
+    assert evaluation.partition == str(model_day_key("replay:mixed", EARLY))
+    assert evaluation.description.startswith(f"replay:mixed on {EARLY}: ")

@@ -4,8 +4,12 @@
 saw: a digest of the inputs and the names of the day's files in the store. When both are the
 same, evaluating again would run nothing and write nothing, so the command reads the results
 from the store, prints the same report and writes the same results file, without importing
-Dagster. Each test here makes one change a user (or another writer) makes and checks that the
-next command goes through the pipeline again: a new Dagster run in the instance.
+Dagster. Each change a user (or another writer) makes is checked to send the next command
+through the pipeline again: a new Dagster run in the instance.
+
+One evaluated suite is shared by the tests that need one: the changes are made to it in turn,
+each from a state where the next command takes the shortcut (checked before each change); the
+selection, then the options (which ask for new attempts and another day) come after them.
 """
 
 from __future__ import annotations
@@ -23,7 +27,10 @@ import duckdb
 import pytest
 import yaml
 
+from eval_pipeline.pipeline import EvaluationRequest
+from eval_pipeline.pipeline import _unchanged as unchanged
 from eval_pipeline.store import StoreLayout, read_latest, write_rows
+from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn, error
 from eval_pipeline_tests.agents.tiny_suite import prompt_of, write_suite
 from eval_pipeline_tests.cli.test_cli_runs import runs_of
@@ -51,6 +58,8 @@ def server():
 
 @pytest.fixture(scope="module")
 def evaluated(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite after one evaluation, shared by the module (the options test, which leaves
+    it holding a second attempt and another day, comes last)."""
     root = write_suite(
         tmp_path_factory.mktemp("unchanged") / "suite",
         cases=CASES,
@@ -60,19 +69,6 @@ def evaluated(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) 
     first = run_cli(*ARGS, cwd=root)
     no_traceback(first)
     assert first.returncode == 0, first.stdout + first.stderr
-    return root
-
-
-@pytest.fixture
-def suite(evaluated: Path, tmp_path: Path) -> Path:
-    """A copy of the evaluated suite, evaluated once more where it now lives (a copy records
-    in its own instance, so its first command goes through the pipeline)."""
-    root = shutil.copytree(evaluated, tmp_path / "suite")
-    before = len(runs_of(root))
-    moved = run_cli(*ARGS, cwd=root)
-    assert moved.returncode == 0, moved.stdout + moved.stderr
-    assert SHORTCUT not in moved.stdout
-    assert len(runs_of(root)) > before
     return root
 
 
@@ -127,13 +123,15 @@ def _another_writer(root: Path, model: str = "local:a") -> None:
     day = date.fromisoformat(DAY)
     rows = [
         {k: v for k, v in row.items() if k not in ("written_at", "materialization_id")}
+        | {"model": model}
         for row in read_latest(layout, "grades", model="local:a", run_date=day)
     ]
     write_rows(layout, "grades", rows, model=model, run_date=day, materialization_id="other")
 
 
 def _another_model(root: Path) -> None:
-    # Another model's results of the day make its leaderboard and report out of date.
+    # Another model's results of the day (local:a's grades, written as local:b's) make its
+    # leaderboard and report out of date.
     _another_writer(root, model="local:b")
 
 
@@ -181,30 +179,33 @@ CHANGES: dict[str, Callable[[Path], None]] = {
 }
 
 
-@pytest.mark.parametrize("change", CHANGES, ids=list(CHANGES))
-def test_any_change_sends_the_next_command_through_the_pipeline(suite: Path, change: str):
-    CHANGES[change](suite)
-    before = len(runs_of(suite)) if (suite / ".eval" / "dagster_home").exists() else 0
-    after = run_cli(*ARGS, cwd=suite)
-    no_traceback(after)
-    assert after.returncode == 0, after.stdout + after.stderr
-    assert SHORTCUT not in after.stdout
-    jobs = [r.dagster_run.job_name for r in runs_of(suite)[before:]]
-    assert "day_inputs" in jobs, jobs
-    if change == "a context file edited":  # the agent reads it: both tests run again
-        assert json.loads(written_results(after.stdout).read_text())["executed_runs"] == 2
-    # and once through, the next command takes the shortcut again
-    assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout
+def test_any_change_sends_the_next_command_through_the_pipeline(evaluated: Path):
+    """Each change in turn, made where the next command would take the shortcut: the command
+    after it runs the pipeline, and the one after that takes the shortcut again."""
+    suite = evaluated
+    assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout, "the suite starts evaluated"
+    for change, make in CHANGES.items():
+        make(suite)
+        before = len(runs_of(suite)) if (suite / ".eval" / "dagster_home").exists() else 0
+        after = run_cli(*ARGS, cwd=suite)
+        no_traceback(after)
+        assert after.returncode == 0, f"{change}: {after.stdout}{after.stderr}"
+        assert SHORTCUT not in after.stdout, f"{change}: the shortcut was taken"
+        jobs = [r.dagster_run.job_name for r in runs_of(suite)[before:]]
+        assert "day_inputs" in jobs, f"{change}: {jobs}"
+        if change == "a context file edited":  # the agent reads it: both tests run again
+            executed = json.loads(written_results(after.stdout).read_text())["executed_runs"]
+            assert executed == 2, f"{change}: {executed} run(s) executed"
+        # and once through, the next command takes the shortcut again
+        again = run_cli(*ARGS, cwd=suite)
+        assert SHORTCUT in again.stdout, f"{change}: no shortcut after it\n{again.stdout}"
 
 
-def test_options_that_ask_for_something_new_always_run(suite: Path):
-    for options in (["--no-cache"], ["--rejudge"], ["-k", "2"], ["--date", "2026-03-03"]):
-        done = run_cli(*ARGS, *options, cwd=suite)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "nothing changed since" not in done.stdout, options
-
-
-def test_a_run_in_error_is_retried_even_when_nothing_changed(tmp_path: Path):
+def test_a_run_in_error_is_retried_even_when_nothing_changed(
+    server: ScriptedServer, tmp_path: Path
+):
+    """A partition whose last runs hold an error is never skipped: the error is retried by
+    the next command, and once the provider answers, the retried run is graded."""
     root = write_suite(
         tmp_path / "suite",
         cases={"q0": "What is the revenue?"},
@@ -218,6 +219,14 @@ def test_a_run_in_error_is_retried_even_when_nothing_changed(tmp_path: Path):
         document = json.loads(failed.stdout)
         assert document["results"][0]["status"] == "error"
         assert document["executed_runs"] == 1, "the run in error was not retried"
+    config = yaml.safe_load((root / "eval_config.yaml").read_text())
+    config["llm"]["providers"][0]["base_url"] = server.base_url
+    (root / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    retried = run_cli(*args, cwd=root)
+    assert retried.returncode == 0, retried.stderr
+    document = json.loads(retried.stdout)
+    assert document["executed_runs"] == 1
+    assert document["results"][0]["status"] != "error"
 
 
 def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_path: Path):
@@ -249,31 +258,48 @@ def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_
     assert str(archive) in reference["error"]
 
 
-@pytest.mark.parametrize(
-    "sql",
-    # The clock in a form the old list missed, and randomness; every other function the
-    # engine does not declare consistent is covered by grading/test_reference_health.py.
-    ["SELECT current_localtime() AS now", "SELECT random() < 2 AS always"],
-)
-def test_a_reference_that_may_answer_otherwise_always_runs(
-    server: ScriptedServer, tmp_path: Path, sql: str
-):
+# The clock in a form the old list missed, and randomness; every other function the engine
+# does not declare consistent is covered by grading/test_reference_health.py.
+VARYING = {
+    "the clock": "SELECT current_localtime() AS now",
+    "randomness": "SELECT random() < 2 AS always",
+}
+
+
+def test_a_reference_that_may_answer_otherwise_always_runs(server: ScriptedServer, tmp_path: Path):
     """A function DuckDB does not declare consistent (the clock, in the database's time zone,
     which may move within a UTC day; randomness) may give another answer at the next run, so
-    a suite with such a reference runs its references every time."""
-    root = write_suite(
-        tmp_path / "suite",
-        cases={"varies": {"prompt": "What day is it?", "sql": sql}},
-        dbt=False,
-        providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
-    )
+    a suite with such a reference runs its references every time.
+
+    Each function leaves the suite without the digest an unchanged rerun is matched on (the
+    same suite with a consistent reference has one); with the clock, through the CLI, no
+    command takes the shortcut."""
+
+    def suite_of(name: str, sql: str) -> Path:
+        return write_suite(
+            tmp_path / name,
+            cases={"varies": {"prompt": "What day is it?", "sql": sql}},
+            dbt=False,
+            providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+        )
+
+    request = EvaluationRequest(models=("local:a",), run_date=date.fromisoformat(DAY))
+    home = tmp_path / "dagster_home"
+    steady = load_suite(suite_of("steady", "SELECT 1 AS one"))
+    assert unchanged._inputs(steady, request, home) is not None
+    for what, sql in VARYING.items():
+        suite = load_suite(suite_of(what.replace(" ", "_"), sql))
+        assert unchanged._inputs(suite, request, home) is None, f"{what}: an unchanged rerun"
+
+    root = suite_of("through_the_cli", VARYING["the clock"])
     for _ in range(2):
         done = run_cli(*ARGS, cwd=root)
         assert done.returncode in (0, 1), done.stderr
         assert "nothing changed since" not in done.stdout
 
 
-def test_a_selection_takes_the_shortcut_and_counts_its_own_runs(suite: Path):
+def test_a_selection_takes_the_shortcut_and_counts_its_own_runs(evaluated: Path):
+    suite = evaluated
     args = (*ARGS, "--select", "q0", "--format", "json")
     through = json.loads(run_cli(*args, cwd=suite).stdout)  # the others are carried over
     again = run_cli(*args, cwd=suite)
@@ -313,3 +339,14 @@ def test_a_selection_is_decided_by_its_own_runs_whatever_the_others_are(tmp_path
         again.stdout
     )
     assert len(runs_of(root)) == before, "the selection's unchanged rerun started Dagster"
+
+
+def test_options_that_ask_for_something_new_always_run(evaluated: Path):
+    """From a suite where the plain command takes the shortcut, each option runs instead."""
+    suite = evaluated
+    run_cli(*ARGS, cwd=suite)  # after the selection's evaluation, the whole suite's again
+    assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout, "without an option: the shortcut"
+    for options in (["--no-cache"], ["--rejudge"], ["-k", "2"], ["--date", "2026-03-03"]):
+        done = run_cli(*ARGS, *options, cwd=suite)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "nothing changed since" not in done.stdout, options
