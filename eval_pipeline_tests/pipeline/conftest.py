@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,9 +15,12 @@ from eval_pipeline_tests.pipeline.small_suite import MODELS, SmallSuite, open_sm
 
 
 @pytest.fixture
-def small_suite(tmp_path: Path) -> Iterator[SmallSuite]:
-    """A fresh suite folder with its agent and judge servers running."""
+def small_suite(tmp_path: Path, history_dbt_target: Path) -> Iterator[SmallSuite]:
+    """A fresh suite folder with its agent and judge servers running. Its state folder starts
+    with the session's parse of the packaged history project (`history_dbt_target`), what its
+    first `build_definitions` would otherwise parse again for every test."""
     with open_small_suite(tmp_path / "suite") as suite:
+        shutil.copytree(history_dbt_target, suite.layout.history_dbt_target)
         yield suite
 
 
