@@ -18,6 +18,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from eval_pipeline.store import file_lock
+
 # The S3 endpoint (moto_server) and a fresh bucket per test, for the bucket-store tests.
 from eval_pipeline_tests.store.buckets import bucket, s3_endpoint  # noqa: F401
 
@@ -82,11 +84,34 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehous
     )
 
 
+def run_wide_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A temporary folder every pytest-xdist worker of this test run shares (the run's base
+    temporary folder, which holds each worker's own), or this process's own without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def history_dbt_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The packaged history project's dbt target folder (manifest.json), parsed once per test
+    run (the first worker parses, under a lock): the project is the same for every suite (its
+    paths come as --vars when it runs), so a new suite's state folder may start with a copy
+    instead of parsing it again. Copy it; never write into it."""
+    from eval_pipeline.defs.assets.history import PROJECT_DIR
+    from eval_pipeline.defs.assets.warehouse import prepare_dbt_project
+
+    shared = run_wide_folder(tmp_path_factory)
+    target = shared / "history_dbt" / "target"
+    with file_lock(shared / "history_dbt.lock"):  # no worker copies a manifest half written
+        assert prepare_dbt_project(PROJECT_DIR, target_path=target).manifest_path.is_file()
+    return target
+
+
 # Fixtures whose cost makes a test slow wherever it is used: the sample warehouse (a dbt build
-# through Dagster), the PostgreSQL / MariaDB servers of the warehouse tests, the Dagster
-# instance the pipeline tests materialize in, and the history project's `dbt parse`.
+# through Dagster), the history project's parse (dbt), the PostgreSQL / MariaDB servers of the
+# warehouse tests, and the Dagster instance the pipeline tests materialize in.
 SLOW_FIXTURES = frozenset(
-    {"sample_warehouse", "postgres", "mariadb", "instance", "history_manifest"}
+    {"sample_warehouse", "history_dbt_target", "postgres", "mariadb", "instance"}
 )
 
 

@@ -51,7 +51,7 @@ def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefi
 
 
 def build_definitions(
-    suite_root: Path, *, dbt: bool = True, include_day: date | None = None
+    suite_root: Path, *, dbt: bool = True, history: bool = True, include_day: date | None = None
 ) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder; its daily
     partitions start where its history does (`history_start`), or at `include_day` if earlier.
@@ -60,6 +60,8 @@ def build_definitions(
     dbt needs, the warehouse's dbt assets and the history marts, so dagster_dbt is never
     imported: the evaluation assets still depend on the warehouse models, by their keys
     (cached beside the dbt manifest), and the UI's code location keeps everything.
+    `history=False` (a command that builds the warehouse, never the marts) leaves out the
+    history marts alone, so the packaged history project is not parsed for it.
     """
     config = load_config(suite_root)
     resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
@@ -92,7 +94,7 @@ def build_definitions(
     partitions = day_partitions(history_start(config, include=include_day))
     evaluation = build_evaluation_assets(warehouse_keys, variants, partitions)
     assets += [variants, *evaluation.all]
-    if dbt:
+    if dbt and history:
         from eval_pipeline.defs.assets.history import build_history_assets
 
         history_marts, history_dbt = build_history_assets(StoreLayout.of(config))

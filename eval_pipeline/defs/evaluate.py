@@ -93,7 +93,7 @@ def build_warehouse(config: SuiteConfig) -> bool:
     True when it was built (dbt's output goes to the terminal, as `dbt build` shows it)."""
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
-    job = build_definitions(config.root).resolve_job_def(WAREHOUSE_JOB)
+    job = build_definitions(config.root, history=False).resolve_job_def(WAREHOUSE_JOB)
     with open_instance(home) as instance:
         return job.execute_in_process(
             instance=instance, raise_on_error=False, tags={LAUNCHED_BY_TAG: "cli"}
@@ -172,8 +172,8 @@ def run_evaluation(
         warehouse is not None and warehouse.dbt_project is not None and not warehouse.path.exists()
     )
     # The dbt assets (dagster_dbt, a manifest) only when the warehouse is built: an evaluation
-    # depends on the warehouse models by their keys alone.
-    defs = build_definitions(suite.root, dbt=build, include_day=request.run_date)
+    # depends on the warehouse models by their keys alone, and never builds the history marts.
+    defs = build_definitions(suite.root, dbt=build, history=False, include_day=request.run_date)
     day = request.run_date.isoformat()
     result = EvaluationResult()
     # Each step's events go to the instance (the UI); the terminal shows our own progress,

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from eval_pipeline.store import StoreLayout, fetch_read_only
+from eval_pipeline.suite import load_config
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, agent_reply
 from eval_pipeline_tests.agents.tiny_suite import write_suite
 from eval_pipeline_tests.cli.test_cli_test_command import run_cli
@@ -29,24 +31,24 @@ def by_test(request: RecordedRequest, _index: int) -> Step:
     return REPLIES[request.json["test"]]
 
 
+def read_results(root: Path, sql: str) -> list[dict]:
+    """Rows of the results, read by the query function `eval-pipeline sql` prints from."""
+    columns, rows = fetch_read_only(StoreLayout.of(load_config(root)), sql)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
 def runs(root: Path) -> dict[str, dict]:
-    done = run_cli(
-        "sql",
-        "SELECT name, status, final_text, error, input_tokens, cost_usd FROM agent_runs",
-        "--format",
-        "json",
-        cwd=root,
-    )
-    assert done.returncode == 0, done.stderr
-    return {row["name"]: row for row in json.loads(done.stdout)}
+    sql = "SELECT name, status, final_text, error, input_tokens, cost_usd FROM agent_runs"
+    return {row["name"]: row for row in read_results(root, sql)}
 
 
-@pytest.fixture
-def agent_suite(tmp_path: Path):
+@pytest.fixture(scope="module")
+def agent_suite(tmp_path_factory: pytest.TempPathFactory):
+    """The suite and its agent server, evaluated once for the module (`evaluation`)."""
     with ScriptedServer("agent") as server:
         server.set_script(by_test)
         root = write_suite(
-            tmp_path / "suite",
+            tmp_path_factory.mktemp("bad_replies") / "suite",
             cases={name: f"question {name}?" for name in REPLIES},
             agents=[{"name": "bad", "url": server.base_url}],
             dbt=False,
@@ -54,9 +56,16 @@ def agent_suite(tmp_path: Path):
         yield root, server
 
 
-def test_a_reply_the_store_cannot_hold_is_one_runs_problem(agent_suite):
+@pytest.fixture(scope="module")
+def evaluation(agent_suite):
+    """`eval-pipeline test` of every test against the bad agent: the module's one evaluation."""
     root, _server = agent_suite
-    done = run_cli("test", "-m", MODEL, "--date", DAY, cwd=root)
+    return run_cli("test", "-m", MODEL, "--date", DAY, cwd=root)
+
+
+def test_a_reply_the_store_cannot_hold_is_one_runs_problem(agent_suite, evaluation):
+    root, _server = agent_suite
+    done = evaluation
     assert "Traceback" not in done.stderr, done.stderr
     assert "results written to" in done.stdout, done.stdout + done.stderr
     stored = runs(root)
@@ -71,15 +80,14 @@ def test_a_reply_the_store_cannot_hold_is_one_runs_problem(agent_suite):
     assert "`cost_usd` must be a finite number" in stored["nan_cost"]["error"]
 
 
-def test_a_journal_line_that_cannot_be_stored_or_read_never_blocks_the_model(agent_suite):
+def test_a_journal_line_that_cannot_be_stored_or_read_never_blocks_the_model(
+    agent_suite, evaluation
+):
     """A journal left by a crash holds a completed run with 1e30 tokens (as an older version
     journaled them) and a damaged line: the next run skips both and keeps the stored run."""
     root, _server = agent_suite
-    first = run_cli("test", "-m", MODEL, "--date", DAY, "-s", "fine", cwd=root)
-    assert first.returncode == 0, first.stderr
-    (row,) = json.loads(
-        run_cli("sql", "SELECT * FROM agent_runs", "--format", "json", cwd=root).stdout
-    )
+    (row,) = read_results(root, "SELECT * FROM agent_runs WHERE name = 'fine'")
+    assert row["status"] == "completed", row
     journal = root / ".eval" / "journal" / "agent_runs" / f"date={DAY}" / "model=http%3Abad"
     journal.mkdir(parents=True, exist_ok=True)
     record = {

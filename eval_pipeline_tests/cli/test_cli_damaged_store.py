@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
 from eval_pipeline_tests.cli.test_cli_test_command import DAY, NEXT_DAY, run_cli, write_suite
 
 pytestmark = pytest.mark.slow
@@ -58,13 +60,13 @@ def test_a_damaged_file_is_set_aside_once_and_the_rest_keeps_working(damaged_sui
         done = run_cli(*command, cwd=root)
         assert done.returncode in (0, 1), (command, done.stderr)  # diff: 1 means regressions
         assert "Traceback" not in done.stderr and WARNING not in done.stderr, command
-    counted = run_cli("sql", "SELECT count(*) AS n FROM grades", "--format", "json", cwd=root)
-    assert json.loads(counted.stdout) == [{"n": 4}]  # NEXT_DAY's four grades
+    assert json.loads(done.stdout) == [{"n": 4}]  # the count: NEXT_DAY's four grades
 
 
 def test_store_check_lists_the_partition_until_a_rerun_rewrites_it(damaged_suite: Path):
     root = damaged_suite
-    run_cli("sql", "SELECT count(*) FROM grades", cwd=root)  # sets the file aside if not yet
+    if grades_files(root, DAY):  # not set aside yet (this test run alone): a read does it
+        run_cli("sql", "SELECT count(*) FROM grades", cwd=root)
     check = run_cli("store", "check", cwd=root)
     assert check.returncode == 1, check.stdout + check.stderr
     assert "to rerun: grades date=2026-01-01/model=replay%3Agood" in check.stdout
@@ -75,14 +77,11 @@ def test_store_check_lists_the_partition_until_a_rerun_rewrites_it(damaged_suite
     check = run_cli("store", "check", cwd=root)
     assert check.returncode == 0, check.stdout
     assert "0 partition(s) to rerun" in check.stdout
-    day = run_cli(
-        "sql",
-        f"SELECT count(*) AS n FROM grades WHERE run_date = '{DAY}'",
-        "--format",
-        "json",
-        cwd=root,
+    # What `eval-pipeline sql` reads (its query function): the day's four grades are back.
+    day = fetch_read_only(
+        StoreLayout(root / ".eval"), f"SELECT count(*) AS n FROM grades WHERE run_date = '{DAY}'"
     )
-    assert json.loads(day.stdout) == [{"n": 4}]
+    assert day == (["n"], [(4,)])
 
 
 def test_store_check_finds_a_file_damaged_inside(damaged_suite: Path):
@@ -102,19 +101,26 @@ def test_store_check_finds_a_file_damaged_inside(damaged_suite: Path):
 
 
 def test_sql_runs_one_reading_statement_and_reaches_no_file(damaged_suite: Path, tmp_path: Path):
+    """The command refuses a statement that writes a file with exit 2 and the reason; the
+    other refusals, and a reading statement that is not a SELECT, are checked on the query
+    function `eval-pipeline sql` prints the error of (`error: <reason>`, exit 2)."""
     root = damaged_suite
     outside = tmp_path / "leak.csv"
+    done = run_cli("sql", f"COPY (SELECT * FROM grades) TO '{outside}'", cwd=root)
+    assert done.returncode == 2, done.stdout
+    assert "not COPY" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    layout = StoreLayout(root / ".eval")
     for statement, said in (
-        (f"COPY (SELECT * FROM grades) TO '{outside}'", "not COPY"),
         (f"COPY (SELECT 1) TO '{root}/.eval/store/grades/x.parquet'", "not COPY"),
         ("SELECT * FROM read_text('/etc/hostname')", "file system operations are disabled"),
         ("SELECT 1; SELECT 2", "give one SQL statement, not 2"),
         ("/* /* */ SELECT */ CREATE TABLE x (a INT)", "not CREATE"),
         ("SET enable_external_access = true", "not SET"),
     ):
-        done = run_cli("sql", statement, cwd=root)
-        assert done.returncode == 2, (statement, done.stdout)
-        assert said in done.stderr and "Traceback" not in done.stderr, (statement, done.stderr)
+        with pytest.raises((duckdb.Error, NotReadOnly)) as refused:
+            fetch_read_only(layout, statement)
+        assert said in str(refused.value), (statement, str(refused.value))
     assert not outside.exists()
     assert not (root / ".eval" / "store" / "grades" / "x.parquet").exists()
-    assert run_cli("sql", "SUMMARIZE model_summaries", cwd=root).returncode == 0
+    columns, rows = fetch_read_only(layout, "SUMMARIZE model_summaries")
+    assert "column_name" in columns and rows

@@ -37,12 +37,23 @@ def _count_grades(database: str, *, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def test_a_copied_suite_reads_its_results_at_once(tmp_path: Path):
-    original = write_suite(tmp_path / "original")
+@pytest.fixture(scope="module")
+def copied_and_moved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """One suite evaluated once, then copied, then moved (nothing is left at the folder it was
+    evaluated in): the copy and the moved suite, each read or evaluated by one test."""
+    tmp = tmp_path_factory.mktemp("moved")
+    original = write_suite(tmp / "original")
     assert run_cli("test", "--date", DAY, cwd=original).returncode == 0
-    copy = tmp_path / "copy"
+    copy = tmp / "copy"
     shutil.copytree(original, copy)
-    original.rename(tmp_path / "gone")  # nothing may still read the old folder
+    moved = tmp / "moved"
+    shutil.move(original, moved)  # nothing may still read the old folder
+    assert not original.exists()
+    return copy, moved
+
+
+def test_a_copied_suite_reads_its_results_at_once(copied_and_moved, tmp_path: Path):
+    copy, _ = copied_and_moved
     database = copy / ".eval" / "results.duckdb"
     written = database.read_bytes(), (copy / ".eval" / "results.published.json").read_text()
 
@@ -63,12 +74,10 @@ def test_a_copied_suite_reads_its_results_at_once(tmp_path: Path):
     assert after == written
 
 
-def test_a_moved_suite_runs_while_a_reader_holds_its_results_database(tmp_path: Path):
-    before = write_suite(tmp_path / "before")
-    assert run_cli("test", "--date", DAY, cwd=before).returncode == 0
-    after = tmp_path / "after"
-    shutil.move(before, after)
-
+def test_a_moved_suite_runs_while_a_reader_holds_its_results_database(
+    copied_and_moved, tmp_path: Path
+):
+    _, after = copied_and_moved
     holder = subprocess.Popen(
         [
             sys.executable,

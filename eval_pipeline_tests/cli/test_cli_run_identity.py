@@ -8,6 +8,7 @@ store and the viewer count one run per test and attempt.
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import date
 from pathlib import Path
 
@@ -48,6 +49,18 @@ def suite_with_a_repeated_prompt(root: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The suite with a repeated prompt, written (its recordings keyed) once for the module."""
+    return suite_with_a_repeated_prompt(tmp_path_factory.mktemp("identity") / "suite")
+
+
+@pytest.fixture
+def fresh_suite(written: Path, tmp_path: Path) -> Path:
+    """A copy of that suite no command has run in yet."""
+    return Path(shutil.copytree(written, tmp_path / "suite"))
+
+
 def stored_runs(root: Path) -> dict[str, int]:
     layout = StoreLayout(root / ".eval")
     frame = query(
@@ -82,8 +95,8 @@ def results_names(result) -> list[str]:
     return sorted(r["name"] for r in document["results"])
 
 
-def test_the_copy_run_alone_after_the_original_gets_its_own_run(tmp_path):
-    root = suite_with_a_repeated_prompt(tmp_path / "suite")
+def test_the_copy_run_alone_after_the_original_gets_its_own_run(fresh_suite):
+    root = fresh_suite
     first = run_cli("test", "--date", DAY, "-s", ORIGINAL, cwd=root)
     assert first.returncode == 0, first.stdout + first.stderr
 
@@ -97,8 +110,8 @@ def test_the_copy_run_alone_after_the_original_gets_its_own_run(tmp_path):
     assert viewer_results(root) == sorted([COPY, ORIGINAL])
 
 
-def test_the_two_run_together_keep_one_run_each_in_every_count(tmp_path):
-    root = suite_with_a_repeated_prompt(tmp_path / "suite")
+def test_the_two_run_together_keep_one_run_each_in_every_count(fresh_suite):
+    root = fresh_suite
     both = run_cli("test", "--date", DAY, "-s", f"{COPY},{ORIGINAL}", cwd=root)
     no_traceback(both)
     assert both.returncode == 1, both.stdout + both.stderr

@@ -18,24 +18,13 @@ from eval_pipeline_tests.pipeline.small_suite import (
 )
 
 
-@pytest.fixture(scope="session")
-def history_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The packaged history dbt project's manifest, parsed once per session: it names no
-    suite, and each fresh suite's definitions would otherwise run `dbt parse` for it (many
-    seconds of CPU), as a user's do only once."""
-    from eval_pipeline.defs.assets.history import PROJECT_DIR
-    from eval_pipeline.defs.assets.warehouse import prepare_dbt_project
-
-    target = tmp_path_factory.mktemp("history_dbt") / "target"
-    return prepare_dbt_project(PROJECT_DIR, target_path=target).manifest_path
-
-
 @pytest.fixture
-def small_suite(tmp_path: Path, history_manifest: Path) -> Iterator[SmallSuite]:
-    """A fresh suite folder with its agent and judge servers running, the history project's
-    manifest in its state folder as after a first load (`prepare_dbt_project` parses none)."""
+def small_suite(tmp_path: Path, history_dbt_target: Path) -> Iterator[SmallSuite]:
+    """A fresh suite folder with its agent and judge servers running. Its state folder starts
+    with the session's parse of the packaged history project (`history_dbt_target`), what its
+    first `build_definitions` would otherwise parse again for every test."""
     with open_small_suite(tmp_path / "suite") as suite:
-        seed_history_manifest(suite, history_manifest)
+        seed_history_manifest(suite, history_dbt_target)
         yield suite
 
 

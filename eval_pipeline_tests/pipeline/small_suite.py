@@ -199,13 +199,11 @@ def open_small_suite(root: Path) -> Iterator[SmallSuite]:
         yield SmallSuite(root=root, agent=agent, judge=judge, analyst=analyst, config=config)
 
 
-def seed_history_manifest(suite: SmallSuite, manifest: Path) -> None:
-    """Put the history dbt project's `manifest` (parsed once, by the `history_manifest`
-    fixture) in the suite's state folder, as a first load leaves it: loading the definitions
-    then runs no `dbt parse` (the manifest names no suite)."""
-    target = suite.layout.history_dbt_target
-    target.mkdir(parents=True, exist_ok=True)
-    shutil.copy(manifest, target / manifest.name)
+def seed_history_manifest(suite: SmallSuite, target: Path) -> None:
+    """Start the suite's state folder with the history dbt project's parse (`target`, from the
+    `history_dbt_target` fixture), as a first load leaves it: loading the definitions then
+    runs no `dbt parse` (the project names no suite)."""
+    shutil.copytree(target, suite.layout.history_dbt_target)
 
 
 def prepare(

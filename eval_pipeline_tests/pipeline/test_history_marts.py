@@ -77,12 +77,12 @@ def write_gapped(layout) -> None:
 
 @pytest.fixture(scope="module")
 def local_marts(
-    history_manifest, tmp_path_factory: pytest.TempPathFactory
+    history_dbt_target, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[SmallSuite, dg.Definitions, dg.ExecuteInProcessResult]]:
     """A local store holding HISTORY and GAPPED, its three marts built once while a person's
     session holds results.duckdb open."""
     with open_small_suite(tmp_path_factory.mktemp("marts") / "suite") as small_suite:
-        seed_history_manifest(small_suite, history_manifest)
+        seed_history_manifest(small_suite, history_dbt_target)
         layout = small_suite.layout
         ensure_database(layout)
         write_history(layout, load_suite(small_suite.root))
