@@ -52,8 +52,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def run_until_signalled(command: Sequence[str], *, env: Mapping[str, str], cwd: Path) -> int:
-    """Run `command` in its own process group, passing SIGINT and SIGTERM on as SIGINT (the
-    signal Dagster's dev server shuts down cleanly on). Whatever the group still holds when
+    """Run `command` in its own process group, passing SIGINT and SIGTERM on to it alone as
+    SIGINT (the signal Dagster's dev server shuts down cleanly on). To it alone: `dg dev` stops
+    its daemon before its code server, and a group-wide signal would end the code server under
+    a sensor tick still in flight (a traceback in the log). Whatever the group still holds when
     the command ends, or GRACE_SECONDS after a signal, is killed: nothing is left listening.
     Returns the command's exit code, or 128 + the signal's number when one stopped it."""
     child = subprocess.Popen(command, env=dict(env), cwd=cwd, start_new_session=True)
@@ -61,7 +63,7 @@ def run_until_signalled(command: Sequence[str], *, env: Mapping[str, str], cwd: 
 
     def forward(signum: int, _frame: object) -> None:
         received.append((signum, time.monotonic()))
-        _signal_group(child.pid, signal.SIGINT)
+        child.send_signal(signal.SIGINT)
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
