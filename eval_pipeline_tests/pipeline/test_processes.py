@@ -49,7 +49,7 @@ MATERIALIZE = textwrap.dedent(
         )
         (event,) = result.asset_materializations_for_node("agent_runs")
         counts = {{k: v.value for k, v in event.metadata.items() if k in ("executed", "reused")}}
-    print(json.dumps({{"success": result.success, **counts}}))
+    print("\n" + json.dumps({{"success": result.success, **counts}}))  # after any progress bar
     """
 ).format(assets=EVALUATION)
 
@@ -68,7 +68,7 @@ READ_IN_A_LOOP = textwrap.dedent(
             connection.execute("SELECT count(*) FROM grades").fetchone()
         reads += 1
         time.sleep(0.01)  # leave the writers some CPU on a small machine
-    print(json.dumps({"reads": reads}))
+    print("\n" + json.dumps({"reads": reads}))  # after any progress bar
     """
 )
 
@@ -82,6 +82,8 @@ def start(code: str, *args: str, log: Path) -> subprocess.Popen:
 
 
 def finish(process: subprocess.Popen, log: Path, timeout: float = 120) -> dict:
+    """The JSON the process printed last, on a line of its own: DuckDB draws a progress bar
+    on stdout for a query slower than 2 s (a loaded machine), with no line end."""
     out, _ = process.communicate(timeout=timeout)
     assert process.returncode == 0, log.read_text()[-3000:]
     return json.loads(out.strip().splitlines()[-1])
