@@ -7,7 +7,6 @@ three would; each run is a worker and a process per step, each loading the defin
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -23,7 +22,7 @@ import pytest
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.cli.test_cli_production_instance import DEPLOY, production_env
 from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite, prepare
-from eval_pipeline_tests.pipeline.test_processes import count, start
+from eval_pipeline_tests.pipeline.test_processes import count, finish, start
 from eval_pipeline_tests.pipeline.test_processes_bucket import READ_IN_A_LOOP
 from eval_pipeline_tests.store.buckets import Bucket
 from eval_pipeline_tests.warehouses.servers import (
@@ -35,6 +34,7 @@ from eval_pipeline_tests.warehouses.servers import (
 pytestmark = pytest.mark.slow
 
 MODELS = ("openai:gpt-a", "openai:gpt-b")
+WAITING = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED)
 BIN = Path(sys.executable).parent
 LAUNCH_BACKFILL = """
 mutation($params: LaunchBackfillParams!) {
@@ -131,27 +131,38 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
             launched = answer["data"]["launchPartitionBackfill"]
             assert launched["__typename"] == "LaunchBackfillSuccess", answer
 
-            stop = tmp_path / "stop"
-            reader = start(
-                READ_IN_A_LOOP, str(small_suite.root), str(stop), log=tmp_path / "reader.log"
-            )
             with dg.DagsterInstance.from_config(str(home)) as instance:
 
-                def finished() -> bool:
-                    runs = instance.get_runs(
-                        dg.RunsFilter(tags={"dagster/backfill": launched["backfillId"]})
+                def backfill_runs() -> list[dg.DagsterRun]:
+                    return list(
+                        instance.get_runs(
+                            dg.RunsFilter(tags={"dagster/backfill": launched["backfillId"]})
+                        )
                     )
+
+                def started() -> bool:
+                    return any(r.status not in WAITING for r in backfill_runs())
+
+                def finished() -> bool:
+                    runs = backfill_runs()
                     return len(runs) == len(MODELS) and all(r.is_finished for r in runs)
 
-                wait_for("the backfill did not finish", finished, timeout_s=420, logs=logs)
-                runs = instance.get_runs(
-                    dg.RunsFilter(tags={"dagster/backfill": launched["backfillId"]})
+                # The reader starts with the first run worker, seconds before any step writes:
+                # each of its reads costs it and moto_server CPU the runs need, and until then
+                # (the daemon's pick-up, the queue) there is nothing to read.
+                wait_for("no run of the backfill started", started, timeout_s=300, logs=logs)
+                stop = tmp_path / "stop"
+                reader = start(
+                    READ_IN_A_LOOP, str(small_suite.root), str(stop), log=tmp_path / "reader.log"
                 )
+                try:
+                    wait_for("the backfill did not finish", finished, timeout_s=420, logs=logs)
+                finally:
+                    stop.touch()
+                runs = backfill_runs()
                 stats = [instance.get_run_stats(r.run_id) for r in runs]
                 pids = {r.run_id: worker_pid(instance, r.run_id) for r in runs}
-            stop.touch()
-            out, _ = reader.communicate(timeout=120)
-            reading = json.loads(out.strip().splitlines()[-1])
+            reading = finish(reader, tmp_path / "reader.log")
     finally:
         os.environ.clear()
         os.environ.update(saved)

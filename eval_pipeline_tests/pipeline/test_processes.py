@@ -49,7 +49,8 @@ MATERIALIZE = textwrap.dedent(
         )
         (event,) = result.asset_materializations_for_node("agent_runs")
         counts = {{k: v.value for k, v in event.metadata.items() if k in ("executed", "reused")}}
-    print("\n" + json.dumps({{"success": result.success, **counts}}))  # after any progress bar
+    print()  # ends any progress bar's line
+    print(json.dumps({{"success": result.success, **counts}}))
     """
 ).format(assets=EVALUATION)
 
@@ -68,7 +69,8 @@ READ_IN_A_LOOP = textwrap.dedent(
             connection.execute("SELECT count(*) FROM grades").fetchone()
         reads += 1
         time.sleep(0.01)  # leave the writers some CPU on a small machine
-    print("\n" + json.dumps({"reads": reads}))  # after any progress bar
+    print()  # ends any progress bar's line
+    print(json.dumps({"reads": reads}))
     """
 )
 

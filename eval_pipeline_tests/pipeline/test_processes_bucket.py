@@ -45,7 +45,8 @@ READ_IN_A_LOOP = textwrap.dedent(
         partial += [n for _, n in rows if n != 4]  # a partition is there whole or not at all
         reads += 1
         time.sleep(0.05)
-    print("\n" + json.dumps({"reads": reads, "partial": partial}))  # after any progress bar
+    print()  # ends any progress bar's line
+    print(json.dumps({"reads": reads, "partial": partial}))
     """
 )
 
