@@ -7,7 +7,7 @@ from eval_pipeline.grading._agreement import (
     judge_noise,
     with_judge_samples,
 )
-from eval_pipeline.grading._assertions import check_assertions
+from eval_pipeline.grading._assertions import check_assertions, is_subset, strict_equal
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
 from eval_pipeline.grading._failure_kind import FailureKind, FailureReason, classify_failure
@@ -27,9 +27,10 @@ from eval_pipeline.grading._metrics import (
     rank_models,
     summarize_models,
 )
-from eval_pipeline.grading._reference import ReferenceResult, run_references
+from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows, run_references
 from eval_pipeline.grading._reference_health import (
     ReferenceWarning,
+    drift_warning,
     reference_health,
 )
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
@@ -53,16 +54,19 @@ from eval_pipeline.grading._statistics import (
 )
 from eval_pipeline.grading._tool_calls import JudgeDecision, check_tool_calls
 from eval_pipeline.grading._variants import (
+    MANIFEST,
     VariantOptions,
     WarehouseVariants,
     build_variants,
     load_variants,
 )
-from eval_pipeline.grading._verdict import CheckResult, GradeStatus
+from eval_pipeline.grading._verdict import CheckResult, GradeStatus, combine
+from eval_pipeline.grading._warehouse_keys import read_schema
 
 __all__ = [
     "DEFAULT_CONSISTENCY_PROMPT",
     "GRADING_CODE_VERSION",
+    "MANIFEST",
     "PROMPTS_VERSION",
     "Agreement",
     "AttemptsByTest",
@@ -96,12 +100,16 @@ __all__ = [
     "check_evaluators",
     "check_tool_calls",
     "classify_failure",
+    "combine",
     "compare_models",
     "compare_results",
     "day_comparisons",
     "detectable_difference_sentence",
+    "drift_warning",
     "extract_answer",
+    "frame_from_rows",
     "holm_adjust",
+    "is_subset",
     "judge_label",
     "judge_noise",
     "judge_self_agreement",
@@ -112,10 +120,12 @@ __all__ = [
     "pass_at_k",
     "pass_rate_interval",
     "rank_models",
+    "read_schema",
     "reference_health",
     "run_references",
     "semantic_check",
     "sign_flip_p",
+    "strict_equal",
     "summarize_models",
     "wilson_interval",
     "with_judge_samples",

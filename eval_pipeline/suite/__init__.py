@@ -56,8 +56,11 @@ from eval_pipeline.suite._secrets import (
     PUBLIC_HEADERS,
     REDACTED,
     Redactor,
+    forget_secrets,
     redact,
     redact_value,
+    register_secret,
+    url_passwords,
 )
 from eval_pipeline.suite._starter import (
     RULES_FILE,
@@ -79,7 +82,7 @@ from eval_pipeline.suite._suite import (
     suite_marker,
 )
 from eval_pipeline.suite._text import first_line, truncate
-from eval_pipeline.suite._yaml import load_yaml
+from eval_pipeline.suite._yaml import MAX_ALIAS_NODES, MAX_DEPTH, YamlRefused, load_yaml
 
 __all__ = [
     "CASES_DIR",
@@ -87,8 +90,10 @@ __all__ = [
     "DEFAULT_DATABASE_NAME",
     "ENVIRONMENT_KEYS",
     "IDENTITY_FIELDS",
+    "MAX_ALIAS_NODES",
     "MAX_ATTEMPTS",
     "MAX_CONSISTENCY_RUNS",
+    "MAX_DEPTH",
     "MIN_PIECE",
     "NAO_CONFIG_FILE",
     "PUBLIC_HEADERS",
@@ -126,11 +131,13 @@ __all__ = [
     "Tolerance",
     "ToolCallAssertion",
     "WarehouseConfig",
+    "YamlRefused",
     "dbt_doc_files",
     "describe_error",
     "discover_case_files",
     "find_suite_root",
     "first_line",
+    "forget_secrets",
     "import_csv",
     "is_nao_project",
     "load_agent_context",
@@ -142,10 +149,12 @@ __all__ = [
     "recording_name_problem",
     "redact",
     "redact_value",
+    "register_secret",
     "starter_files",
     "starter_gitignore",
     "starter_test_path",
     "suite_marker",
     "to_model_id",
     "truncate",
+    "url_passwords",
 ]

@@ -27,11 +27,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-from eval_pipeline.agents._chat import ChatModel
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec
-from eval_pipeline.suite._config import (
+from eval_pipeline.agents import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    ProviderPool,
+    RetryPolicy,
+    ToolSpec,
+)
+from eval_pipeline.suite import (
     AgentConfig,
     ModelConfig,
     ModelCosts,

@@ -11,9 +11,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_pipeline.agents._builtin import AgentLimits
-from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentLimits, AgentRun, RunStatus, execute_run
 from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (

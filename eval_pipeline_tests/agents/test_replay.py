@@ -10,17 +10,20 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._replay import (
+from eval_pipeline.agents import (
+    AgentRun,
+    ChatMessage,
     Recording,
     RekeyReport,
     ReplayChatModel,
     ReplayMissing,
+    RunStatus,
+    ToolSpec,
+    UnknownModel,
     call_context,
+    execute_runs,
     request_hash,
 )
-from eval_pipeline.agents._runner import execute_runs
-from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus, ToolSpec
 from eval_pipeline.pipeline._rekey import rekey_recordings
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (

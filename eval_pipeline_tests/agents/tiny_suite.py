@@ -27,11 +27,7 @@ from typing import Any
 import duckdb
 import yaml
 
-from eval_pipeline.agents._builtin import AgentLimits
-from eval_pipeline.agents._factory import AgentFactory
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._runner import RunRequest
+from eval_pipeline.agents import AgentFactory, AgentLimits, ProviderPool, RetryPolicy, RunRequest
 from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import AgentContext, Case, Suite, load_agent_context, load_suite
 from eval_pipeline_tests.agents.servers import (

@@ -9,9 +9,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.agents._cache import CachedChatModel
-from eval_pipeline.agents._types import AgentRun
-from eval_pipeline.pipeline._records import run_from_row
+from eval_pipeline.agents import AgentRun, CachedChatModel
+from eval_pipeline.pipeline import run_from_row
 from eval_pipeline.suite import Case, Message
 from eval_pipeline_tests.agents.servers import ScriptedServer, open_chat_model
 

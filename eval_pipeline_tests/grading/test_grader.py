@@ -14,7 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.agents._types import AgentRun, QueryRecord, RunStatus, ToolCallRecord
+from eval_pipeline.agents import AgentRun, QueryRecord, RunStatus, ToolCallRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, ReferenceResult, run_references
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.store import FileCompletionCache, StoreLayout

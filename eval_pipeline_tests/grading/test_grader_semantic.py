@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.agents._types import AgentRun, QueryRecord
+from eval_pipeline.agents import AgentRun, QueryRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, build_variants, run_references
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.suite import Semantic

@@ -6,8 +6,7 @@ import asyncio
 
 import yaml
 
-from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._types import RunStatus
+from eval_pipeline.agents import RunStatus, execute_run
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,

@@ -19,8 +19,7 @@ import psycopg
 import pytest
 import yaml
 
-from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentRun, RunStatus, execute_run
 from eval_pipeline.suite import load_suite
 from eval_pipeline.warehouses import PrivilegedRole, connect, database_warnings
 from eval_pipeline_tests.agents.servers import (
