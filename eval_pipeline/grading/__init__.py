@@ -1,44 +1,27 @@
 """Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
-from eval_pipeline.grading._agreement import (
-    Agreement,
-    JudgeNoise,
-    agreement,
-    judge_noise,
-    with_judge_samples,
-)
+from eval_pipeline.grading._agreement import Agreement, agreement, judge_noise, with_judge_samples
 from eval_pipeline.grading._assertions import check_assertions, is_subset, strict_equal
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
-from eval_pipeline.grading._failure_kind import FailureKind, FailureReason, classify_failure
+from eval_pipeline.grading._failure_kind import FailureKind, classify_failure
 from eval_pipeline.grading._grader import Grade, Grader
-from eval_pipeline.grading._judges import (
-    DEFAULT_CONSISTENCY_PROMPT,
-    PROMPTS_VERSION,
-    Judge,
-    judge_label,
-)
+from eval_pipeline.grading._judges import DEFAULT_CONSISTENCY_PROMPT, PROMPTS_VERSION, Judge
 from eval_pipeline.grading._metrics import (
     CaseMetrics,
     ModelSummary,
     RunOutcome,
     case_metrics,
     pass_at_k,
-    rank_models,
     summarize_models,
 )
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows, run_references
-from eval_pipeline.grading._reference_health import (
-    ReferenceWarning,
-    drift_warning,
-    reference_health,
-)
+from eval_pipeline.grading._reference_health import drift_warning, reference_health
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
 from eval_pipeline.grading._rules import GRADING_CODE_VERSION, GradingRules
-from eval_pipeline.grading._semantic import SemanticCheck, semantic_check
+from eval_pipeline.grading._semantic import semantic_check
 from eval_pipeline.grading._stability import may_vary_within_day
 from eval_pipeline.grading._statistics import (
-    AttemptsByTest,
     PairedComparison,
     attempts_by_model,
     compare_models,
@@ -69,26 +52,21 @@ __all__ = [
     "MANIFEST",
     "PROMPTS_VERSION",
     "Agreement",
-    "AttemptsByTest",
     "CaseMetrics",
     "CheckResult",
     "Comparison",
     "Extraction",
     "FailureKind",
-    "FailureReason",
     "Grade",
     "GradeStatus",
     "Grader",
     "GradingRules",
     "Judge",
     "JudgeDecision",
-    "JudgeNoise",
     "ModelSummary",
     "PairedComparison",
     "ReferenceResult",
-    "ReferenceWarning",
     "RunOutcome",
-    "SemanticCheck",
     "VariantOptions",
     "WarehouseVariants",
     "agreement",
@@ -110,7 +88,6 @@ __all__ = [
     "frame_from_rows",
     "holm_adjust",
     "is_subset",
-    "judge_label",
     "judge_noise",
     "judge_self_agreement",
     "load_variants",
@@ -119,7 +96,6 @@ __all__ = [
     "minimum_detectable_difference",
     "pass_at_k",
     "pass_rate_interval",
-    "rank_models",
     "read_schema",
     "reference_health",
     "run_references",
