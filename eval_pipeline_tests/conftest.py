@@ -141,6 +141,6 @@ def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: py
 def _forget_secrets():
     """Secrets a test's config resolved are redacted process-wide; the next test starts clean."""
     yield
-    from eval_pipeline.suite._secrets import forget_secrets
+    from eval_pipeline.suite import forget_secrets
 
     forget_secrets()

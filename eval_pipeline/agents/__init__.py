@@ -1,55 +1,44 @@
 """Who answers a test: LLM providers, the built-in SQL agent, external HTTP agents, record/replay."""
 
-from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent, LimitExceeded
+from eval_pipeline.agents._anthropic import AnthropicChatModel, anthropic_messages
+from eval_pipeline.agents._builtin import AgentLimits
 from eval_pipeline.agents._cache import (
     CachedChatModel,
-    CompletionCache,
     MemoryCache,
     complete_usable,
+    completion_key,
+    completion_to_dict,
 )
-from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import (
     AgentError,
     AuthenticationFailed,
     ProtocolError,
-    ProviderError,
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
     RequestRejected,
     UnknownModel,
+    redact_url,
+    scrub,
 )
 from eval_pipeline.agents._factory import AgentFactory
-from eval_pipeline.agents._http_agent import HttpAgent
-from eval_pipeline.agents._identity import (
-    BUILTIN_AGENT_VERSION,
-    answerer_identity,
-    endpoint_settings,
-)
-from eval_pipeline.agents._model_ids import (
-    RECORDINGS_DIR,
-    model_id_problem,
-    recording_path,
-    require_model_id,
-    require_models,
-    require_secrets,
-    split_model_id,
-)
-from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
+from eval_pipeline.agents._identity import answerer_identity, endpoint_settings
+from eval_pipeline.agents._model_ids import require_models, require_secrets, split_model_id
+from eval_pipeline.agents._openai import OpenAIChatModel, openai_messages
+from eval_pipeline.agents._pricing import PRICE_TABLE, cost_usd, costs_for, table_costs
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
-    Recorder,
     Recording,
-    RecordingChatModel,
     RekeyReport,
     ReplayChatModel,
     ReplayMissing,
     call_context,
     recording_name,
     relabel,
+    request_hash,
 )
-from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy, send_with_retry
+from eval_pipeline.agents._retry import RetryPolicy, parse_retry_after, send_with_retry
 from eval_pipeline.agents._runner import RunRequest, execute_run, execute_runs
 from eval_pipeline.agents._types import (
     AgentRun,
@@ -66,36 +55,28 @@ from eval_pipeline.agents._types import (
 from eval_pipeline.agents._wire import MAX_COUNT
 
 __all__ = [
-    "BUILTIN_AGENT_VERSION",
-    "DEFAULT_RETRY_POLICY",
     "MAX_COUNT",
-    "PRICE_TABLE_DATE",
-    "RECORDINGS_DIR",
+    "PRICE_TABLE",
     "Agent",
     "AgentError",
     "AgentFactory",
     "AgentLimits",
     "AgentRun",
+    "AnthropicChatModel",
     "AuthenticationFailed",
-    "BuiltinAgent",
     "CachedChatModel",
     "ChatMessage",
     "ChatModel",
     "Completion",
-    "CompletionCache",
-    "HttpAgent",
-    "LimitExceeded",
     "MemoryCache",
+    "OpenAIChatModel",
     "ProtocolError",
-    "ProviderError",
     "ProviderPool",
     "ProviderTimeout",
     "ProviderUnavailable",
     "QueryRecord",
     "RateLimited",
-    "Recorder",
     "Recording",
-    "RecordingChatModel",
     "RekeyReport",
     "ReplayChatModel",
     "ReplayMissing",
@@ -108,23 +89,28 @@ __all__ = [
     "ToolSpec",
     "UnknownModel",
     "Usage",
-    "WarehouseCatalog",
     "answerer_identity",
+    "anthropic_messages",
     "call_context",
     "complete_usable",
+    "completion_key",
+    "completion_to_dict",
     "cost_usd",
     "costs_for",
     "endpoint_settings",
     "execute_run",
     "execute_runs",
-    "model_id_problem",
+    "openai_messages",
+    "parse_retry_after",
     "recording_name",
-    "recording_path",
+    "redact_url",
     "relabel",
-    "require_model_id",
+    "request_hash",
     "require_models",
     "require_secrets",
     "run_key",
+    "scrub",
     "send_with_retry",
     "split_model_id",
+    "table_costs",
 ]

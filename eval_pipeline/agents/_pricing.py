@@ -7,19 +7,17 @@ import re
 from eval_pipeline.agents._types import Usage
 from eval_pipeline.suite import ModelCosts, ProviderConfig, SuiteConfig
 
-__all__ = ["PRICE_TABLE", "PRICE_TABLE_DATE", "cost_usd", "costs_for", "table_costs"]
-
-#: The day the table's prices are from: the vendors' public list prices (standard tier, prompts
-#: under any long-context surcharge) as published in late 2025. Prices change and new models
-#: appear: a `costs` block in eval_config.yaml always wins over this table.
-PRICE_TABLE_DATE = "2025-12-01"
+__all__ = ["PRICE_TABLE", "cost_usd", "costs_for", "table_costs"]
 
 
 def _p(input_no_cache: float, input_cache_read: float | None, output: float) -> ModelCosts:
     return ModelCosts(input_no_cache, input_cache_read, output)
 
 
-#: USD per million tokens: (input, cached input read, output), by vendor and model id.
+#: USD per million tokens: (input, cached input read, output), by vendor and model id: the
+#: vendors' public list prices (standard tier, prompts under any long-context surcharge) as
+#: published in late 2025 (2025-12-01). Prices change and new models appear: a `costs` block in
+#: eval_config.yaml always wins over this table.
 PRICE_TABLE: dict[str, dict[str, ModelCosts]] = {
     "openai": {
         "gpt-5": _p(1.25, 0.125, 10.0),

@@ -1,43 +1,27 @@
 """Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
-from eval_pipeline.grading._agreement import (
-    Agreement,
-    JudgeNoise,
-    agreement,
-    judge_noise,
-    with_judge_samples,
-)
-from eval_pipeline.grading._assertions import check_assertions
+from eval_pipeline.grading._agreement import Agreement, agreement, judge_noise, with_judge_samples
+from eval_pipeline.grading._assertions import check_assertions, is_subset, strict_equal
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
-from eval_pipeline.grading._failure_kind import FailureKind, FailureReason, classify_failure
+from eval_pipeline.grading._failure_kind import FailureKind, classify_failure
 from eval_pipeline.grading._grader import Grade, Grader
-from eval_pipeline.grading._judges import (
-    DEFAULT_CONSISTENCY_PROMPT,
-    PROMPTS_VERSION,
-    Judge,
-    judge_label,
-)
+from eval_pipeline.grading._judges import DEFAULT_CONSISTENCY_PROMPT, PROMPTS_VERSION, Judge
 from eval_pipeline.grading._metrics import (
     CaseMetrics,
     ModelSummary,
     RunOutcome,
     case_metrics,
     pass_at_k,
-    rank_models,
     summarize_models,
 )
-from eval_pipeline.grading._reference import ReferenceResult, run_references
-from eval_pipeline.grading._reference_health import (
-    ReferenceWarning,
-    reference_health,
-)
+from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows, run_references
+from eval_pipeline.grading._reference_health import drift_warning, reference_health
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
 from eval_pipeline.grading._rules import GRADING_CODE_VERSION, GradingRules
-from eval_pipeline.grading._semantic import SemanticCheck, semantic_check
+from eval_pipeline.grading._semantic import semantic_check
 from eval_pipeline.grading._stability import may_vary_within_day
 from eval_pipeline.grading._statistics import (
-    AttemptsByTest,
     PairedComparison,
     attempts_by_model,
     compare_models,
@@ -53,38 +37,36 @@ from eval_pipeline.grading._statistics import (
 )
 from eval_pipeline.grading._tool_calls import JudgeDecision, check_tool_calls
 from eval_pipeline.grading._variants import (
+    MANIFEST,
     VariantOptions,
     WarehouseVariants,
     build_variants,
     load_variants,
 )
-from eval_pipeline.grading._verdict import CheckResult, GradeStatus
+from eval_pipeline.grading._verdict import CheckResult, GradeStatus, combine
+from eval_pipeline.grading._warehouse_keys import read_schema
 
 __all__ = [
     "DEFAULT_CONSISTENCY_PROMPT",
     "GRADING_CODE_VERSION",
+    "MANIFEST",
     "PROMPTS_VERSION",
     "Agreement",
-    "AttemptsByTest",
     "CaseMetrics",
     "CheckResult",
     "Comparison",
     "Extraction",
     "FailureKind",
-    "FailureReason",
     "Grade",
     "GradeStatus",
     "Grader",
     "GradingRules",
     "Judge",
     "JudgeDecision",
-    "JudgeNoise",
     "ModelSummary",
     "PairedComparison",
     "ReferenceResult",
-    "ReferenceWarning",
     "RunOutcome",
-    "SemanticCheck",
     "VariantOptions",
     "WarehouseVariants",
     "agreement",
@@ -96,13 +78,16 @@ __all__ = [
     "check_evaluators",
     "check_tool_calls",
     "classify_failure",
+    "combine",
     "compare_models",
     "compare_results",
     "day_comparisons",
     "detectable_difference_sentence",
+    "drift_warning",
     "extract_answer",
+    "frame_from_rows",
     "holm_adjust",
-    "judge_label",
+    "is_subset",
     "judge_noise",
     "judge_self_agreement",
     "load_variants",
@@ -111,11 +96,12 @@ __all__ = [
     "minimum_detectable_difference",
     "pass_at_k",
     "pass_rate_interval",
-    "rank_models",
+    "read_schema",
     "reference_health",
     "run_references",
     "semantic_check",
     "sign_flip_p",
+    "strict_equal",
     "summarize_models",
     "wilson_interval",
     "with_judge_samples",

@@ -7,6 +7,7 @@ raise a `SandboxError` written for the model, or `WarehouseUnavailable` when the
 """
 
 from eval_pipeline.sandbox._ordering import sql_is_ordered
+from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped_batches
 from eval_pipeline.sandbox._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.sandbox._sandbox_errors import (
     ForbiddenStatement,
@@ -19,6 +20,7 @@ from eval_pipeline.sandbox._server_sandbox import ServerSandbox
 from eval_pipeline.sandbox._sql_result import QueryResult, to_json_safe
 
 __all__ = [
+    "FetchCaps",
     "ForbiddenStatement",
     "QueryFailed",
     "QueryResult",
@@ -28,6 +30,7 @@ __all__ = [
     "ServerSandbox",
     "SqlSandbox",
     "WarehouseUnavailable",
+    "fetch_capped_batches",
     "sql_is_ordered",
     "to_json_safe",
 ]

@@ -29,12 +29,7 @@ from eval_pipeline.suite._config import (
     WarehouseConfig,
     recording_name_problem,
 )
-from eval_pipeline.suite._context import (
-    AgentContext,
-    ContextFile,
-    dbt_doc_files,
-    load_agent_context,
-)
+from eval_pipeline.suite._context import AgentContext, dbt_doc_files, load_agent_context
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._errors import (
     Problem,
@@ -43,21 +38,19 @@ from eval_pipeline.suite._errors import (
     describe_error,
 )
 from eval_pipeline.suite._limits import Limits
-from eval_pipeline.suite._nao import (
-    NAO_CONFIG_FILE,
-    is_nao_project,
-    load_nao_config,
-    to_model_id,
-)
-from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_CONSISTENCY_RUNS
+from eval_pipeline.suite._nao import to_model_id
+from eval_pipeline.suite._parse import MAX_ATTEMPTS
 from eval_pipeline.suite._secrets import (
     IDENTITY_FIELDS,
     MIN_PIECE,
     PUBLIC_HEADERS,
     REDACTED,
     Redactor,
+    forget_secrets,
     redact,
     redact_value,
+    register_secret,
+    url_passwords,
 )
 from eval_pipeline.suite._starter import (
     RULES_FILE,
@@ -67,11 +60,9 @@ from eval_pipeline.suite._starter import (
     starter_gitignore,
     starter_test_path,
 )
-from eval_pipeline.suite._store_config import StoreConfig
 from eval_pipeline.suite._suite import (
     CASES_DIR,
     Suite,
-    discover_case_files,
     find_suite_root,
     load_cases,
     load_config,
@@ -79,7 +70,7 @@ from eval_pipeline.suite._suite import (
     suite_marker,
 )
 from eval_pipeline.suite._text import first_line, truncate
-from eval_pipeline.suite._yaml import load_yaml
+from eval_pipeline.suite._yaml import MAX_ALIAS_NODES, MAX_DEPTH, YamlRefused, load_yaml
 
 __all__ = [
     "CASES_DIR",
@@ -87,10 +78,10 @@ __all__ = [
     "DEFAULT_DATABASE_NAME",
     "ENVIRONMENT_KEYS",
     "IDENTITY_FIELDS",
+    "MAX_ALIAS_NODES",
     "MAX_ATTEMPTS",
-    "MAX_CONSISTENCY_RUNS",
+    "MAX_DEPTH",
     "MIN_PIECE",
-    "NAO_CONFIG_FILE",
     "PUBLIC_HEADERS",
     "REDACTED",
     "RULES_FILE",
@@ -100,7 +91,6 @@ __all__ = [
     "Case",
     "CheckKind",
     "Consistency",
-    "ContextFile",
     "DatabaseConfig",
     "Evaluator",
     "ExpectedToolCall",
@@ -116,7 +106,6 @@ __all__ = [
     "Semantic",
     "StarterModels",
     "StarterWarehouse",
-    "StoreConfig",
     "Suite",
     "SuiteConfig",
     "SuiteError",
@@ -126,26 +115,27 @@ __all__ = [
     "Tolerance",
     "ToolCallAssertion",
     "WarehouseConfig",
+    "YamlRefused",
     "dbt_doc_files",
     "describe_error",
-    "discover_case_files",
     "find_suite_root",
     "first_line",
+    "forget_secrets",
     "import_csv",
-    "is_nao_project",
     "load_agent_context",
     "load_cases",
     "load_config",
-    "load_nao_config",
     "load_suite",
     "load_yaml",
     "recording_name_problem",
     "redact",
     "redact_value",
+    "register_secret",
     "starter_files",
     "starter_gitignore",
     "starter_test_path",
     "suite_marker",
     "to_model_id",
     "truncate",
+    "url_passwords",
 ]

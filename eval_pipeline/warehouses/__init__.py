@@ -1,7 +1,6 @@
 """Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, reference SQL and schema text."""
 
-from eval_pipeline.suite import DatabaseConfig as Database
-from eval_pipeline.warehouses._connect import StableCallables, Stream, WarehouseConnection, connect
+from eval_pipeline.warehouses._connect import StableCallables, WarehouseConnection, connect
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
@@ -21,12 +20,10 @@ from eval_pipeline.warehouses._schema import (
 __all__ = [
     "ENGINE_NAMES",
     "ConnectionFailed",
-    "Database",
     "PrivilegedRole",
     "StableCallables",
     "StatementFailed",
     "StatementTimeout",
-    "Stream",
     "TableSchema",
     "WarehouseConnection",
     "WarehouseError",

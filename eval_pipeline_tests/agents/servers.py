@@ -27,11 +27,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Literal
 
-from eval_pipeline.agents._chat import ChatModel
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec
-from eval_pipeline.suite._config import (
+from eval_pipeline.agents import (
+    ChatMessage,
+    ChatModel,
+    Completion,
+    ProviderPool,
+    RetryPolicy,
+    ToolSpec,
+)
+from eval_pipeline.suite import (
     AgentConfig,
     ModelConfig,
     ModelCosts,
@@ -601,3 +605,53 @@ def running(protocol: WireProtocol, **kwargs: Any) -> Iterator[ScriptedServer]:
     """A started server for the `with` block."""
     with ScriptedServer(protocol, **kwargs) as server:
         yield server
+
+
+# ---- reading a recorded request ----------------------------------------------------------
+
+
+def exchanges(request: RecordedRequest, protocol: str) -> list[tuple[str, str, Any, str]]:
+    """(call id, tool, arguments, result text) of every tool call the request's transcript
+    holds, each result taken from where the protocol puts it: OpenAI `tool` messages right
+    after the assistant message, Anthropic `tool_result` blocks in the next user turn."""
+    found = []
+    messages = request.messages
+    for i, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        if protocol == "openai":
+            calls = [
+                (c["id"], c["function"]["name"], c["function"]["arguments"])
+                for c in message.get("tool_calls") or []
+            ]
+            results = []
+            for following in messages[i + 1 :]:
+                if following["role"] != "tool":
+                    break
+                results.append((following["tool_call_id"], following["content"]))
+        else:
+            calls = [
+                (b["id"], b["name"], b["input"])
+                for b in message["content"]
+                if b["type"] == "tool_use"
+            ]
+            turn = messages[i + 1]["content"] if i + 1 < len(messages) else []
+            results = [(b["tool_use_id"], b["content"]) for b in turn if b["type"] == "tool_result"]
+        assert [r[0] for r in results] == [c[0] for c in calls], "results must answer the calls"
+        found += [(c[0], c[1], c[2], r[1]) for c, r in zip(calls, results, strict=True)]
+    return found
+
+
+def system_text(request: RecordedRequest, protocol: str) -> str:
+    """The system prompt the request sent, where the protocol puts it."""
+    if protocol == "openai":
+        first = request.messages[0]
+        assert first["role"] == "system"
+        return first["content"]
+    return request.json["system"]
+
+
+def offered_tools(request: RecordedRequest, protocol: str) -> list[str]:
+    """The names of the tools the request offered the model."""
+    tools = request.json.get("tools", [])
+    return [t["function"]["name"] if protocol == "openai" else t["name"] for t in tools]

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.agents._anthropic import anthropic_messages
-from eval_pipeline.agents._types import ChatMessage, RequestedToolCall, ToolSpec
+from eval_pipeline.agents import ChatMessage, RequestedToolCall, ToolSpec, anthropic_messages
 from eval_pipeline_tests.agents.servers import Tokens, answer, complete, json_body
 
 TOOL = ToolSpec("execute_sql", "Run SQL.", {"type": "object", "properties": {}})

@@ -11,19 +11,19 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_pipeline.agents._builtin import AgentLimits
-from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentLimits, AgentRun, RunStatus, execute_run
 from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (
-    RecordedRequest,
     ScriptedServer,
     Tokens,
     answer,
     call,
+    exchanges,
     execute_sql,
+    offered_tools,
     repeat,
+    system_text,
     tool_calls,
 )
 from eval_pipeline_tests.agents.tiny_suite import (
@@ -94,54 +94,9 @@ def run_case(
 # ---- reading the wire -----------------------------------------------------------------------
 
 
-def exchanges(request: RecordedRequest, protocol: str) -> list[tuple[str, str, Any, str]]:
-    """(call id, tool, arguments, result text) of every tool call the request's transcript
-    holds, each result taken from where the protocol puts it: OpenAI `tool` messages right
-    after the assistant message, Anthropic `tool_result` blocks in the next user turn."""
-    found = []
-    messages = request.messages
-    for i, message in enumerate(messages):
-        if message["role"] != "assistant":
-            continue
-        if protocol == "openai":
-            calls = [
-                (c["id"], c["function"]["name"], c["function"]["arguments"])
-                for c in message.get("tool_calls") or []
-            ]
-            results = []
-            for following in messages[i + 1 :]:
-                if following["role"] != "tool":
-                    break
-                results.append((following["tool_call_id"], following["content"]))
-        else:
-            calls = [
-                (b["id"], b["name"], b["input"])
-                for b in message["content"]
-                if b["type"] == "tool_use"
-            ]
-            turn = messages[i + 1]["content"] if i + 1 < len(messages) else []
-            results = [(b["tool_use_id"], b["content"]) for b in turn if b["type"] == "tool_result"]
-        assert [r[0] for r in results] == [c[0] for c in calls], "results must answer the calls"
-        found += [(c[0], c[1], c[2], r[1]) for c, r in zip(calls, results, strict=True)]
-    return found
-
-
 def arguments(raw: Any) -> Any:
     """Tool-call arguments as the model sent them (OpenAI: JSON text; Anthropic: an object)."""
     return json.loads(raw) if isinstance(raw, str) else raw
-
-
-def system_text(request: RecordedRequest, protocol: str) -> str:
-    if protocol == "openai":
-        first = request.messages[0]
-        assert first["role"] == "system"
-        return first["content"]
-    return request.json["system"]
-
-
-def offered_tools(request: RecordedRequest, protocol: str) -> list[str]:
-    tools = request.json.get("tools", [])
-    return [t["function"]["name"] if protocol == "openai" else t["name"] for t in tools]
 
 
 def warehouse_orders(suite: Suite) -> int:

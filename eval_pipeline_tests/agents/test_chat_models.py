@@ -6,24 +6,25 @@ import asyncio
 
 import pytest
 
-from eval_pipeline.agents._cache import (
-    CachedChatModel,
-    MemoryCache,
-    completion_key,
-    completion_to_dict,
-)
-from eval_pipeline.agents._errors import (
+from eval_pipeline.agents import (
     AuthenticationFailed,
+    CachedChatModel,
+    ChatMessage,
+    Completion,
+    MemoryCache,
     ProtocolError,
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
     RequestRejected,
+    RetryPolicy,
+    ToolSpec,
+    Usage,
+    completion_key,
+    completion_to_dict,
+    cost_usd,
 )
-from eval_pipeline.agents._pricing import cost_usd
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._types import ChatMessage, Completion, ToolSpec, Usage
-from eval_pipeline.suite._config import ModelCosts
+from eval_pipeline.suite import ModelCosts
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
     Tokens,

@@ -9,17 +9,19 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.agents._errors import (
+from eval_pipeline.agents import (
+    AgentRun,
     AuthenticationFailed,
     ProtocolError,
+    ProviderPool,
     ProviderTimeout,
     ProviderUnavailable,
+    QueryRecord,
+    RetryPolicy,
+    ToolCallRecord,
+    Usage,
 )
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._types import AgentRun, QueryRecord, ToolCallRecord, Usage
-from eval_pipeline.suite._case import Case, Message
-from eval_pipeline.suite._config import MissingSecret
+from eval_pipeline.suite import Case, Message, MissingSecret
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,
     ScriptedServer,

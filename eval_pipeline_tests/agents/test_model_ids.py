@@ -8,8 +8,12 @@ import pytest
 
 from eval_pipeline.agents import UnknownModel, require_models
 from eval_pipeline.suite import SuiteError
-from eval_pipeline_tests.agents.test_replay import QUESTIONS, make_suite, write_recording
-from eval_pipeline_tests.agents.tiny_suite import open_factory
+from eval_pipeline_tests.agents.tiny_suite import (
+    QUESTIONS,
+    make_suite,
+    open_factory,
+    write_recording,
+)
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 
-from eval_pipeline.agents._openai import openai_messages
-from eval_pipeline.agents._types import ChatMessage, RequestedToolCall, ToolSpec
+from eval_pipeline.agents import ChatMessage, RequestedToolCall, ToolSpec, openai_messages
 from eval_pipeline_tests.agents.servers import (
     Tokens,
     answer,
@@ -161,7 +160,7 @@ def test_the_openai_api_gets_max_completion_tokens():
     """Reasoning models at api.openai.com refuse `max_tokens`; the newer name works for all."""
     import httpx
 
-    from eval_pipeline.agents._openai import OpenAIChatModel
+    from eval_pipeline.agents import OpenAIChatModel
 
     model = OpenAIChatModel(httpx.AsyncClient(), "o3")
     body = model.request_body([ChatMessage("user", "q")], tools=[], max_tokens=99)

@@ -8,9 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval_pipeline.agents._pricing import PRICE_TABLE, cost_usd, costs_for, table_costs
-from eval_pipeline.agents._types import Usage
-from eval_pipeline.suite._config import ModelConfig, ModelCosts, ProviderConfig, SuiteConfig
+from eval_pipeline.agents import PRICE_TABLE, Usage, cost_usd, costs_for, table_costs
+from eval_pipeline.suite import ModelConfig, ModelCosts, ProviderConfig, SuiteConfig
 
 
 def config_with(provider: str, model: str, costs: ModelCosts) -> SuiteConfig:

@@ -6,12 +6,15 @@ import asyncio
 
 import pytest
 
-from eval_pipeline.agents._anthropic import AnthropicChatModel
-from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._openai import OpenAIChatModel
-from eval_pipeline.agents._providers import ProviderPool, split_model_id
-from eval_pipeline.agents._types import ChatMessage
-from eval_pipeline.suite._config import MissingSecret
+from eval_pipeline.agents import (
+    AnthropicChatModel,
+    ChatMessage,
+    OpenAIChatModel,
+    ProviderPool,
+    UnknownModel,
+    split_model_id,
+)
+from eval_pipeline.suite import MissingSecret
 from eval_pipeline_tests.agents.servers import FAST_RETRY, answer, suite_config
 
 

@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._replay import (
+from eval_pipeline.agents import (
+    AgentRun,
+    ChatMessage,
     Recording,
     RekeyReport,
     ReplayChatModel,
     ReplayMissing,
+    RunStatus,
+    ToolSpec,
+    UnknownModel,
     call_context,
+    execute_runs,
     request_hash,
 )
-from eval_pipeline.agents._runner import execute_runs
-from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus, ToolSpec
 from eval_pipeline.pipeline._rekey import rekey_recordings
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (
@@ -34,21 +36,14 @@ from eval_pipeline_tests.agents.servers import (
 )
 from eval_pipeline_tests.agents.tiny_suite import (
     DAY,
+    QUESTIONS,
     by_prompt,
+    make_suite,
     open_factory,
     requests_for,
     write_case,
-    write_suite,
+    write_recording,
 )
-
-QUESTIONS = {f"q{i}": f"What is {i} squared?" for i in range(6)}
-
-
-def make_suite(tmp_path: Path, server: ScriptedServer | None = None, **options: Any) -> Suite:
-    providers = []
-    if server is not None:
-        providers = [{"provider": server.protocol, "base_url": server.base_url, "timeout_s": 5}]
-    return load_suite(write_suite(tmp_path / "suite", providers=providers, **options))
 
 
 def run_all(
@@ -62,15 +57,6 @@ def run_all(
             return await execute_runs(requests, factory.agent, concurrency=concurrency)
 
     return asyncio.run(go())
-
-
-def write_recording(suite: Suite, name: str, *lines: dict[str, Any] | str) -> Path:
-    """A hand-written recording: dicts become JSON lines, strings are written verbatim."""
-    path = suite.root / "recordings" / f"{name}.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
-    path.write_text("\n".join(text) + "\n", encoding="utf-8")
-    return path
 
 
 def rekey(suite: Suite, name: str = "demo", k: int | None = None) -> RekeyReport:

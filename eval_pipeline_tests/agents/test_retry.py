@@ -11,15 +11,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval_pipeline.agents._errors import (
+from eval_pipeline.agents import (
     AuthenticationFailed,
     ProtocolError,
     ProviderTimeout,
     ProviderUnavailable,
     RateLimited,
     RequestRejected,
+    RetryPolicy,
+    parse_retry_after,
+    send_with_retry,
 )
-from eval_pipeline.agents._retry import RetryPolicy, parse_retry_after, send_with_retry
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,
     ScriptedServer,

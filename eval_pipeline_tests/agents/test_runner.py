@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._runner import execute_run, execute_runs
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentRun, RetryPolicy, RunStatus, execute_run, execute_runs
 from eval_pipeline.sandbox import WarehouseUnavailable
 from eval_pipeline.suite import Suite, load_agent_context, load_suite
 from eval_pipeline_tests.agents.servers import (

@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.agents._errors import AgentError, redact_url, scrub
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._types import AgentRun, ChatMessage
-from eval_pipeline.suite._case import Case, Message
+from eval_pipeline.agents import (
+    AgentError,
+    AgentRun,
+    ChatMessage,
+    ProviderPool,
+    RetryPolicy,
+    redact_url,
+    scrub,
+)
+from eval_pipeline.suite import Case, Message
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
     Step,

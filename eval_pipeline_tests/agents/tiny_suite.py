@@ -14,6 +14,7 @@ then loaded with `load_suite`, so tests go through the same configuration path a
 from __future__ import annotations
 
 import functools
+import json
 import tempfile
 import threading
 from collections import Counter
@@ -26,16 +27,13 @@ from typing import Any
 import duckdb
 import yaml
 
-from eval_pipeline.agents._builtin import AgentLimits
-from eval_pipeline.agents._factory import AgentFactory
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._retry import RetryPolicy
-from eval_pipeline.agents._runner import RunRequest
+from eval_pipeline.agents import AgentFactory, AgentLimits, ProviderPool, RetryPolicy, RunRequest
 from eval_pipeline.sandbox import SandboxLimits
-from eval_pipeline.suite import AgentContext, Case, Suite, load_agent_context
+from eval_pipeline.suite import AgentContext, Case, Suite, load_agent_context, load_suite
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,
     RecordedRequest,
+    ScriptedServer,
     Step,
     answer,
     by_turn,
@@ -250,3 +248,24 @@ async def open_factory(
             yield factory
         finally:
             factory.close()
+
+
+#: Six cases with distinct questions, for suites written by `make_suite(..., cases=QUESTIONS)`.
+QUESTIONS = {f"q{i}": f"What is {i} squared?" for i in range(6)}
+
+
+def make_suite(tmp_path: Path, server: ScriptedServer | None = None, **options: Any) -> Suite:
+    """`write_suite` in `tmp_path/suite`, its provider the server's (if any), loaded."""
+    providers = []
+    if server is not None:
+        providers = [{"provider": server.protocol, "base_url": server.base_url, "timeout_s": 5}]
+    return load_suite(write_suite(tmp_path / "suite", providers=providers, **options))
+
+
+def write_recording(suite: Suite, name: str, *lines: dict[str, Any] | str) -> Path:
+    """A hand-written recording: dicts become JSON lines, strings are written verbatim."""
+    path = suite.root / "recordings" / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = [line if isinstance(line, str) else json.dumps(line) for line in lines]
+    path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    return path

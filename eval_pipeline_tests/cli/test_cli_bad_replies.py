@@ -13,7 +13,7 @@ from eval_pipeline.store import StoreLayout, fetch_read_only
 from eval_pipeline.suite import load_config
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, agent_reply
 from eval_pipeline_tests.agents.tiny_suite import write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import run_cli
+from eval_pipeline_tests.cli.console import run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -4,8 +4,6 @@ bucket (moto_server as S3), read back by `eval-pipeline sql`, reused, compacted 
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import os
 import signal
 import subprocess
@@ -21,18 +19,17 @@ from pathlib import Path
 
 import pytest
 import s3fs
-import yaml
 
 from eval_pipeline.store import StoreLayout, compact_store, fetch_read_only, write_rows
 from eval_pipeline.suite import SuiteError, load_config
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
 from eval_pipeline_tests.agents.tiny_suite import write_suite as write_agent_suite
-from eval_pipeline_tests.cli.test_cli_test_command import (
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback, run_cli, sql_rows
+from eval_pipeline_tests.cli.replay_suite import (
     FIRST_MODELS_ARGS,
-    SCRIPT,
-    cli_env,
-    no_traceback,
-    run_cli,
+    GRADES_SQL,
+    VERDICTS,
+    set_store,
     write_suite,
 )
 from eval_pipeline_tests.store.buckets import AWS_ENV, Bucket, moto_process
@@ -40,31 +37,6 @@ from eval_pipeline_tests.store.buckets import AWS_ENV, Bucket, moto_process
 pytestmark = pytest.mark.slow
 
 DAY = "2026-04-01"
-VERDICTS = [
-    ["replay:drift", "customer_count", "passed"],
-    ["replay:drift", "order_count", "passed"],
-    ["replay:drift", "top_customer", "passed"],
-    ["replay:drift", "total_revenue", "passed"],
-    ["replay:good", "customer_count", "passed"],
-    ["replay:good", "order_count", "passed"],
-    ["replay:good", "top_customer", "passed"],
-    ["replay:good", "total_revenue", "passed"],
-]
-GRADES_SQL = "SELECT model, name, status FROM grades ORDER BY model, name"
-
-
-def set_store(root: Path, store: dict | None) -> None:
-    config = yaml.safe_load((root / "eval_config.yaml").read_text())
-    config["store"] = store
-    if store is None:
-        del config["store"]
-    (root / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-
-
-def sql_rows(root: Path, query: str) -> list[list[str]]:
-    result = run_cli("sql", query, "--format", "csv", cwd=root)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return list(csv.reader(io.StringIO(result.stdout)))[1:]
 
 
 def read_rows(root: Path, query: str) -> list[list[str]]:

@@ -16,12 +16,8 @@ import yaml
 
 from eval_pipeline.store import StoreLayout, query
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, agent_reply
-from eval_pipeline_tests.cli.test_cli_test_command import (
-    SCRIPT,
-    cli_env,
-    no_traceback,
-    write_suite,
-)
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.replay_suite import write_suite
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,7 @@ import pytest
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn, tool_calls
 from eval_pipeline_tests.agents.steps import execute_sql
 from eval_pipeline_tests.agents.tiny_suite import write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli
+from eval_pipeline_tests.cli.console import no_traceback, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, write_suite
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env
+from eval_pipeline_tests.cli.replay_suite import write_suite
 
 # Every test runs the `eval-pipeline` command in a subprocess.
 pytestmark = pytest.mark.slow

@@ -30,7 +30,7 @@ from eval_pipeline_tests.agents.servers import (
     tool_calls,
 )
 from eval_pipeline_tests.agents.tiny_suite import prompt_of, write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli, written_results
+from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
 
 pytestmark = pytest.mark.slow
 

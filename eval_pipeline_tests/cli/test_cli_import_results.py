@@ -15,9 +15,8 @@ import pytest
 
 from eval_pipeline.pipeline import today
 from eval_pipeline_tests.agents.servers import ScriptedServer
-from eval_pipeline_tests.cli.test_cli_nao_project import _by_prompt
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
-from eval_pipeline_tests.suite.nao_project import KEY_VARIABLE, write_nao_project
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.suite.nao_project import KEY_VARIABLE, by_prompt, write_nao_project
 
 pytestmark = pytest.mark.slow  # the real console script, in subprocesses
 
@@ -95,7 +94,7 @@ def test_a_native_run_after_importing_todays_nao_file_runs_its_own_tests(tmp_pat
     """Imported runs are history: a native evaluation of the same day never takes them for
     runs of ours (they have no inputs to match), and needs no --no-cache."""
     day = today()
-    with ScriptedServer("openai", script=_by_prompt) as server:
+    with ScriptedServer("openai", script=by_prompt) as server:
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
         outputs = project / "tests" / "outputs"
@@ -229,7 +228,7 @@ def test_the_first_native_run_after_naos_results_names_the_grading_rules_not_the
     """nao graded yesterday (in any row order, its own rules); today we grade. A verdict that
     differs is the rules' change, reported as a new judge is: neither regressed nor improved."""
     day = today()
-    with ScriptedServer("openai", script=_by_prompt) as server:
+    with ScriptedServer("openai", script=by_prompt) as server:
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
         yesterday = _nao_document((day - timedelta(days=1)).isoformat())

@@ -24,7 +24,7 @@ from eval_pipeline_tests.agents.servers import (
     execute_sql,
     tool_calls,
 )
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,8 @@ import yaml
 
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, answer
 from eval_pipeline_tests.agents.tiny_suite import write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import REKEY, cli_env, no_traceback, run_cli
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli
+from eval_pipeline_tests.cli.replay_suite import REKEY
 
 pytestmark = pytest.mark.slow
 

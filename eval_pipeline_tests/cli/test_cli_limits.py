@@ -27,7 +27,7 @@ from eval_pipeline_tests.agents.servers import (
     tool_calls,
 )
 from eval_pipeline_tests.agents.tiny_suite import by_prompt, write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli
+from eval_pipeline_tests.cli.console import no_traceback, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ import yaml
 from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key, today
-from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli, write_suite
+from eval_pipeline_tests.cli.console import no_traceback, run_cli
+from eval_pipeline_tests.cli.replay_suite import write_suite
 from eval_pipeline_tests.pipeline.test_lineage_automation import evaluate_conditions
 
 pytestmark = pytest.mark.slow

@@ -29,7 +29,7 @@ from eval_pipeline_tests.agents.servers import (
     exhausted,
     tool_calls,
 )
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 from eval_pipeline_tests.warehouses.small_warehouse import (
     load_statements,
 )

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline_tests.cli.test_cli_test_command import DAY, NEXT_DAY, run_cli, write_suite
+from eval_pipeline_tests.cli.console import run_cli
+from eval_pipeline_tests.cli.replay_suite import DAY, NEXT_DAY, write_suite
 
 pytestmark = pytest.mark.slow
 

@@ -11,35 +11,23 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline_tests.agents.servers import (
-    RecordedRequest,
     ScriptedServer,
-    Step,
-    answer,
-    execute_sql,
-    exhausted,
-    tool_calls,
 )
-from eval_pipeline_tests.cli.test_cli_test_command import DAY, SCRIPT, cli_env, no_traceback
-from eval_pipeline_tests.suite.nao_project import KEY_VARIABLE, TESTS, snapshot, write_nao_project
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.replay_suite import DAY
+from eval_pipeline_tests.suite.nao_project import (
+    AGENT_SQL,
+    KEY_VARIABLE,
+    by_prompt,
+    snapshot,
+    write_nao_project,
+)
 
 pytestmark = pytest.mark.slow
 
-# The agent answers total_revenue right and order_count wrong.
-AGENT_SQL = {"total_revenue": TESTS["total_revenue"][1], "order_count": "SELECT 2 AS orders"}
-
-
-def _by_prompt(request: RecordedRequest, _index: int) -> Step:
-    """Turn 0: run the test's query; turn 1: answer. Tests are told apart by their prompt."""
-    text = " ".join(str(m.get("content")) for m in request.messages if m.get("role") == "user")
-    turn = sum(1 for m in request.messages if m.get("role") == "assistant")
-    for name, (prompt, _sql) in TESTS.items():
-        if prompt in text:
-            return tool_calls(execute_sql(AGENT_SQL[name])) if turn == 0 else answer("Done.")
-    return exhausted(f"unknown prompt in {text[:80]!r}")
-
 
 def test_eval_pipeline_test_runs_a_nao_project_as_it_is(tmp_path):
-    with ScriptedServer("openai", script=_by_prompt) as server:
+    with ScriptedServer("openai", script=by_prompt) as server:
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         # Our extras may sit beside nao's file: grade from the last query, no extraction model.
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
@@ -101,7 +89,7 @@ def test_the_results_file_has_every_key_path_of_naos_with_naos_value_kinds(tmp_p
     """The file in tests/outputs/, key path by key path against an example of nao's format
     (written from nao's documented format): every path nao writes is there, and each value
     is of a kind nao writes at that path (a number where nao writes one: never a null cost)."""
-    with ScriptedServer("openai", script=_by_prompt) as server:
+    with ScriptedServer("openai", script=by_prompt) as server:
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
         env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from eval_pipeline.suite._secrets import MIN_PIECE
+from eval_pipeline.suite import MIN_PIECE
 from eval_pipeline_tests.agents.servers import ScriptedServer, agent_reply, error
 
 pytestmark = pytest.mark.slow

@@ -2,7 +2,7 @@
 the report on a 100-column terminal, `--failures-only`, what changed when no run was made,
 the results file's name, and `diff` with nothing to compare — through the real script.
 
-The suite is `test_cli_test_command`'s (replay models `good`, right on every test, and
+The suite is `replay_suite.py`'s (replay models `good`, right on every test, and
 `mixed`, wrong on `top_customer`) plus one test with a long name that `mixed` also gets wrong.
 """
 
@@ -19,18 +19,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline_tests.cli.test_cli_test_command import (
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback, run_cli
+from eval_pipeline_tests.cli.replay_suite import (
     CASES,
     DAY,
     FAILED_BY_MIXED,
     REPLIES,
-    SCRIPT,
     WRONG_SQL,
-    cli_env,
-    no_traceback,
     recording,
     rekey,
-    run_cli,
     write_suite,
 )
 

@@ -28,7 +28,8 @@ from eval_pipeline_tests.agents.servers import (
     execute_sql,
     tool_calls,
 )
-from eval_pipeline_tests.cli.test_cli_test_command import DAY, SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.replay_suite import DAY
 from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
 
 pytestmark = pytest.mark.slow

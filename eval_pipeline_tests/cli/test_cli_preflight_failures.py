@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, write_suite
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env
+from eval_pipeline_tests.cli.replay_suite import write_suite
 
 pytestmark = pytest.mark.slow
 

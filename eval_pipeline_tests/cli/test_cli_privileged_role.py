@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 
 pytestmark = pytest.mark.slow
 

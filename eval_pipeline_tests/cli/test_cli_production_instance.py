@@ -12,12 +12,18 @@ import psycopg
 import pytest
 import yaml
 
-from eval_pipeline_tests.cli.test_cli_bucket_store import GRADES_SQL, VERDICTS, set_store, sql_rows
-from eval_pipeline_tests.cli.test_cli_test_command import (
-    FIRST_MODELS_ARGS,
+from eval_pipeline_tests.cli.console import (
+    DEPLOY,
     SCRIPT,
-    cli_env,
     no_traceback,
+    production_env,
+    sql_rows,
+)
+from eval_pipeline_tests.cli.replay_suite import (
+    FIRST_MODELS_ARGS,
+    GRADES_SQL,
+    VERDICTS,
+    set_store,
     write_suite,
 )
 from eval_pipeline_tests.store.buckets import Bucket
@@ -25,20 +31,7 @@ from eval_pipeline_tests.warehouses.servers import Server
 
 pytestmark = pytest.mark.slow
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DAY = "2026-04-01"
-
-
-def production_env(home: Path, server: Server) -> dict[str, str]:
-    return {
-        **cli_env(),
-        "DAGSTER_HOME": str(home),
-        "DAGSTER_PG_HOST": server.host,
-        "DAGSTER_PG_PORT": str(server.port),
-        "DAGSTER_PG_USER": server.user,
-        "DAGSTER_PG_PASSWORD": server.password,
-        "DAGSTER_PG_DB": server.dbname,
-    }
 
 
 def test_the_cli_records_its_runs_in_the_postgres_instance_dagster_home_names(

@@ -18,7 +18,7 @@ import pytest
 
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, answer
 from eval_pipeline_tests.agents.tiny_suite import write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli
+from eval_pipeline_tests.cli.console import no_traceback, run_cli
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from eval_pipeline_tests.agents.servers import ScriptedServer, agent_reply, error, repeat
-from eval_pipeline_tests.cli.test_cli_test_command import DAY, run_cli, write_suite
+from eval_pipeline_tests.cli.console import run_cli
+from eval_pipeline_tests.cli.replay_suite import DAY, write_suite
 
 pytestmark = pytest.mark.slow
 

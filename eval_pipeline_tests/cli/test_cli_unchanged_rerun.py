@@ -33,12 +33,12 @@ from eval_pipeline.store import StoreLayout, read_latest, write_rows
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn, error
 from eval_pipeline_tests.agents.tiny_suite import prompt_of, write_suite
-from eval_pipeline_tests.cli.test_cli_runs import runs_of
-from eval_pipeline_tests.cli.test_cli_test_command import (
+from eval_pipeline_tests.cli.console import (
     SCRIPT,
     cli_env,
     no_traceback,
     run_cli,
+    runs_of,
     written_results,
 )
 

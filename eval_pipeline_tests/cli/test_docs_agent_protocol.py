@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from eval_pipeline_tests.agents.tiny_suite import ORDERS, write_suite
-from eval_pipeline_tests.cli.test_cli_test_command import no_traceback, run_cli, written_results
+from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
 from eval_pipeline_tests.warehouses.servers import free_port
 
 pytestmark = pytest.mark.slow

@@ -31,7 +31,7 @@ import pytest
 
 from eval_pipeline.store import StoreLayout, fetch_read_only
 from eval_pipeline.suite import load_config, load_suite
-from eval_pipeline_tests.cli.test_cli_test_command import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 from eval_pipeline_tests.conftest import copy_sample_suite
 
 pytestmark = pytest.mark.slow

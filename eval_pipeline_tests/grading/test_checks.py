@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from eval_pipeline.agents._types import ToolCallRecord
-from eval_pipeline.grading._assertions import check_assertions, is_subset, strict_equal
-from eval_pipeline.grading._tool_calls import JudgeDecision, check_tool_calls
-from eval_pipeline.grading._verdict import CheckResult, GradeStatus, combine
+from eval_pipeline.agents import ToolCallRecord
+from eval_pipeline.grading import (
+    CheckResult,
+    GradeStatus,
+    JudgeDecision,
+    check_assertions,
+    check_tool_calls,
+    combine,
+    is_subset,
+    strict_equal,
+)
 from eval_pipeline.suite import ArgumentMatcher, ExpectedToolCall, ToolCallAssertion
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from eval_pipeline.grading._compare import Comparison, compare_results
+from eval_pipeline.grading import Comparison, compare_results
 
 
 def frame(**columns) -> pd.DataFrame:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from eval_pipeline.grading._compare import compare_results
+from eval_pipeline.grading import compare_results
 
 # ~11 s of generated tables in all: CI runs them; the fast lane keeps test_compare.py's examples.
 pytestmark = pytest.mark.slow

@@ -11,8 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.agents._cache import CachedChatModel, MemoryCache
-from eval_pipeline.agents._types import AgentRun, QueryRecord
+from eval_pipeline.agents import AgentRun, CachedChatModel, MemoryCache, QueryRecord
 from eval_pipeline.grading import (
     Extraction,
     Grader,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.grading._failure_kind import FailureKind, classify_failure
+from eval_pipeline.grading import FailureKind, classify_failure
 
 REFERENCE = """
     SELECT c.region, SUM(o.amount) AS revenue

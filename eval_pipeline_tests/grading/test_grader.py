@@ -9,29 +9,25 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from datetime import date
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pytest
 
-from eval_pipeline.agents._cache import CachedChatModel
-from eval_pipeline.agents._types import AgentRun, QueryRecord, RunStatus, ToolCallRecord
+from eval_pipeline.agents import AgentRun, QueryRecord, RunStatus, ToolCallRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, ReferenceResult, run_references
-from eval_pipeline.pipeline._records import run_from_row
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.store import FileCompletionCache, StoreLayout
-from eval_pipeline.suite import Case, Consistency, Evaluator, Message, Tolerance, ToolCallAssertion
+from eval_pipeline.suite import Case, Consistency, Evaluator, Tolerance, ToolCallAssertion
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,
     ScriptedServer,
     Step,
     answer,
     error,
-    open_chat_model,
     repeat,
 )
+from eval_pipeline_tests.grading.stored_runs import make_case, make_run, with_judge
 
 BY_REGION = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region"
 EXPECTED = {"north": 250.5, "south": 99.99, "west": 40.0}  # what BY_REGION returns
@@ -59,45 +55,6 @@ def judge_server() -> Iterator[ScriptedServer]:
         yield server
 
 
-def make_case(name: str = "revenue_by_region", **fields: Any) -> Case:
-    return Case(
-        name,
-        Path(f"{name}.yml"),
-        f"{name}.yml",
-        (Message("user", "What is the revenue per region?"),),
-        **fields,
-    )
-
-
-def stored(run: AgentRun) -> AgentRun:
-    """The run as the grading stage reads it back from the store's journal."""
-    return run_from_row(json.loads(json.dumps(run.to_dict())))
-
-
-def make_run(
-    *,
-    answer_rows: list[list[Any]] | None = None,
-    columns: tuple[str, ...] = ("region", "revenue"),
-    attempt: int = 0,
-    **fields: Any,
-) -> AgentRun:
-    answer_table = None
-    if answer_rows is not None:
-        answer_table = {"columns": list(columns), "rows": answer_rows}
-    run = AgentRun(
-        "revenue_by_region",
-        "http:my-agent",
-        attempt,
-        date(2026, 1, 1),
-        "input-hash",
-        "context-hash",
-        final_text=fields.pop("final_text", "North leads with 250.50."),
-        answer=answer_table,
-        **fields,
-    )
-    return stored(run)
-
-
 def reference_for(case: Case, warehouse: SqlSandbox) -> ReferenceResult:
     [reference] = run_references([case], warehouse)
     return reference
@@ -115,16 +72,6 @@ def grade(
 def grade_one(case, run, reference, grader=None) -> Grade:
     [one] = grade(case, [run], reference, grader)
     return one
-
-
-def with_judge(server: ScriptedServer, use, *, cache=None):
-    """Run `use(model)` with the server's model, cached when `cache` is given."""
-
-    async def go():
-        async with open_chat_model(server) as model:
-            return await use(CachedChatModel(model, cache) if cache is not None else model)
-
-    return asyncio.run(go())
 
 
 # ---- data ------------------------------------------------------------------------------------

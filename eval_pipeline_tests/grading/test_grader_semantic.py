@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.agents._types import AgentRun, QueryRecord
+from eval_pipeline.agents import AgentRun, QueryRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, build_variants, run_references
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.suite import Semantic
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
 from eval_pipeline_tests.grading.small_shop import build_shop
-from eval_pipeline_tests.grading.test_grader import make_case, make_run, with_judge
+from eval_pipeline_tests.grading.stored_runs import make_case, make_run, with_judge
 
 COUNT = "SELECT COUNT(*) AS orders FROM orders"
 PAID = "SELECT COUNT(*) AS orders FROM orders WHERE status <> 'cancelled'"

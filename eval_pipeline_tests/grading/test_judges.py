@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.agents._types import AgentRun, ToolCallRecord
+from eval_pipeline.agents import AgentRun, ToolCallRecord
 from eval_pipeline.grading import (
     DEFAULT_CONSISTENCY_PROMPT,
     CheckResult,
@@ -26,8 +26,8 @@ from eval_pipeline.grading import (
     Judge,
     check_consistency,
     check_evaluators,
+    combine,
 )
-from eval_pipeline.grading._verdict import combine
 from eval_pipeline.suite import (
     ArgumentMatcher,
     Case,

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.grading._agreement import agreement
-from eval_pipeline.grading._metrics import RunOutcome, case_metrics, pass_at_k, summarize_models
-from eval_pipeline.grading._verdict import GradeStatus
+from eval_pipeline.grading import (
+    GradeStatus,
+    RunOutcome,
+    agreement,
+    case_metrics,
+    pass_at_k,
+    summarize_models,
+)
 
 P, F, E = GradeStatus.PASSED, GradeStatus.FAILED, GradeStatus.ERROR
 

@@ -6,9 +6,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from eval_pipeline.grading import may_vary_within_day
-from eval_pipeline.grading._reference import ReferenceResult
-from eval_pipeline.grading._reference_health import drift_warning, reference_health
+from eval_pipeline.grading import (
+    ReferenceResult,
+    drift_warning,
+    may_vary_within_day,
+    reference_health,
+)
 from eval_pipeline.sandbox import SqlSandbox
 
 CLEAN = "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region ORDER BY region"

@@ -7,10 +7,7 @@ from functools import partial
 
 import pytest
 
-from eval_pipeline.grading._compare import compare_results
-from eval_pipeline.grading._reference import frame_from_rows
-from eval_pipeline.grading._semantic import semantic_check
-from eval_pipeline.grading._variants import build_variants
+from eval_pipeline.grading import build_variants, compare_results, frame_from_rows, semantic_check
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline_tests.grading.small_shop import build_shop
 

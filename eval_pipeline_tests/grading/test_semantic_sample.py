@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.grading._compare import compare_results
-from eval_pipeline.grading._semantic import semantic_check
-from eval_pipeline.grading._variants import build_variants
+from eval_pipeline.grading import build_variants, compare_results, semantic_check
 from eval_pipeline.sandbox import SqlSandbox, sql_is_ordered
 from eval_pipeline.suite import load_cases
 from eval_pipeline_tests.conftest import SAMPLE_SUITE_DIR

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.grading import (
+    GradeStatus,
     PairedComparison,
     RunOutcome,
     attempts_by_model,
@@ -26,7 +27,6 @@ from eval_pipeline.grading import (
     sign_flip_p,
     wilson_interval,
 )
-from eval_pipeline.grading._verdict import GradeStatus
 
 PROPERTY = settings(max_examples=150, deadline=None)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.grading._variants import MANIFEST, VariantOptions, build_variants
+from eval_pipeline.grading import MANIFEST, VariantOptions, build_variants
 from eval_pipeline_tests.grading.small_shop import CUSTOMERS, ORDERS, build_shop
 
 TABLES = ("customers", "products", "orders", "order_lines")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import duckdb
 
-from eval_pipeline.grading._warehouse_keys import read_schema
+from eval_pipeline.grading import read_schema
 
 
 def _schema(*statements: str):

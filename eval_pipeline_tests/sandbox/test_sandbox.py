@@ -15,15 +15,16 @@ import pyarrow as pa
 import pytest
 
 from eval_pipeline.sandbox import (
+    FetchCaps,
     ForbiddenStatement,
     QueryFailed,
     QueryTimeout,
     SandboxError,
     SandboxLimits,
     SqlSandbox,
+    fetch_capped_batches,
     to_json_safe,
 )
-from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped_batches
 
 
 @pytest.fixture(scope="module")

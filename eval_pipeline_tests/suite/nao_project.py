@@ -1,4 +1,5 @@
-"""A small nao project on disk, laid out and configured the way nao documents it."""
+"""A small nao project on disk, laid out and configured the way nao documents it, and a
+scripted agent (`by_prompt`) answering its tests."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ import textwrap
 from pathlib import Path
 
 import duckdb
+
+from eval_pipeline_tests.agents.servers import (
+    RecordedRequest,
+    Step,
+    answer,
+    execute_sql,
+    exhausted,
+    tool_calls,
+)
 
 #: test name → (prompt, reference SQL), as a team's `tests/*.yml` would hold them.
 TESTS = {
@@ -78,3 +88,17 @@ def snapshot(root: Path) -> dict[str, bytes]:
         for path in sorted(root.rglob("*"))
         if path.is_file() and ".eval" not in path.relative_to(root).parts
     }
+
+
+# The agent answers total_revenue right and order_count wrong.
+AGENT_SQL = {"total_revenue": TESTS["total_revenue"][1], "order_count": "SELECT 2 AS orders"}
+
+
+def by_prompt(request: RecordedRequest, _index: int) -> Step:
+    """Turn 0: run the test's query; turn 1: answer. Tests are told apart by their prompt."""
+    text = " ".join(str(m.get("content")) for m in request.messages if m.get("role") == "user")
+    turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+    for name, (prompt, _sql) in TESTS.items():
+        if prompt in text:
+            return tool_calls(execute_sql(AGENT_SQL[name])) if turn == 0 else answer("Done.")
+    return exhausted(f"unknown prompt in {text[:80]!r}")

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.suite import SuiteError, load_suite
-from eval_pipeline.suite._secrets import forget_secrets, redact
+from eval_pipeline.suite import SuiteError, forget_secrets, load_suite, redact
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 CASE = "prompt: How many orders?\nsql: SELECT count(*) AS n FROM orders\n"

@@ -6,10 +6,12 @@ import logging
 
 import pytest
 
-from eval_pipeline.suite import IDENTITY_FIELDS, Templated, load_config
-from eval_pipeline.suite._secrets import (
+from eval_pipeline.suite import (
+    IDENTITY_FIELDS,
     Redactor,
+    Templated,
     forget_secrets,
+    load_config,
     redact,
     redact_value,
     register_secret,

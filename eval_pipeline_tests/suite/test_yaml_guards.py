@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.suite import SuiteError, load_config, load_suite
-from eval_pipeline.suite._yaml import MAX_ALIAS_NODES, MAX_DEPTH, YamlRefused, load_yaml
+from eval_pipeline.suite import (
+    MAX_ALIAS_NODES,
+    MAX_DEPTH,
+    SuiteError,
+    YamlRefused,
+    load_config,
+    load_suite,
+    load_yaml,
+)
 
 
 def alias_bomb(indent: str = "") -> str:

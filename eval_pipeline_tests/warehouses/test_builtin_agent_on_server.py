@@ -6,11 +6,17 @@ import asyncio
 
 import yaml
 
-from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._types import RunStatus
+from eval_pipeline.agents import RunStatus, execute_run
 from eval_pipeline.suite import load_suite
-from eval_pipeline_tests.agents.servers import ScriptedServer, answer, execute_sql, tool_calls
-from eval_pipeline_tests.agents.test_builtin_agent import exchanges, offered_tools, system_text
+from eval_pipeline_tests.agents.servers import (
+    ScriptedServer,
+    answer,
+    exchanges,
+    execute_sql,
+    offered_tools,
+    system_text,
+    tool_calls,
+)
 from eval_pipeline_tests.agents.tiny_suite import open_factory, request_for, write_suite
 
 

@@ -19,12 +19,16 @@ import psycopg
 import pytest
 import yaml
 
-from eval_pipeline.agents._runner import execute_run
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentRun, RunStatus, execute_run
 from eval_pipeline.suite import load_suite
 from eval_pipeline.warehouses import PrivilegedRole, connect, database_warnings
-from eval_pipeline_tests.agents.servers import ScriptedServer, answer, execute_sql, tool_calls
-from eval_pipeline_tests.agents.test_builtin_agent import exchanges
+from eval_pipeline_tests.agents.servers import (
+    ScriptedServer,
+    answer,
+    exchanges,
+    execute_sql,
+    tool_calls,
+)
 from eval_pipeline_tests.agents.tiny_suite import open_factory, request_for, write_suite
 from eval_pipeline_tests.warehouses.conftest import database_of
 from eval_pipeline_tests.warehouses.servers import Server, mysql_connection

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.grading._compare import compare_results
-from eval_pipeline.grading._reference import frame_from_rows
+from eval_pipeline.grading import compare_results, frame_from_rows
 from eval_pipeline.sandbox import ServerSandbox, SqlSandbox
 from eval_pipeline_tests.warehouses.conftest import database_of
 

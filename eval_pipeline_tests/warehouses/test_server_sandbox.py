@@ -228,7 +228,7 @@ def test_an_empty_server_result_still_loads_for_answer_extraction(server):
     import asyncio
     from datetime import date
 
-    from eval_pipeline.agents._types import AgentRun, QueryRecord
+    from eval_pipeline.agents import AgentRun, QueryRecord
     from eval_pipeline.grading import extract_answer
     from eval_pipeline_tests.agents.servers import ScriptedServer, answer, open_chat_model
 
