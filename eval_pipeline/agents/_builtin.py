@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ from eval_pipeline.agents._types import (
     Usage,
 )
 from eval_pipeline.sandbox import SandboxError, ServerSandbox, SqlSandbox
-from eval_pipeline.suite import AgentContext, Case
+from eval_pipeline.suite import AgentContext, Case, ContextFile
 
 LIST_TABLES = ToolSpec(
     "list_tables",
@@ -116,6 +117,21 @@ def system_prompt(
     )
 
 
+#: Characters of synced docs shown with one table: a table's preview can be long.
+MAX_SYNCED_DOCS_CHARS = 20_000
+
+
+def synced_docs_text(docs: Sequence[ContextFile]) -> str:
+    """The synced docs of a table (nao sync's columns.md, preview.md, ...) after its columns,
+    cut at MAX_SYNCED_DOCS_CHARS; "" when there are none."""
+    if not docs:
+        return ""
+    text = "\n\n".join(f"## {doc.label}\n{doc.text.strip()}" for doc in docs)
+    if len(text) > MAX_SYNCED_DOCS_CHARS:
+        text = text[:MAX_SYNCED_DOCS_CHARS] + "\n(cut: the docs go on)"
+    return "\n\nDocs:\n" + text
+
+
 def _expects_clarification(case: Case) -> bool:
     # Test mode removes `clarification` (a test must not wait for a person), except for a
     # test whose point is to check that the agent asks.
@@ -161,6 +177,7 @@ class BuiltinAgent:
         self.test_mode = test_mode
         # A server sandbox names its engine; the DuckDB sandbox keeps the DuckDB wording.
         engine = getattr(sandbox, "engine_name", "DuckDB")
+        self.context = context
         self.system = system_prompt(context, catalog, test_mode=test_mode, engine=engine)
         self._sql_tool = EXECUTE_SQL if engine == "DuckDB" else execute_sql_tool(engine)
 
@@ -266,7 +283,9 @@ class BuiltinAgent:
                     f"Error: no table named {name!r}. Call list_tables to see the tables."
                 )
                 return record.error, None
-            reply = self.catalog.describe_text(table)
+            reply = self.catalog.describe_text(table) + synced_docs_text(
+                self.context.docs_of(table.name, table.schema)
+            )
             record.result = {
                 "table": table.qualified_name,
                 "columns": [c.name for c in table.columns],

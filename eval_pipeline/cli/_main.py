@@ -12,6 +12,13 @@ from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
 from eval_pipeline.cli._init_command import add_arguments as add_init_arguments
 from eval_pipeline.cli._init_command import cmd_init
 from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
+from eval_pipeline.cli._results_files import (
+    add_file_diff_arguments,
+    add_summary_arguments,
+    cmd_file_diff,
+    cmd_summary,
+    wants_files,
+)
 from eval_pipeline.cli._sql import cmd_sql
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
@@ -80,7 +87,15 @@ def _listed(values: Sequence[object], most: int = 10) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """Improved / regressed / still failing tests between two days; exit 1 on regressions."""
+    """Improved / regressed / still failing tests between two days (or two results files:
+    `cmd_file_diff`); exit 1 on regressions."""
+    if wants_files(args):
+        return cmd_file_diff(args)
+    for option in ("test", "quiet", "no_fail"):
+        if getattr(args, option):
+            flag = "--" + option.replace("_", "-")
+            print(f"error: {flag} applies to results files (FILE FILE or --last)", file=sys.stderr)
+            return ExitCode.USAGE
     from eval_pipeline.pipeline import diff_days, since_previous_day
     from eval_pipeline.store import StoreLayout, graded_days, latest_graded_day, models_graded_on
 
@@ -317,7 +332,11 @@ def build_parser() -> argparse.ArgumentParser:
     store = add("store", cmd_store, "check the results store: list damaged files, set them aside")
     store.add_argument("action", choices=("check",))
 
-    diff = add("diff", cmd_diff, "tests that improved, regressed or still fail between two days")
+    diff = add(
+        "diff",
+        cmd_diff,
+        "tests that improved, regressed or still fail between two days, or two results files",
+    )
     diff.add_argument(
         "--base",
         metavar="YYYY-MM-DD",
@@ -327,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--date", metavar="YYYY-MM-DD", help="the later day (default: the latest graded)"
     )
     diff.add_argument("--model", action="append", help="only this model (repeatable)")
+    add_file_diff_arguments(diff)
+
+    summary = add("summary", cmd_summary, "a results file summed up: totals and one line per model")
+    add_summary_arguments(summary)
 
     export = add(
         "export",

@@ -133,7 +133,7 @@ def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
     """Read statements from the terminal (or piped input) and run each read-only, as
     `eval-pipeline sql "…"` does; a refused, failing or too slow statement says why and the
     prompt goes on, and so does one stopped by Ctrl-C."""
-    from eval_pipeline.store import NotReadOnly, QueryTooSlow, fetch_read_only
+    from eval_pipeline.store import TABLE_LISTING, NotReadOnly, QueryTooSlow, fetch_read_only
 
     interactive = sys.stdin.isatty()
     if interactive:
@@ -147,7 +147,7 @@ def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
                 print(HELP)
                 continue
             if statement == ".tables":
-                statement = "SELECT table_name AS name FROM information_schema.tables ORDER BY 1"
+                statement = TABLE_LISTING
             elif statement.startswith("."):
                 print(
                     f"error: unknown command {statement.split()[0]}; .help lists them",

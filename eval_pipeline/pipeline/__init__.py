@@ -52,6 +52,16 @@ from eval_pipeline.pipeline._results import (
     run_rows_sql,
     ungraded_rows,
 )
+from eval_pipeline.pipeline._results_files import (
+    CHANGES,
+    REGRESSION,
+    PairChange,
+    compare_results,
+    count_changes,
+    latest_results_files,
+    results_entries,
+    summarize_results,
+)
 from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
 from eval_pipeline.pipeline._unchanged import LastEvaluation, grades_complete, planned_runs
@@ -64,7 +74,9 @@ from eval_pipeline.pipeline._variants import (
 
 __all__ = [
     "CAUSES",
+    "CHANGES",
     "DAGSTER_HOME_ENV",
+    "REGRESSION",
     "URL_VARIABLE",
     "BuiltVariants",
     "Evaluation",
@@ -74,6 +86,7 @@ __all__ = [
     "LastEvaluation",
     "NewSuite",
     "NothingGraded",
+    "PairChange",
     "PartitionChecks",
     "PartitionRuns",
     "PartitionSummary",
@@ -85,7 +98,9 @@ __all__ = [
     "build_results",
     "build_suite_variants",
     "check_partition",
+    "compare_results",
     "compute_references",
+    "count_changes",
     "day_leaderboard",
     "decode_run_rows",
     "default_instance_yaml",
@@ -101,6 +116,7 @@ __all__ = [
     "import_results",
     "instance_home",
     "judge_model",
+    "latest_results_files",
     "load_references",
     "plan_requests",
     "planned_attempts",
@@ -111,6 +127,7 @@ __all__ = [
     "record_cases",
     "regressions_sql",
     "require_day",
+    "results_entries",
     "run_agents",
     "run_from_row",
     "run_partition",
@@ -122,6 +139,7 @@ __all__ = [
     "subscribe",
     "summarize_grades",
     "summarize_partition",
+    "summarize_results",
     "today",
     "tool_call_rows",
     "ungraded_rows",

@@ -56,12 +56,19 @@ from eval_pipeline.store._published import (
     publish_results,
     published_current,
 )
-from eval_pipeline.store._sandbox import NotReadOnly, QueryTooSlow, ReadLimits, fetch_read_only
+from eval_pipeline.store._sandbox import (
+    TABLE_LISTING,
+    NotReadOnly,
+    QueryTooSlow,
+    ReadLimits,
+    fetch_read_only,
+)
 from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [
     "STORAGE_VERSION",
     "TABLES",
+    "TABLE_LISTING",
     "CompactionReport",
     "DamagedFile",
     "FileCompletionCache",

@@ -21,6 +21,9 @@ from eval_pipeline.store._tables import TABLES
 _READING = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
 
 
+#: What the SQL prompt's `.tables` runs: the store's tables and views, by name.
+TABLE_LISTING = "SELECT table_name AS name FROM information_schema.tables ORDER BY 1"
+
 # How long a stopped query may take to wind down before the command goes on without it.
 _STOP_WAIT_S = 10.0
 

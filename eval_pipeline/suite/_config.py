@@ -274,6 +274,9 @@ class SuiteConfig:
     #: Every warehouse, the default (a test without `database:`) first; `warehouse:` is one.
     databases: tuple[DatabaseConfig, ...] = ()
     context: tuple[Path, ...] = ()
+    #: A folder of warehouse docs written by a sync tool (nao's `databases/`, from `nao sync`):
+    #: its Markdown files are part of the agent's context, each shown with its table.
+    synced_docs: Path | None = None
     providers: tuple[ProviderConfig, ...] = ()
     agents: tuple[AgentConfig, ...] = ()
     state_dir: Path | None = None

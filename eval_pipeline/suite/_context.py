@@ -1,4 +1,4 @@
-"""What the built-in agent is told about the warehouse besides the question: context files and dbt docs."""
+"""What the built-in agent is told about the warehouse besides the question: context files, dbt docs and synced docs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 from eval_pipeline.suite._config import SuiteConfig
 
 _DBT_DOC_SUFFIXES = (".yml", ".yaml", ".md")
+_SYNCED_DOC_SUFFIX = ".md"
 
 
 @dataclass(frozen=True)
@@ -17,20 +18,50 @@ class ContextFile:
     label: str
     text: str
 
+    def _part(self, key: str) -> str | None:
+        """The value of a `key=value` folder in the file's label (nao sync's layout)."""
+        for part in self.label.split("/")[:-1]:
+            name, equals, value = part.partition("=")
+            if equals and name == key:
+                return value
+        return None
+
+    def documents(self, table: str, schema: str) -> bool:
+        """Whether this synced doc describes the table: it lies in the table's `table=<name>`
+        folder (and in its `schema=<name>` folder, when the layout has one)."""
+        folder_table, folder_schema = self._part("table"), self._part("schema")
+        if folder_table is None or folder_table.lower() != table.lower():
+            return False
+        return folder_schema is None or folder_schema.lower() == schema.lower()
+
 
 @dataclass(frozen=True)
 class AgentContext:
-    """The context given to the built-in agent; its hash keys agent runs."""
+    """The context given to the built-in agent; its hash keys agent runs.
+
+    `files` go into its system prompt; `dbt_docs` describe the warehouse's models; `synced_docs`
+    (a nao project's `databases/`, written by `nao sync`) are shown with the table each
+    describes when the agent asks for it.
+    """
 
     files: tuple[ContextFile, ...]
     dbt_docs: tuple[ContextFile, ...]
+    synced_docs: tuple[ContextFile, ...] = ()
+
+    @property
+    def all_files(self) -> tuple[ContextFile, ...]:
+        return (*self.files, *self.dbt_docs, *self.synced_docs)
 
     @property
     def hash(self) -> str:
         digest = hashlib.sha256()
-        for item in (*self.files, *self.dbt_docs):
+        for item in self.all_files:
             digest.update(f"{item.label}\0{item.text}\0".encode())
         return digest.hexdigest()[:16]
+
+    def docs_of(self, table: str, schema: str) -> list[ContextFile]:
+        """The synced docs that describe the table, in their stable order."""
+        return [doc for doc in self.synced_docs if doc.documents(table, schema)]
 
 
 def dbt_doc_files(dbt_project: Path) -> list[Path]:
@@ -42,7 +73,8 @@ def dbt_doc_files(dbt_project: Path) -> list[Path]:
 
 
 def load_agent_context(config: SuiteConfig) -> AgentContext:
-    """Read the configured context files and the dbt project's model documentation."""
+    """Read the configured context files, the dbt project's model documentation and the
+    synced docs folder (a nao project's `databases/`)."""
     files = tuple(
         ContextFile(
             path,
@@ -64,4 +96,22 @@ def load_agent_context(config: SuiteConfig) -> AgentContext:
             )
             for path in dbt_doc_files(warehouse.dbt_project)
         )
-    return AgentContext(files=files, dbt_docs=docs)
+    synced: tuple[ContextFile, ...] = ()
+    if config.synced_docs is not None and config.synced_docs.is_dir():
+        synced = tuple(
+            # A sync tool's output, not the user's writing: a stray byte is shown, not fatal.
+            ContextFile(
+                path,
+                path.relative_to(config.root).as_posix()
+                if path.is_relative_to(config.root)
+                else str(path),
+                path.read_text(encoding="utf-8", errors="replace"),
+            )
+            for path in synced_doc_files(config.synced_docs)
+        )
+    return AgentContext(files=files, dbt_docs=docs, synced_docs=synced)
+
+
+def synced_doc_files(folder: Path) -> list[Path]:
+    """The Markdown files a sync tool wrote under `folder`, in a stable order."""
+    return sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix == _SYNCED_DOC_SUFFIX)

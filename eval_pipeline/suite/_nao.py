@@ -33,6 +33,8 @@ from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_sum
 NAO_CONFIG_FILE = "nao_config.yaml"
 NAO_TESTS_DIR = "tests"
 NAO_RESULTS_DIR = "outputs"  # below tests/, where `nao test` writes results_*.json
+NAO_RULES_FILE = "RULES.md"  # nao's main context file, beside nao_config.yaml
+NAO_SYNCED_DOCS = "databases"  # where `nao sync` writes each table's docs
 
 # nao declares an OpenAI-compatible endpoint as a provider named `openaiCompatible/<name>`.
 _COMPATIBLE_PREFIX = "openaiCompatible/"
@@ -98,6 +100,9 @@ def load_nao_config(root: Path) -> SuiteConfig:
         warehouse=first_duckdb_warehouse(databases),
         databases=databases,
         providers=providers,
+        # What nao's agent reads: RULES.md, and the docs `nao sync` wrote.
+        context=_rules(root),
+        synced_docs=root / NAO_SYNCED_DOCS,
         cases_dirname=NAO_TESTS_DIR,
         results_folder=root / NAO_TESTS_DIR / NAO_RESULTS_DIR,
         model_labels={to_model_id(s): s for s in spellings if to_model_id(s) != s},
@@ -106,6 +111,19 @@ def load_nao_config(root: Path) -> SuiteConfig:
     config = _merged(config, ours) if ours is not None else config
     # openai / anthropic undeclared in both files read nao's key variables.
     return with_environment_providers(config, source=NAO_CONFIG_FILE)
+
+
+def _rules(root: Path) -> tuple[Path, ...]:
+    """RULES.md, when the project has one (nao puts it in its agent's system prompt)."""
+    path = root / NAO_RULES_FILE
+    if not path.is_file():
+        return ()
+    try:
+        path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        problem = f"is not UTF-8 text (byte {error.start}); save it as UTF-8"
+        raise SuiteError([Problem(NAO_RULES_FILE, None, problem)]) from None
+    return (path,)
 
 
 def _read(path: Path) -> Any:
@@ -427,6 +445,8 @@ def _merged(nao: SuiteConfig, ours: SuiteConfig) -> SuiteConfig:
         warehouse=ours.warehouse if ours.databases else nao.warehouse,
         databases=ours.databases or nao.databases,
         providers=ours.providers + tuple(p for p in nao.providers if p.name not in taken),
+        context=ours.context or nao.context,
+        synced_docs=nao.synced_docs,
         cases_dirname=nao.cases_dirname,
         results_folder=nao.results_folder,
         model_labels=nao.model_labels,

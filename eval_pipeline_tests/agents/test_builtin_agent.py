@@ -391,3 +391,31 @@ def test_a_model_without_a_price_has_no_cost_rather_than_zero(server, suite):
     assert run.status is RunStatus.COMPLETED
     assert run.usage.total_tokens == 540
     assert run.cost_usd is None
+
+
+# ---- a nao project's context ------------------------------------------------------------------
+
+
+def test_a_nao_projects_rules_and_synced_docs_reach_the_agent(tmp_path, openai_server, monkeypatch):
+    from eval_pipeline_tests.suite.nao_project import KEY_VARIABLE, write_nao_project
+
+    project = write_nao_project(tmp_path / "shop", base_url=openai_server.base_url)
+    (project / "RULES.md").write_text("Revenue is the sum of amount, in EUR.\n")
+    # Where `nao sync` puts a table's docs: one folder per database, schema and table.
+    synced = project / "databases" / "type=duckdb" / "database=shop" / "schema=main"
+    (synced / "table=orders").mkdir(parents=True)
+    (synced / "table=orders" / "columns.md").write_text("# orders\n- amount: the order total\n")
+    (synced / "table=customers").mkdir()
+    (synced / "table=customers" / "columns.md").write_text("# customers\n- name\n")
+    monkeypatch.setenv(KEY_VARIABLE, "sk-test")
+    openai_server.script(tool_calls(call("describe_table", table_name="orders")), answer("Done."))
+
+    run_case(load_suite(project), "vllm:qwen3", "total_revenue")
+
+    first = openai_server.requests[0]
+    assert "## RULES.md\nRevenue is the sum of amount, in EUR." in system_text(first, "openai")
+    ((_, tool, _, described),) = exchanges(openai_server.last, "openai")
+    assert tool == "describe_table" and "amount (DOUBLE)" in described
+    label = "databases/type=duckdb/database=shop/schema=main/table=orders/columns.md"
+    assert f"## {label}\n# orders\n- amount: the order total" in described
+    assert "customers" not in described  # another table's docs stay with that table

@@ -179,3 +179,36 @@ def test_a_database_problem_names_nao_config_yaml_and_its_line(tmp_path, host, e
     assert "nao_config.yaml:3: databases[0]: database 'analytics' (postgres): " in result.stderr
     assert cause in result.stderr
     assert "eval_config.yaml" not in result.stderr
+
+
+def test_an_edit_of_rules_md_runs_the_tests_again_and_the_agent_reads_the_new_rules(tmp_path):
+    """RULES.md is nao's agent's main context: ours reads it too, as an input of the runs."""
+    with ScriptedServer("openai", script=_by_prompt) as server:
+        project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
+        (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
+        (project / "RULES.md").write_text("Amounts are in EUR.\n")
+        env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}
+
+        def evaluate() -> int:
+            before = len(server.requests)
+            run = subprocess.run(
+                [str(SCRIPT), "test", "--date", DAY, "-q"],
+                cwd=project,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            no_traceback(run)
+            assert run.returncode == 1, run.stdout + run.stderr  # order_count fails
+            return len(server.requests) - before
+
+        def system_prompts() -> set[str]:
+            return {r.messages[0]["content"] for r in server.requests[-4:]}
+
+        assert evaluate() == 4  # two tests, two turns each
+        assert all("## RULES.md\nAmounts are in EUR." in p for p in system_prompts())
+        assert evaluate() == 0  # unchanged: every run reused
+        (project / "RULES.md").write_text("Amounts are in USD.\n")
+        assert evaluate() == 4
+        assert all("## RULES.md\nAmounts are in USD." in p for p in system_prompts())

@@ -10,6 +10,7 @@ from eval_pipeline.suite import (
     MissingSecret,
     SuiteError,
     find_suite_root,
+    load_agent_context,
     load_config,
     load_suite,
     to_model_id,
@@ -103,6 +104,38 @@ def test_our_eval_config_keys_may_sit_beside_nao_s(project):
     assert config.test.models == ("vllm:qwen3",) and config.test.comparison.decimals == 2
     assert config.context == (project / "RULES.md",)
     assert config.provider("vllm") is not None and config.results_dir.name == "outputs"
+
+
+def test_rules_md_and_the_synced_docs_are_the_agents_context_and_an_edit_changes_its_hash(
+    project,
+):
+    without = load_agent_context(load_config(project))
+    assert without.files == () and without.synced_docs == ()
+    (project / "RULES.md").write_text("Amounts are in EUR.\n")
+    docs = project / "databases" / "type=duckdb" / "database=shop" / "schema=main" / "table=orders"
+    docs.mkdir(parents=True)
+    (docs / "columns.md").write_text("- amount\n")
+
+    context = load_agent_context(load_config(project))
+    assert [f.label for f in context.files] == ["RULES.md"]
+    assert [f.label for f in context.docs_of("orders", "main")] == [
+        "databases/type=duckdb/database=shop/schema=main/table=orders/columns.md"
+    ]
+    assert context.docs_of("orders", "staging") == [] and context.docs_of("order", "main") == []
+    assert context.hash != without.hash
+    (project / "RULES.md").write_text("Amounts are in USD.\n")
+    edited = load_agent_context(load_config(project))
+    assert edited.hash != context.hash
+    (docs / "columns.md").write_text("- amount, in USD\n")
+    assert load_agent_context(load_config(project)).hash != edited.hash
+
+
+def test_a_rules_md_that_is_not_utf8_names_the_file(project):
+    (project / "RULES.md").write_bytes(b"caf\xe9\n")
+    with pytest.raises(SuiteError) as error:
+        load_config(project)
+    (problem,) = error.value.problems
+    assert str(problem).startswith("RULES.md") and "UTF-8" in str(problem)
 
 
 def _problems(project, text: str) -> list[str]:

@@ -55,10 +55,7 @@ def suite_hashes(suite: Suite) -> dict[str, str]:
 
 
 def context_hashes(loaded: AgentContext) -> dict[str, str]:
-    return {
-        f.label: hashlib.sha256(f.text.encode()).hexdigest()[:16]
-        for f in (*loaded.files, *loaded.dbt_docs)
-    }
+    return {f.label: hashlib.sha256(f.text.encode()).hexdigest()[:16] for f in loaded.all_files}
 
 
 @dg.asset(
@@ -102,7 +99,8 @@ def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.Ma
     group_name=groups.SUITE,
     kinds={"markdown"},  # it reads dbt docs, but it is no dbt asset
     description="What the built-in agent is told besides the question: the configured context "
-    "files (RULES.md) and the dbt model documentation. Editing them marks agent runs unsynced "
+    "files (RULES.md), the dbt model documentation and, in a nao project, the docs `nao sync` "
+    "wrote under databases/. Editing them marks agent runs unsynced "
     "(re-read by the watch_suite_files sensor; `changed_files` names them).",
 )
 def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
@@ -110,6 +108,7 @@ def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg
     rows = ["| file | kind | characters |", "|---|---|---|"]
     rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
     rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
+    rows += [f"| {f.label} | synced docs | {len(f.text):,} |" for f in loaded.synced_docs]
     hashes = context_hashes(loaded)
     changed = changes(_previous_hashes(context, "file_hashes"), hashes)
     context.log.info(f"agent context hash {loaded.hash}; changed files: {_changes_text(changed)}")
@@ -121,6 +120,7 @@ def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg
             "context_hash": loaded.hash,
             "context_files": len(loaded.files),
             "dbt_doc_files": len(loaded.dbt_docs),
+            "synced_doc_files": len(loaded.synced_docs),
             "files": dg.MetadataValue.md("\n".join(rows)),
             "file_hashes": dg.MetadataValue.json(hashes),
         },

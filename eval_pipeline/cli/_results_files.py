@@ -1,0 +1,166 @@
+"""`eval-pipeline diff FILE FILE | --last` and `eval-pipeline summary`: results files compared and summed up, as nao's `test diff` / `test summary`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from eval_pipeline.cli._exit import ExitCode
+from eval_pipeline.cli._options import suite_root
+from eval_pipeline.pipeline import (
+    CHANGES,
+    REGRESSION,
+    ResultsFileError,
+    compare_results,
+    count_changes,
+    latest_results_files,
+    results_entries,
+    summarize_results,
+)
+from eval_pipeline.suite import load_config, to_model_id
+
+
+def add_file_diff_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="two results files, before and after (nao's or ours): compare them instead of "
+        "two stored days",
+    )
+    parser.add_argument(
+        "--last",
+        action="store_true",
+        help="compare the two results files written last in the suite's results folder",
+    )
+    parser.add_argument("--test", help="with files: only this test")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="with files: only the summary line"
+    )
+    parser.add_argument(
+        "--no-fail", action="store_true", help="with files: exit 0 even on a regression"
+    )
+
+
+def wants_files(args: argparse.Namespace) -> bool:
+    return bool(args.files or args.last)
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return ExitCode.USAGE
+
+
+def _plural(count: int, word: str, plural: str) -> str:
+    return f"{count} {word if count == 1 else plural}"
+
+
+def _summary_line(counts: dict[str, int]) -> str:
+    return ", ".join(
+        [
+            _plural(counts["regression"], "regression", "regressions"),
+            _plural(counts["fix"], "fix", "fixes"),
+            f"{counts['unchanged']} unchanged",
+            f"{counts['added']} added",
+            f"{counts['removed']} removed",
+        ]
+    )
+
+
+def _same_model(wanted: str, written: str) -> bool:
+    """`--model` in either spelling (nao's `openaiCompatible/vllm:qwen3` or ours)."""
+    return wanted == written or to_model_id(wanted) == to_model_id(written)
+
+
+def cmd_file_diff(args: argparse.Namespace) -> int:
+    """Each (test, model) of two results files: regression, fix, unchanged, added or
+    removed; exit 1 on a regression unless --no-fail."""
+    if args.base or args.date:
+        return _usage("--base and --date compare stored days; give them without files")
+    if args.last and args.files:
+        return _usage("give two results files or --last, not both")
+    if args.last:
+        folder = load_config(suite_root(args)).results_dir
+        files = latest_results_files(folder, 2)
+        if not files:
+            return _usage(f"--last needs two results files in {folder}; run `eval-pipeline test`")
+    elif len(args.files) != 2:
+        return _usage(f"give two results files, before and after (got {len(args.files)})")
+    else:
+        files = [Path(f) for f in args.files]
+    try:
+        before, after = (results_entries(path) for path in files)
+    except ResultsFileError as error:
+        return _usage(str(error))
+    pairs = [
+        pair
+        for pair in compare_results(before, after)
+        if (not args.model or any(_same_model(m, pair.model) for m in args.model))
+        and (args.test is None or pair.test == args.test)
+    ]
+    counts = count_changes(pairs)
+    if not args.quiet:
+        print(f"{files[0]} → {files[1]}")
+        if not pairs:
+            print("no test matches the filters")
+        test_width = max((len(p.test) for p in pairs), default=4)
+        model_width = max((len(p.model) for p in pairs), default=5)
+        for pair in sorted(pairs, key=lambda p: (CHANGES.index(p.change), p.test, p.model)):
+            shown = {True: "PASS", False: "FAIL", None: "-"}
+            print(
+                f"  {pair.test:<{test_width}}  {pair.model:<{model_width}}  "
+                f"{shown[pair.before]:>4} → {shown[pair.after]:<4}  {pair.change}"
+            )
+    print(f"Summary: {_summary_line(counts)}")
+    return ExitCode.FAILED if counts[REGRESSION] and not args.no_fail else ExitCode.OK
+
+
+def add_summary_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-f",
+        "--file",
+        metavar="FILE",
+        help="a results file, nao's or ours (default: the one written last in the suite's "
+        "results folder)",
+    )
+    parser.add_argument("--json", action="store_true", help="the summary as JSON")
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    """Totals and one line per model of a results file, computed from its runs."""
+    if args.file:
+        path = Path(args.file)
+    else:
+        folder = load_config(suite_root(args)).results_dir
+        found = latest_results_files(folder, 1)
+        if not found:
+            return _usage(f"no results file in {folder}; run `eval-pipeline test` or give -f")
+        path = found[0]
+    try:
+        summary = summarize_results(results_entries(path))
+    except ResultsFileError as error:
+        return _usage(str(error))
+    if args.json:
+        print(json.dumps({"file": str(path), **summary}, indent=2))
+        return ExitCode.OK
+    overall = summary["summary"]
+    cost = f"${overall['total_cost']:.4f}"
+    if overall["unpriced_runs"]:
+        cost += f" (cost unknown for {_plural(overall['unpriced_runs'], 'run', 'runs')})"
+    print(
+        f"{path}: {overall['passed']} passed, {overall['failed']} failed, "
+        f"{overall['total']} total, {cost}, {overall['total_duration_s']}s, "
+        f"{overall['total_tool_calls']} tool calls"
+    )
+    rows = summary["by_model"]
+    width = max((len(row["model"]) for row in rows), default=5)
+    for row in rows:
+        print(
+            f"  {row['model']:<{width}}  {row['passed']}/{row['total']} passed "
+            f"({row['pass_rate']:.1f}%)  pass@1 {row['pass_at_1']:.2f}  "
+            f"pass^{row['k']} {row['pass_hat_k']:.2f}  ${row['total_cost']:.4f}  "
+            f"{row['total_tokens']:,} tokens  {row['avg_duration_ms']:.0f} ms/run"
+        )
+    return ExitCode.OK

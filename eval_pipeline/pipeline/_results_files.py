@@ -1,0 +1,178 @@
+"""Results files read back: two compared by test and model, one summed up (nao's `test diff` / `test summary`).
+
+Both work on the `results` list every results file holds (ours and nao's alike: `name`,
+`model`, `passed`, `tokens`, `cost`, `duration_ms`, `tool_call_count`), never on the store,
+so a file from another machine or from `nao test` compares as well as one written here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval_pipeline.pipeline._imported_runs import ResultsFileError
+
+REGRESSION, FIX, UNCHANGED, ADDED, REMOVED = "regression", "fix", "unchanged", "added", "removed"
+#: The order changes are counted and listed in.
+CHANGES = (REGRESSION, FIX, UNCHANGED, ADDED, REMOVED)
+RESULTS_GLOB = "results_*.json"
+
+
+def results_entries(path: Path) -> list[Mapping[str, Any]]:
+    """The `results` list of a results file, each entry checked for what a diff or a
+    summary reads.
+
+    Raises:
+        ResultsFileError: the file is missing or no JSON, or an entry lacks a field; the
+            message names the file and the field (`results[3].passed`).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ResultsFileError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ResultsFileError(f"{path}: cannot be read ({error})") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ResultsFileError(f"{path}: not JSON ({error})") from None
+    results = document.get("results") if isinstance(document, dict) else None
+    if not isinstance(results, list):
+        raise ResultsFileError(f"{path}: no `results` list; is it a results file?")
+    for index, entry in enumerate(results):
+        where = f"{path}: results[{index}]"
+        if not isinstance(entry, dict):
+            raise ResultsFileError(f"{where}: expected an object")
+        for field, kind in (("name", str), ("model", str), ("passed", bool)):
+            if not isinstance(entry.get(field), kind):
+                raise ResultsFileError(f"{where}.{field}: expected a {kind.__name__}")
+    return results
+
+
+@dataclass(frozen=True)
+class PairChange:
+    """One test of one model in two results files. `before` / `after`: whether it passed
+    (every attempt the file holds), None when the file has no run of it."""
+
+    test: str
+    model: str
+    before: bool | None
+    after: bool | None
+
+    @property
+    def change(self) -> str:
+        if self.before is None:
+            return ADDED
+        if self.after is None:
+            return REMOVED
+        if self.before == self.after:
+            return UNCHANGED
+        return FIX if self.after else REGRESSION
+
+
+def _passed_by_pair(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], bool]:
+    passed: dict[tuple[str, str], bool] = {}
+    for entry in entries:
+        key = (entry["name"], entry["model"])
+        passed[key] = passed.get(key, True) and entry["passed"]
+    return passed
+
+
+def compare_results(
+    before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
+) -> list[PairChange]:
+    """Every (test, model) of either file, sorted, with how it changed. With several
+    attempts, a test passes in a file when all of its attempts there passed."""
+    old, new = _passed_by_pair(before), _passed_by_pair(after)
+    return [
+        PairChange(test, model, old.get((test, model)), new.get((test, model)))
+        for test, model in sorted(old.keys() | new.keys())
+    ]
+
+
+def count_changes(pairs: Sequence[PairChange]) -> dict[str, int]:
+    counts = dict.fromkeys(CHANGES, 0)
+    for pair in pairs:
+        counts[pair.change] += 1
+    return counts
+
+
+def latest_results_files(folder: Path, count: int) -> list[Path]:
+    """The `count` results files last written in `folder`, oldest first (by the time they
+    were written: a file's name holds the day it evaluated, which may be a past one)."""
+    files = [p for p in folder.glob(RESULTS_GLOB) if p.is_file()] if folder.is_dir() else []
+    files.sort(key=lambda p: (p.stat().st_mtime_ns, p.name))
+    return files[-count:] if len(files) >= count else []
+
+
+def _total(entries: Sequence[Mapping[str, Any]], field: str) -> float:
+    return sum(entry.get(field) or 0 for entry in entries)
+
+
+def _pass_metrics(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
+    """k and the mean over tests of pass@1, pass@k and pass^k (each test counts once)."""
+    by_test: dict[tuple[str, str], list[bool]] = {}
+    for entry in entries:
+        by_test.setdefault((entry["name"], entry["model"]), []).append(entry["passed"])
+    if not by_test:
+        return {"k": 0, "pass_at_1": 0.0, "pass_at_k": 0.0, "pass_hat_k": 0.0}
+    attempts = list(by_test.values())
+    return {
+        "k": max(len(a) for a in attempts),
+        "pass_at_1": sum(sum(a) / len(a) for a in attempts) / len(attempts),
+        "pass_at_k": sum(any(a) for a in attempts) / len(attempts),
+        "pass_hat_k": sum(all(a) for a in attempts) / len(attempts),
+    }
+
+
+def summarize_results(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What `nao test summary` reports of a file: the totals over every run, then one row per
+    model (best pass rate first, the cheaper first on a tie). `unpriced_runs` is ours: runs
+    whose cost is unknown (null), counted as 0 in the totals as nao counts them."""
+    total = len(entries)
+    passed = sum(1 for e in entries if e["passed"])
+    duration = _total(entries, "duration_ms")
+    tool_calls = _total(entries, "tool_call_count")
+    overall = {
+        "total": total,
+        "passed": passed,
+        "failed": total - passed,
+        "total_tokens": int(_total(entries, "tokens")),
+        "total_cost": _total(entries, "cost"),
+        "total_duration_ms": int(duration),
+        "total_duration_s": round(duration / 1000, 2),
+        "total_tool_calls": int(tool_calls),
+        "avg_duration_ms": round(duration / total, 0) if total else 0,
+        "avg_tool_calls": round(tool_calls / total, 1) if total else 0,
+        "unpriced_runs": sum(1 for e in entries if e.get("cost") is None),
+    }
+    models: dict[str, list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        models.setdefault(entry["model"], []).append(entry)
+    by_model = [_model_row(model, runs) for model, runs in models.items()]
+    by_model.sort(key=lambda row: (-row["pass_rate"], row["total_cost"], row["model"]))
+    return {"summary": overall, "by_model": by_model}
+
+
+def _model_row(model: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    total = len(runs)
+    passed = sum(1 for r in runs if r["passed"])
+    duration = _total(runs, "duration_ms")
+    tool_calls = _total(runs, "tool_call_count")
+    return {
+        "model": model,
+        "total": total,
+        "passed": passed,
+        "failed": total - passed,
+        "pass_rate": round(passed / total * 100, 1) if total else 0.0,  # a percentage, as nao's
+        "total_tokens": int(_total(runs, "tokens")),
+        "total_cost": round(_total(runs, "cost"), 6),
+        "total_duration_ms": int(duration),
+        "avg_duration_ms": round(duration / total, 0) if total else 0.0,
+        "total_tool_calls": int(tool_calls),
+        "avg_tool_calls": round(tool_calls / total, 1) if total else 0.0,
+        **_pass_metrics(runs),
+    }
