@@ -29,7 +29,12 @@ from eval_pipeline.suite._config import (
     WarehouseConfig,
     recording_name_problem,
 )
-from eval_pipeline.suite._context import AgentContext, dbt_doc_files, load_agent_context
+from eval_pipeline.suite._context import (
+    AgentContext,
+    ContextFile,
+    dbt_doc_files,
+    load_agent_context,
+)
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._errors import (
     Problem,
@@ -91,6 +96,7 @@ __all__ = [
     "Case",
     "CheckKind",
     "Consistency",
+    "ContextFile",
     "DatabaseConfig",
     "Evaluator",
     "ExpectedToolCall",

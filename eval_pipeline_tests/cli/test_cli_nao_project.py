@@ -183,7 +183,7 @@ def test_a_database_problem_names_nao_config_yaml_and_its_line(tmp_path, host, e
 
 def test_an_edit_of_rules_md_runs_the_tests_again_and_the_agent_reads_the_new_rules(tmp_path):
     """RULES.md is nao's agent's main context: ours reads it too, as an input of the runs."""
-    with ScriptedServer("openai", script=_by_prompt) as server:
+    with ScriptedServer("openai", script=by_prompt) as server:
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
         (project / "RULES.md").write_text("Amounts are in EUR.\n")
