@@ -30,14 +30,7 @@ from eval_pipeline.pipeline._gates import (
     regressions_sql,
     since_previous_day,
 )
-from eval_pipeline.pipeline._grades import (
-    PartitionSummary,
-    compute_references,
-    grade_partition,
-    load_references,
-    summarize_grades,
-    summarize_partition,
-)
+from eval_pipeline.pipeline._grades import compute_references, grade_partition, load_references
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
@@ -54,6 +47,11 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
 from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
+from eval_pipeline.pipeline._summaries import (
+    PartitionSummary,
+    summarize_grades,
+    summarize_partition,
+)
 from eval_pipeline.pipeline._unchanged import LastEvaluation, grades_complete, planned_runs
 from eval_pipeline.pipeline._variants import (
     BuiltVariants,

@@ -1,26 +1,13 @@
-"""The reference, grading and summary stages: expected answers per day, grades and summaries per partition."""
+"""The reference and grading stages: expected answers per day, grades per partition."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from datetime import date, timedelta
-from typing import Any
 
-from eval_pipeline.grading import (
-    CaseMetrics,
-    Grade,
-    Grader,
-    ModelSummary,
-    ReferenceResult,
-    RunOutcome,
-    case_metrics,
-    summarize_models,
-    with_judge_samples,
-)
-from eval_pipeline.pipeline._comparisons import model_intervals
+from eval_pipeline.grading import Grade, Grader, ReferenceResult, with_judge_samples
 from eval_pipeline.pipeline._records import is_imported, run_from_row
 from eval_pipeline.pipeline._references import references_by_database
 from eval_pipeline.sandbox import SandboxLimits
@@ -102,38 +89,3 @@ async def grade_partition(
             records += [row for row in stored if row["run_key"] in imported]
         write_rows(layout, "grades", records, model=model, run_date=run_date)
     return grades
-
-
-@dataclass(frozen=True)
-class PartitionSummary:
-    """A partition's summary, its per-test metrics and the 95% interval on its pass rate
-    (fractions; `pass_rate_interval`)."""
-
-    summary: ModelSummary
-    cases: list[CaseMetrics]
-    interval: tuple[float, float]
-
-    def to_row(self, suite_hash: str) -> dict[str, Any]:
-        low, high = self.interval
-        return {**asdict(self.summary), "ci_low": low, "ci_high": high, "suite_hash": suite_hash}
-
-
-def summarize_grades(grade_rows: Sequence[Mapping[str, Any]]) -> PartitionSummary:
-    """The summary of one partition's `grades` rows (one model, one day)."""
-    outcomes = [RunOutcome.from_grade_row(row) for row in grade_rows]
-    (summary,) = summarize_models(outcomes)
-    (interval,) = model_intervals(outcomes).values()
-    return PartitionSummary(summary, case_metrics(outcomes), interval)
-
-
-def summarize_partition(
-    suite: Suite, model: str, run_date: date, *, layout: StoreLayout
-) -> PartitionSummary | None:
-    """Summarize the partition's stored grades into its `model_summaries` row (held like
-    `grade_partition`, so the summary written last is of the grades written last)."""
-    with updating_partition(layout, model, run_date):
-        rows = read_latest(layout, "grades", model=model, run_date=run_date)
-        result = summarize_grades(rows) if rows else None
-        summary = [{**result.to_row(suite.hash), "run_date": run_date}] if result else []
-        write_rows(layout, "model_summaries", summary, model=model, run_date=run_date)
-    return result
