@@ -30,12 +30,19 @@ from eval_pipeline.pipeline._gates import (
     regressions_sql,
     since_previous_day,
 )
-from eval_pipeline.pipeline._grades import compute_references, grade_partition, load_references
+from eval_pipeline.pipeline._grades import grade_partition
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.pipeline._references import (
+    EXPECTED_EMPTY_TAG,
+    REFERENCE_LIMITS,
+    compute_references,
+    load_references,
+    references_by_database,
+)
 from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
 from eval_pipeline.pipeline._results import (
     build_results,
@@ -63,6 +70,8 @@ from eval_pipeline.pipeline._variants import (
 __all__ = [
     "CAUSES",
     "DAGSTER_HOME_ENV",
+    "EXPECTED_EMPTY_TAG",
+    "REFERENCE_LIMITS",
     "URL_VARIABLE",
     "BuiltVariants",
     "Evaluation",
@@ -107,6 +116,7 @@ __all__ = [
     "read_results_file",
     "read_run_rows",
     "record_cases",
+    "references_by_database",
     "regressions_sql",
     "require_day",
     "run_agents",

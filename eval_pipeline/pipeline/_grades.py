@@ -1,16 +1,15 @@
-"""The reference and grading stages: expected answers per day, grades per partition."""
+"""The grading stage of one (model, day) partition: its stored runs graded against the day's references."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import date, timedelta
+from datetime import date
 
-from eval_pipeline.grading import Grade, Grader, ReferenceResult, with_judge_samples
+from eval_pipeline.grading import Grade, Grader, with_judge_samples
 from eval_pipeline.pipeline._records import is_imported, run_from_row
-from eval_pipeline.pipeline._references import references_by_database
-from eval_pipeline.sandbox import SandboxLimits
+from eval_pipeline.pipeline._references import load_references
 from eval_pipeline.store import (
     StoreLayout,
     decode_json_rows,
@@ -20,27 +19,7 @@ from eval_pipeline.store import (
 )
 from eval_pipeline.suite import Suite
 
-REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
 GRADING_CONCURRENCY = 8
-
-
-def compute_references(
-    suite: Suite, run_date: date, *, layout: StoreLayout
-) -> list[ReferenceResult]:
-    """Run every reference SQL on its test's database and store the results for the day, each
-    with its reference-health warnings (drift against the previous day's stored results)."""
-    previous = load_references(layout, run_date - timedelta(days=1))
-    results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS, previous=previous)
-    rows = [{**r.to_record(), "run_date": run_date} for r in results]
-    write_rows(layout, "reference_results", rows, run_date=run_date)
-    return results
-
-
-def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
-    rows = decode_json_rows(
-        "reference_results", read_latest(layout, "reference_results", run_date=run_date)
-    )
-    return {row["name"]: ReferenceResult.from_record(row) for row in rows}
 
 
 async def grade_partition(
