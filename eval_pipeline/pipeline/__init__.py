@@ -30,7 +30,7 @@ from eval_pipeline.pipeline._gates import (
     regressions_sql,
     since_previous_day,
 )
-from eval_pipeline.pipeline._grades import grade_partition
+from eval_pipeline.pipeline._grades import grade_partition, grade_runs, judge_model
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
@@ -52,8 +52,13 @@ from eval_pipeline.pipeline._results import (
     run_rows_sql,
     ungraded_rows,
 )
-from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
-from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
+from eval_pipeline.pipeline._runs import (
+    PartitionRuns,
+    attempts_for,
+    plan_requests,
+    run_agents,
+    run_partition,
+)
 from eval_pipeline.pipeline._summaries import (
     PartitionSummary,
     summarize_grades,

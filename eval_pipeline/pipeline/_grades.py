@@ -7,19 +7,98 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import date
 
-from eval_pipeline.grading import Grade, Grader, with_judge_samples
+from eval_pipeline.agents import (
+    AgentFactory,
+    CachedChatModel,
+    ChatModel,
+    ProviderPool,
+    recording_name,
+)
+from eval_pipeline.grading import Grade, Grader, GradingRules, with_judge_samples
+from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._records import is_imported, run_from_row
 from eval_pipeline.pipeline._references import load_references
+from eval_pipeline.pipeline._variants import VariantSandboxes
 from eval_pipeline.store import (
+    FileCompletionCache,
     StoreLayout,
     decode_json_rows,
     read_latest,
     updating_partition,
     write_rows,
 )
-from eval_pipeline.suite import Suite
+from eval_pipeline.suite import AgentContext, Suite
 
 GRADING_CONCURRENCY = 8
+
+
+async def grade_runs(
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    context: AgentContext,
+    rejudge: bool = False,
+    rejudge_samples: int = 1,
+) -> list[Grade]:
+    """The grading stage of one partition: stored runs in, grades out, no agent call.
+    `rejudge` asks the judge and extraction model again instead of using cached answers;
+    `rejudge_samples` j ≥ 2 judges each run with judged checks j times in all (its grade is
+    the first; `Grade.judge_samples`), to tell judge noise from agent noise."""
+    config = suite.config.test
+    rules = GradingRules.of(suite.config)
+    async with ProviderPool(suite.config, concurrency=8) as pool:
+        factory = AgentFactory(suite.config, pool, context=context)
+        variants = VariantSandboxes(suite, layout)
+
+        def grader(sample: int) -> Grader:
+            judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge, sample=sample)
+            return Grader(
+                judge_model=judge,
+                extraction=rules.extraction,
+                tolerance=rules.tolerance,
+                variants=variants,
+            )
+
+        # No judge, nothing to judge again; a recorded judge gives its recorded answer only.
+        live_judge = config.judge_model is not None and recording_name(config.judge_model) is None
+        resamplers = [grader(sample) for sample in range(1, rejudge_samples)] if live_judge else []
+        try:
+            grades = await grade_partition(
+                suite,
+                model,
+                run_date,
+                layout=layout,
+                grader=grader(0),
+                resamplers=resamplers,
+                rules=rules.parts(),
+            )
+        finally:
+            variants.close()
+            factory.close()
+    for grade in grades:
+        publish(grade)
+    return grades
+
+
+def judge_model(
+    factory: AgentFactory,
+    model_id: str | None,
+    layout: StoreLayout,
+    *,
+    rejudge: bool = False,
+    sample: int = 0,
+) -> ChatModel | None:
+    """The judge/extraction model; real ones answer repeated questions from the store's cache
+    (unless `rejudge`: then they are asked again, and their new answers cached). `sample` > 0
+    is another independent answer to each question, cached apart (`--rejudge-samples`)."""
+    if model_id is None:
+        return None
+    model = factory.chat_model(model_id)
+    if recording_name(model_id) is not None:
+        return model  # a replay is free and must see every call to keep its turns in order
+    return CachedChatModel(model, FileCompletionCache(layout), refresh=rejudge, sample=sample)
 
 
 async def grade_partition(

@@ -8,12 +8,15 @@ from datetime import date
 
 from eval_pipeline.agents import (
     Agent,
+    AgentFactory,
     AgentRun,
+    ProviderPool,
     RunRequest,
     RunStatus,
     answerer_identity,
     execute_runs,
 )
+from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._records import (
     is_imported,
     journaled_runs,
@@ -35,31 +38,7 @@ from eval_pipeline.store import (
     updating_partition,
     write_rows,
 )
-from eval_pipeline.suite import Case, Suite
-
-
-def attempts_for(case: Case, k: int) -> int:
-    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`."""
-    attempts = case.k or k
-    if case.consistency is not None:
-        attempts = max(attempts, case.consistency.n)
-    return attempts
-
-
-def plan_requests(
-    cases: Sequence[Case],
-    model: str,
-    run_date: date,
-    context_hash: str,
-    *,
-    k: int,
-    answerer: str = "",
-) -> list[RunRequest]:
-    return [
-        RunRequest(case, model, attempt, run_date, context_hash, answerer)
-        for case in cases
-        for attempt in range(attempts_for(case, k))
-    ]
+from eval_pipeline.suite import AgentContext, Case, Suite
 
 
 @dataclass
@@ -79,9 +58,39 @@ class PartitionRuns:
         return sum(r.status is RunStatus.ERROR for r in self.runs)
 
 
-def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
-    """Completed runs by key; a later entry (a newer journal line) wins."""
-    return {run.key: run for run in runs if run.status is RunStatus.COMPLETED}
+async def run_agents(
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    context: AgentContext,
+    select: Sequence[str] | None = None,
+    no_cache: bool = False,
+    record: bool = False,
+    k: int | None = None,
+    threads: int | None = None,
+) -> PartitionRuns:
+    """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
+    concurrency = threads or suite.config.test.threads
+    async with ProviderPool(suite.config, concurrency=concurrency) as pool:
+        factory = AgentFactory(suite.config, pool, context=context, record=record)
+        try:
+            return await run_partition(
+                suite,
+                model,
+                run_date,
+                layout=layout,
+                agent_for=factory.agent,
+                context_hash=context.hash,
+                select=select,
+                no_cache=no_cache,
+                k=k,
+                threads=concurrency,
+                on_finished=publish,
+            )
+        finally:
+            factory.close()
 
 
 async def run_partition(
@@ -203,6 +212,35 @@ async def run_partition(
         carried=len(carried),
         answerer_changed=answerer_changed,
     )
+
+
+def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
+    """Completed runs by key; a later entry (a newer journal line) wins."""
+    return {run.key: run for run in runs if run.status is RunStatus.COMPLETED}
+
+
+def attempts_for(case: Case, k: int) -> int:
+    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`."""
+    attempts = case.k or k
+    if case.consistency is not None:
+        attempts = max(attempts, case.consistency.n)
+    return attempts
+
+
+def plan_requests(
+    cases: Sequence[Case],
+    model: str,
+    run_date: date,
+    context_hash: str,
+    *,
+    k: int,
+    answerer: str = "",
+) -> list[RunRequest]:
+    return [
+        RunRequest(case, model, attempt, run_date, context_hash, answerer)
+        for case in cases
+        for attempt in range(attempts_for(case, k))
+    ]
 
 
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
