@@ -25,19 +25,7 @@ from eval_pipeline.pipeline._records import (
     run_to_row,
     tool_call_rows,
 )
-from eval_pipeline.store import (
-    Journal,
-    StoreLayout,
-    abandoned_journals,
-    decode_json_rows,
-    journal_files,
-    journal_lines,
-    new_materialization_id,
-    read_latest,
-    remove_files,
-    updating_partition,
-    write_rows,
-)
+from eval_pipeline.store import JournaledPartition, StoreLayout, decode_json_rows, read_latest
 from eval_pipeline.suite import AgentContext, Case, Suite
 
 
@@ -130,81 +118,62 @@ async def run_partition(
     """
     selected = suite.select(select)
     previous = _current_runs(layout, model, run_date)
-    leftovers = journal_files(layout, "agent_runs", model, run_date)
-    journaled = journaled_runs(journal_lines(leftovers))
-    reusable = {} if no_cache else _reusable([*previous, *journaled])
+    with JournaledPartition(layout, "agent_runs", model, run_date) as partition:
+        journaled = journaled_runs(partition.journaled())
+        reusable = {} if no_cache else _reusable([*previous, *journaled])
 
-    answerer = answerer_identity(suite.config, model)
-    requests = plan_requests(
-        selected, model, run_date, context_hash, k=k or suite.config.test.k, answerer=answerer
-    )
-    reused, to_run, answerer_changed = [], [], 0
-    for request in requests:
-        stored = reusable.get(request.key)
-        # A run stored before answerers were kept (None) was made by the model as it was then.
-        if stored is not None and stored.answerer in (None, answerer):
-            reused.append(stored)
-        else:
-            to_run.append(request)
-            answerer_changed += stored is not None
-
-    materialization_id = new_materialization_id()
-    journal_path = layout.journal_path("agent_runs", model, run_date, materialization_id)
-    executed: list[AgentRun] = []
-    if to_run:
-        with Journal(journal_path) as journal:
-
-            def finished(run: AgentRun) -> None:
-                journal.append(make_storable(run).to_dict())
-                if on_finished is not None:
-                    on_finished(run)
-
-            executed = await execute_runs(
-                to_run,
-                agent_for,
-                concurrency=threads or suite.config.test.threads,
-                on_finished=finished,
-                timeout_s=suite.config.limits.run_timeout_s,
-            )
-
-    order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
-    current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
-    selected_names = {case.name for case in selected}
-    suite_names = {case.name for case in suite.cases}
-    fresh = {run.key for run in executed}
-    with updating_partition(layout, model, run_date):
-        # Read again: another evaluation of this partition (another selection of the day) may
-        # have written since we started. Its runs of the tests we did not select are kept.
-        carried = [
-            run
-            for run in _current_runs(layout, model, run_date)
-            if run.case_name not in selected_names and run.case_name in suite_names
-        ]
-        runs = [*current, *carried]
-        database = _database_names(suite)
-        rows = [
-            run_to_row(run, reused=run.key not in fresh, database=database.get(run.case_name))
-            for run in runs
-        ]
-        write_rows(
-            layout,
-            "agent_runs",
-            rows,
-            model=model,
-            run_date=run_date,
-            materialization_id=materialization_id,
+        answerer = answerer_identity(suite.config, model)
+        requests = plan_requests(
+            selected, model, run_date, context_hash, k=k or suite.config.test.k, answerer=answerer
         )
-        calls = [row for run in runs for row in tool_call_rows(run)]
-        write_rows(
-            layout,
-            "tool_calls",
-            calls,
-            model=model,
-            run_date=run_date,
-            materialization_id=materialization_id,
-        )
-    # Their runs are in the Parquet file now; a journal another evaluation is writing stays.
-    remove_files([*abandoned_journals(leftovers), journal_path])
+        reused, to_run, answerer_changed = [], [], 0
+        for request in requests:
+            stored = reusable.get(request.key)
+            # A run stored before answerers were kept (None) was made by the model as it was then.
+            if stored is not None and stored.answerer in (None, answerer):
+                reused.append(stored)
+            else:
+                to_run.append(request)
+                answerer_changed += stored is not None
+
+        executed: list[AgentRun] = []
+        if to_run:
+            with partition.journal() as journal:
+
+                def finished(run: AgentRun) -> None:
+                    journal.append(make_storable(run).to_dict())
+                    if on_finished is not None:
+                        on_finished(run)
+
+                executed = await execute_runs(
+                    to_run,
+                    agent_for,
+                    concurrency=threads or suite.config.test.threads,
+                    on_finished=finished,
+                    timeout_s=suite.config.limits.run_timeout_s,
+                )
+
+        order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
+        current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
+        selected_names = {case.name for case in selected}
+        suite_names = {case.name for case in suite.cases}
+        fresh = {run.key for run in executed}
+        with partition.updating():
+            # Read again: another evaluation of this partition (another selection of the day)
+            # may have written since we started. Its runs of the tests we did not select are kept.
+            carried = [
+                run
+                for run in _current_runs(layout, model, run_date)
+                if run.case_name not in selected_names and run.case_name in suite_names
+            ]
+            runs = [*current, *carried]
+            database = _database_names(suite)
+            rows = [
+                run_to_row(run, reused=run.key not in fresh, database=database.get(run.case_name))
+                for run in runs
+            ]
+            partition.write("agent_runs", rows)
+            partition.write("tool_calls", [row for run in runs for row in tool_call_rows(run)])
     return PartitionRuns(
         runs=runs,
         executed=executed,
