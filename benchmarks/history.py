@@ -43,7 +43,6 @@ import duckdb
 # Run as a script from the repository root: the test helpers live next to the package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_pipeline.defs import materialize
 from eval_pipeline.pipeline import summarize_grades
 from eval_pipeline.store import (
     StoreLayout,
@@ -59,6 +58,7 @@ from eval_pipeline_tests.pipeline.small_suite import (
     QUIET,
     agent_requests,
     evaluate,
+    materialize,
     open_small_suite,
     prepare,
 )

@@ -146,27 +146,3 @@ def _models_read(
     except SuiteError:
         suite = None
     return models_read(suite, models.keys(), models)
-
-
-def materialize(
-    defs: dg.Definitions,
-    assets: list[str],
-    *,
-    instance: dg.DagsterInstance,
-    partition_key: str | dg.MultiPartitionKey | None = None,
-    run_config: dict | None = None,
-    tags: dict[str, str] | None = None,
-) -> dg.ExecuteInProcessResult:
-    """Materialize some of the definitions' assets in this process, recorded in `instance`
-    (so the runs show in the Dagster UI of that instance)."""
-    keys = [dg.AssetKey.from_user_string(name) for name in assets]
-    job = defs.resolve_implicit_job_def_def_for_assets(keys)
-    assert job is not None, f"no job can materialize {assets}"
-    return job.execute_in_process(
-        instance=instance,
-        partition_key=partition_key,
-        asset_selection=keys,
-        run_config=run_config,
-        tags=tags,
-        raise_on_error=False,
-    )

@@ -95,7 +95,7 @@ def frame_from_rows(columns: list[str], rows: list[list[Any]]) -> pd.DataFrame:
     return frame
 
 
-def run_reference(case: Case, sandbox: SqlSandbox) -> ReferenceResult:
+def case_reference(case: Case, sandbox: SqlSandbox) -> ReferenceResult:
     """Run one case's reference SQL; an error is kept (and fails the data check), not raised."""
     assert case.sql is not None
     try:
@@ -113,4 +113,4 @@ def run_reference(case: Case, sandbox: SqlSandbox) -> ReferenceResult:
 
 def run_references(cases: Iterable[Case], sandbox: SqlSandbox) -> list[ReferenceResult]:
     """The reference result of every case that has reference SQL."""
-    return [run_reference(case, sandbox) for case in cases if case.sql is not None]
+    return [case_reference(case, sandbox) for case in cases if case.sql is not None]

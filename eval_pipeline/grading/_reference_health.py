@@ -53,7 +53,7 @@ def reference_health(
     """Every warning for one reference result, in a fixed order.
 
     Args:
-        result: The reference SQL's result on today's warehouse (`run_reference`).
+        result: The reference SQL's result on today's warehouse (`run_references`).
         execute: Runs one query on the same warehouse (`SqlSandbox.execute`); used to run the
             reference a second time and to look one row past its LIMIT.
         previous: The same test's reference result of the previous day, for drift.

@@ -30,19 +30,19 @@ from eval_pipeline.pipeline._gates import (
     regressions_sql,
     since_previous_day,
 )
-from eval_pipeline.pipeline._grades import (
-    PartitionSummary,
-    compute_references,
-    grade_partition,
-    load_references,
-    summarize_grades,
-    summarize_partition,
-)
+from eval_pipeline.pipeline._grades import grade_partition, grade_runs, judge_model
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.pipeline._references import (
+    EXPECTED_EMPTY_TAG,
+    REFERENCE_LIMITS,
+    compute_references,
+    load_references,
+    references_by_database,
+)
 from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
 from eval_pipeline.pipeline._results import (
     build_results,
@@ -62,8 +62,18 @@ from eval_pipeline.pipeline._results_files import (
     results_entries,
     summarize_results,
 )
-from eval_pipeline.pipeline._runs import PartitionRuns, attempts_for, plan_requests, run_partition
-from eval_pipeline.pipeline._session import grade_runs, judge_model, run_agents
+from eval_pipeline.pipeline._runs import (
+    PartitionRuns,
+    attempts_for,
+    plan_requests,
+    run_agents,
+    run_partition,
+)
+from eval_pipeline.pipeline._summaries import (
+    PartitionSummary,
+    summarize_grades,
+    summarize_partition,
+)
 from eval_pipeline.pipeline._unchanged import LastEvaluation, grades_complete, planned_runs
 from eval_pipeline.pipeline._variants import (
     BuiltVariants,
@@ -76,6 +86,8 @@ __all__ = [
     "CAUSES",
     "CHANGES",
     "DAGSTER_HOME_ENV",
+    "EXPECTED_EMPTY_TAG",
+    "REFERENCE_LIMITS",
     "REGRESSION",
     "URL_VARIABLE",
     "BuiltVariants",
@@ -125,6 +137,7 @@ __all__ = [
     "read_results_file",
     "read_run_rows",
     "record_cases",
+    "references_by_database",
     "regressions_sql",
     "require_day",
     "results_entries",

@@ -1,59 +1,104 @@
-"""The reference, grading and summary stages: expected answers per day, grades and summaries per partition."""
+"""The grading stage of one (model, day) partition: its stored runs graded against the day's references."""
 
 from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from datetime import date, timedelta
-from typing import Any
+from datetime import date
 
-from eval_pipeline.grading import (
-    CaseMetrics,
-    Grade,
-    Grader,
-    ModelSummary,
-    ReferenceResult,
-    RunOutcome,
-    case_metrics,
-    summarize_models,
-    with_judge_samples,
+from eval_pipeline.agents import (
+    AgentFactory,
+    CachedChatModel,
+    ChatModel,
+    ProviderPool,
+    recording_name,
 )
-from eval_pipeline.pipeline._comparisons import model_intervals
+from eval_pipeline.grading import Grade, Grader, GradingRules, with_judge_samples
+from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._records import is_imported, run_from_row
-from eval_pipeline.pipeline._references import references_by_database
-from eval_pipeline.sandbox import SandboxLimits
+from eval_pipeline.pipeline._references import load_references
+from eval_pipeline.pipeline._variants import VariantSandboxes
 from eval_pipeline.store import (
+    FileCompletionCache,
     StoreLayout,
     decode_json_rows,
     read_latest,
     updating_partition,
     write_rows,
 )
-from eval_pipeline.suite import Suite
+from eval_pipeline.suite import AgentContext, Suite
 
-REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
 GRADING_CONCURRENCY = 8
 
 
-def compute_references(
-    suite: Suite, run_date: date, *, layout: StoreLayout
-) -> list[ReferenceResult]:
-    """Run every reference SQL on its test's database and store the results for the day, each
-    with its reference-health warnings (drift against the previous day's stored results)."""
-    previous = load_references(layout, run_date - timedelta(days=1))
-    results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS, previous=previous)
-    rows = [{**r.to_record(), "run_date": run_date} for r in results]
-    write_rows(layout, "reference_results", rows, run_date=run_date)
-    return results
+async def grade_runs(
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    context: AgentContext,
+    rejudge: bool = False,
+    rejudge_samples: int = 1,
+) -> list[Grade]:
+    """The grading stage of one partition: stored runs in, grades out, no agent call.
+    `rejudge` asks the judge and extraction model again instead of using cached answers;
+    `rejudge_samples` j ≥ 2 judges each run with judged checks j times in all (its grade is
+    the first; `Grade.judge_samples`), to tell judge noise from agent noise."""
+    config = suite.config.test
+    rules = GradingRules.of(suite.config)
+    async with ProviderPool(suite.config, concurrency=8) as pool:
+        factory = AgentFactory(suite.config, pool, context=context)
+        variants = VariantSandboxes(suite, layout)
+
+        def grader(sample: int) -> Grader:
+            judge = judge_model(factory, config.judge_model, layout, rejudge=rejudge, sample=sample)
+            return Grader(
+                judge_model=judge,
+                extraction=rules.extraction,
+                tolerance=rules.tolerance,
+                variants=variants,
+            )
+
+        # No judge, nothing to judge again; a recorded judge gives its recorded answer only.
+        live_judge = config.judge_model is not None and recording_name(config.judge_model) is None
+        resamplers = [grader(sample) for sample in range(1, rejudge_samples)] if live_judge else []
+        try:
+            grades = await grade_partition(
+                suite,
+                model,
+                run_date,
+                layout=layout,
+                grader=grader(0),
+                resamplers=resamplers,
+                rules=rules.parts(),
+            )
+        finally:
+            variants.close()
+            factory.close()
+    for grade in grades:
+        publish(grade)
+    return grades
 
 
-def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
-    rows = decode_json_rows(
-        "reference_results", read_latest(layout, "reference_results", run_date=run_date)
-    )
-    return {row["name"]: ReferenceResult.from_record(row) for row in rows}
+def judge_model(
+    factory: AgentFactory,
+    model_id: str | None,
+    layout: StoreLayout,
+    *,
+    rejudge: bool = False,
+    sample: int = 0,
+) -> ChatModel | None:
+    """The judge/extraction model; real ones answer repeated questions from the store's cache
+    (unless `rejudge`: then they are asked again, and their new answers cached). `sample` > 0
+    is another independent answer to each question, cached apart (`--rejudge-samples`)."""
+    if model_id is None:
+        return None
+    model = factory.chat_model(model_id)
+    if recording_name(model_id) is not None:
+        return model  # a replay is free and must see every call to keep its turns in order
+    return CachedChatModel(model, FileCompletionCache(layout), refresh=rejudge, sample=sample)
 
 
 async def grade_partition(
@@ -102,38 +147,3 @@ async def grade_partition(
             records += [row for row in stored if row["run_key"] in imported]
         write_rows(layout, "grades", records, model=model, run_date=run_date)
     return grades
-
-
-@dataclass(frozen=True)
-class PartitionSummary:
-    """A partition's summary, its per-test metrics and the 95% interval on its pass rate
-    (fractions; `pass_rate_interval`)."""
-
-    summary: ModelSummary
-    cases: list[CaseMetrics]
-    interval: tuple[float, float]
-
-    def to_row(self, suite_hash: str) -> dict[str, Any]:
-        low, high = self.interval
-        return {**asdict(self.summary), "ci_low": low, "ci_high": high, "suite_hash": suite_hash}
-
-
-def summarize_grades(grade_rows: Sequence[Mapping[str, Any]]) -> PartitionSummary:
-    """The summary of one partition's `grades` rows (one model, one day)."""
-    outcomes = [RunOutcome.from_grade_row(row) for row in grade_rows]
-    (summary,) = summarize_models(outcomes)
-    (interval,) = model_intervals(outcomes).values()
-    return PartitionSummary(summary, case_metrics(outcomes), interval)
-
-
-def summarize_partition(
-    suite: Suite, model: str, run_date: date, *, layout: StoreLayout
-) -> PartitionSummary | None:
-    """Summarize the partition's stored grades into its `model_summaries` row (held like
-    `grade_partition`, so the summary written last is of the grades written last)."""
-    with updating_partition(layout, model, run_date):
-        rows = read_latest(layout, "grades", model=model, run_date=run_date)
-        result = summarize_grades(rows) if rows else None
-        summary = [{**result.to_row(suite.hash), "run_date": run_date}] if result else []
-        write_rows(layout, "model_summaries", summary, model=model, run_date=run_date)
-    return result

@@ -9,9 +9,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.pipeline._grades import summarize_grades
 from eval_pipeline.pipeline._imported_runs import ImportedRun, ResultsFileError, read_results_file
 from eval_pipeline.pipeline._records import IMPORTED_KEY_PREFIX
+from eval_pipeline.pipeline._summaries import summarize_grades
 from eval_pipeline.store import (
     StoreLayout,
     ensure_schema_files,

@@ -128,8 +128,8 @@ def run_to_row(run: AgentRun, *, reused: bool, database: str | None = None) -> d
 
 
 def journaled_runs(records: Iterable[tuple[Path, int, dict[str, Any]]]) -> list[AgentRun]:
-    """The runs of journal records (`journal_lines`); a record that is not a run is skipped
-    with a warning naming its file and line, so one bad line never blocks a model."""
+    """The runs of journal records (`JournaledPartition.journaled`); a record that is not a
+    run is skipped with a warning naming its file and line, so one bad line never blocks a model."""
     runs = []
     for path, line, record in records:
         try:

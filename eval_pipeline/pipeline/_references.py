@@ -1,19 +1,48 @@
-"""Reference SQL run on each test's own database: DuckDB files and servers alike."""
+"""The references stage of one day: every test's reference SQL run on its own database (DuckDB files and servers alike), stored with its health warnings."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from datetime import date, timedelta
 
 from eval_pipeline.grading import ReferenceResult, reference_health, run_references
 from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
-from eval_pipeline.suite import Case, DatabaseConfig, SuiteConfig
+from eval_pipeline.store import StoreLayout, decode_json_rows, read_latest, write_rows
+from eval_pipeline.suite import Case, DatabaseConfig, Suite, SuiteConfig
 
-__all__ = ["EXPECTED_EMPTY_TAG", "references_by_database"]
+__all__ = [
+    "EXPECTED_EMPTY_TAG",
+    "REFERENCE_LIMITS",
+    "compute_references",
+    "load_references",
+    "references_by_database",
+]
+
+REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
 
 #: A test tagged so says its right answer is no rows: its empty reference is no warning.
 EXPECTED_EMPTY_TAG = "empty-answer"
+
+
+def compute_references(
+    suite: Suite, run_date: date, *, layout: StoreLayout
+) -> list[ReferenceResult]:
+    """Run every reference SQL on its test's database and store the results for the day, each
+    with its reference-health warnings (drift against the previous day's stored results)."""
+    previous = load_references(layout, run_date - timedelta(days=1))
+    results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS, previous=previous)
+    rows = [{**r.to_record(), "run_date": run_date} for r in results]
+    write_rows(layout, "reference_results", rows, run_date=run_date)
+    return results
+
+
+def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
+    rows = decode_json_rows(
+        "reference_results", read_latest(layout, "reference_results", run_date=run_date)
+    )
+    return {row["name"]: ReferenceResult.from_record(row) for row in rows}
 
 
 def references_by_database(

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from eval_pipeline.agents import AgentFactory, ProviderPool, RekeyReport, recording_name
 from eval_pipeline.grading import Grader
-from eval_pipeline.pipeline._grades import compute_references, grade_partition
+from eval_pipeline.pipeline._grades import grade_partition
+from eval_pipeline.pipeline._references import compute_references
 from eval_pipeline.pipeline._runs import run_partition
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import Suite, load_agent_context

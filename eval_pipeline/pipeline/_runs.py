@@ -8,12 +8,15 @@ from datetime import date
 
 from eval_pipeline.agents import (
     Agent,
+    AgentFactory,
     AgentRun,
+    ProviderPool,
     RunRequest,
     RunStatus,
     answerer_identity,
     execute_runs,
 )
+from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._records import (
     is_imported,
     journaled_runs,
@@ -22,44 +25,8 @@ from eval_pipeline.pipeline._records import (
     run_to_row,
     tool_call_rows,
 )
-from eval_pipeline.store import (
-    Journal,
-    StoreLayout,
-    abandoned_journals,
-    decode_json_rows,
-    journal_files,
-    journal_lines,
-    new_materialization_id,
-    read_latest,
-    remove_files,
-    updating_partition,
-    write_rows,
-)
-from eval_pipeline.suite import Case, Suite
-
-
-def attempts_for(case: Case, k: int) -> int:
-    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`."""
-    attempts = case.k or k
-    if case.consistency is not None:
-        attempts = max(attempts, case.consistency.n)
-    return attempts
-
-
-def plan_requests(
-    cases: Sequence[Case],
-    model: str,
-    run_date: date,
-    context_hash: str,
-    *,
-    k: int,
-    answerer: str = "",
-) -> list[RunRequest]:
-    return [
-        RunRequest(case, model, attempt, run_date, context_hash, answerer)
-        for case in cases
-        for attempt in range(attempts_for(case, k))
-    ]
+from eval_pipeline.store import JournaledPartition, StoreLayout, decode_json_rows, read_latest
+from eval_pipeline.suite import AgentContext, Case, Suite
 
 
 @dataclass
@@ -79,9 +46,39 @@ class PartitionRuns:
         return sum(r.status is RunStatus.ERROR for r in self.runs)
 
 
-def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
-    """Completed runs by key; a later entry (a newer journal line) wins."""
-    return {run.key: run for run in runs if run.status is RunStatus.COMPLETED}
+async def run_agents(
+    suite: Suite,
+    model: str,
+    run_date: date,
+    *,
+    layout: StoreLayout,
+    context: AgentContext,
+    select: Sequence[str] | None = None,
+    no_cache: bool = False,
+    record: bool = False,
+    k: int | None = None,
+    threads: int | None = None,
+) -> PartitionRuns:
+    """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
+    concurrency = threads or suite.config.test.threads
+    async with ProviderPool(suite.config, concurrency=concurrency) as pool:
+        factory = AgentFactory(suite.config, pool, context=context, record=record)
+        try:
+            return await run_partition(
+                suite,
+                model,
+                run_date,
+                layout=layout,
+                agent_for=factory.agent,
+                context_hash=context.hash,
+                select=select,
+                no_cache=no_cache,
+                k=k,
+                threads=concurrency,
+                on_finished=publish,
+            )
+        finally:
+            factory.close()
 
 
 async def run_partition(
@@ -121,81 +118,62 @@ async def run_partition(
     """
     selected = suite.select(select)
     previous = _current_runs(layout, model, run_date)
-    leftovers = journal_files(layout, "agent_runs", model, run_date)
-    journaled = journaled_runs(journal_lines(leftovers))
-    reusable = {} if no_cache else _reusable([*previous, *journaled])
+    with JournaledPartition(layout, "agent_runs", model, run_date) as partition:
+        journaled = journaled_runs(partition.journaled())
+        reusable = {} if no_cache else _reusable([*previous, *journaled])
 
-    answerer = answerer_identity(suite.config, model)
-    requests = plan_requests(
-        selected, model, run_date, context_hash, k=k or suite.config.test.k, answerer=answerer
-    )
-    reused, to_run, answerer_changed = [], [], 0
-    for request in requests:
-        stored = reusable.get(request.key)
-        # A run stored before answerers were kept (None) was made by the model as it was then.
-        if stored is not None and stored.answerer in (None, answerer):
-            reused.append(stored)
-        else:
-            to_run.append(request)
-            answerer_changed += stored is not None
-
-    materialization_id = new_materialization_id()
-    journal_path = layout.journal_path("agent_runs", model, run_date, materialization_id)
-    executed: list[AgentRun] = []
-    if to_run:
-        with Journal(journal_path) as journal:
-
-            def finished(run: AgentRun) -> None:
-                journal.append(make_storable(run).to_dict())
-                if on_finished is not None:
-                    on_finished(run)
-
-            executed = await execute_runs(
-                to_run,
-                agent_for,
-                concurrency=threads or suite.config.test.threads,
-                on_finished=finished,
-                timeout_s=suite.config.limits.run_timeout_s,
-            )
-
-    order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
-    current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
-    selected_names = {case.name for case in selected}
-    suite_names = {case.name for case in suite.cases}
-    fresh = {run.key for run in executed}
-    with updating_partition(layout, model, run_date):
-        # Read again: another evaluation of this partition (another selection of the day) may
-        # have written since we started. Its runs of the tests we did not select are kept.
-        carried = [
-            run
-            for run in _current_runs(layout, model, run_date)
-            if run.case_name not in selected_names and run.case_name in suite_names
-        ]
-        runs = [*current, *carried]
-        database = _database_names(suite)
-        rows = [
-            run_to_row(run, reused=run.key not in fresh, database=database.get(run.case_name))
-            for run in runs
-        ]
-        write_rows(
-            layout,
-            "agent_runs",
-            rows,
-            model=model,
-            run_date=run_date,
-            materialization_id=materialization_id,
+        answerer = answerer_identity(suite.config, model)
+        requests = plan_requests(
+            selected, model, run_date, context_hash, k=k or suite.config.test.k, answerer=answerer
         )
-        calls = [row for run in runs for row in tool_call_rows(run)]
-        write_rows(
-            layout,
-            "tool_calls",
-            calls,
-            model=model,
-            run_date=run_date,
-            materialization_id=materialization_id,
-        )
-    # Their runs are in the Parquet file now; a journal another evaluation is writing stays.
-    remove_files([*abandoned_journals(leftovers), journal_path])
+        reused, to_run, answerer_changed = [], [], 0
+        for request in requests:
+            stored = reusable.get(request.key)
+            # A run stored before answerers were kept (None) was made by the model as it was then.
+            if stored is not None and stored.answerer in (None, answerer):
+                reused.append(stored)
+            else:
+                to_run.append(request)
+                answerer_changed += stored is not None
+
+        executed: list[AgentRun] = []
+        if to_run:
+            with partition.journal() as journal:
+
+                def finished(run: AgentRun) -> None:
+                    journal.append(make_storable(run).to_dict())
+                    if on_finished is not None:
+                        on_finished(run)
+
+                executed = await execute_runs(
+                    to_run,
+                    agent_for,
+                    concurrency=threads or suite.config.test.threads,
+                    on_finished=finished,
+                    timeout_s=suite.config.limits.run_timeout_s,
+                )
+
+        order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
+        current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
+        selected_names = {case.name for case in selected}
+        suite_names = {case.name for case in suite.cases}
+        fresh = {run.key for run in executed}
+        with partition.updating():
+            # Read again: another evaluation of this partition (another selection of the day)
+            # may have written since we started. Its runs of the tests we did not select are kept.
+            carried = [
+                run
+                for run in _current_runs(layout, model, run_date)
+                if run.case_name not in selected_names and run.case_name in suite_names
+            ]
+            runs = [*current, *carried]
+            database = _database_names(suite)
+            rows = [
+                run_to_row(run, reused=run.key not in fresh, database=database.get(run.case_name))
+                for run in runs
+            ]
+            partition.write("agent_runs", rows)
+            partition.write("tool_calls", [row for run in runs for row in tool_call_rows(run)])
     return PartitionRuns(
         runs=runs,
         executed=executed,
@@ -203,6 +181,35 @@ async def run_partition(
         carried=len(carried),
         answerer_changed=answerer_changed,
     )
+
+
+def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
+    """Completed runs by key; a later entry (a newer journal line) wins."""
+    return {run.key: run for run in runs if run.status is RunStatus.COMPLETED}
+
+
+def attempts_for(case: Case, k: int) -> int:
+    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`."""
+    attempts = case.k or k
+    if case.consistency is not None:
+        attempts = max(attempts, case.consistency.n)
+    return attempts
+
+
+def plan_requests(
+    cases: Sequence[Case],
+    model: str,
+    run_date: date,
+    context_hash: str,
+    *,
+    k: int,
+    answerer: str = "",
+) -> list[RunRequest]:
+    return [
+        RunRequest(case, model, attempt, run_date, context_hash, answerer)
+        for case in cases
+        for attempt in range(attempts_for(case, k))
+    ]
 
 
 def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:

@@ -1,4 +1,4 @@
-"""Immutable Parquet files per table and partition, and the journal that keeps runs as they finish."""
+"""Immutable Parquet files per table and partition, and the journal that keeps runs as they finish until written."""
 
 from __future__ import annotations
 
@@ -18,7 +18,12 @@ import pyarrow.compute as pc
 
 from eval_pipeline.store import _objects
 from eval_pipeline.store._layout import StoreLayout
-from eval_pipeline.store._locks import journal_in_use, journal_lock, reading_files
+from eval_pipeline.store._locks import (
+    journal_in_use,
+    journal_lock,
+    reading_files,
+    updating_partition,
+)
 from eval_pipeline.store._tables import TABLES
 from eval_pipeline.suite import IDENTITY_FIELDS, first_line, redact_value
 
@@ -316,3 +321,57 @@ def read_journals(paths: Iterable[Path]) -> list[dict[str, Any]]:
 
 def remove_files(paths: Iterable[Path]) -> None:
     _objects.remove(paths)
+
+
+class JournaledPartition:
+    """A (model, day) partition's runs written crash-safely: one attempt at making them.
+
+    Entered, it lists the journals earlier attempts left (`journaled` reads their records:
+    runs a crash would otherwise lose, for the caller to reuse). This attempt journals each
+    run the moment it finishes (`journal`), then writes the partition's files (`write`, under
+    `updating`). Only on leaving without an error, once it has written, does it remove its
+    own journal and those no live `Journal` holds: a crash or a failed write leaves every
+    journal for the next attempt, and a journal another evaluation is writing now stays.
+    """
+
+    def __init__(self, layout: StoreLayout, table: str, model: str, run_date: date) -> None:
+        self.layout, self.model, self.run_date = layout, model, run_date
+        #: Stamped on this attempt's journal and on every file it writes.
+        self.materialization_id = new_materialization_id()
+        self._path = layout.journal_path(table, model, run_date, self.materialization_id)
+        self._leftovers = journal_files(layout, table, model, run_date)
+        self._written = False
+
+    def journaled(self) -> Iterator[tuple[Path, int, dict[str, Any]]]:
+        """The records earlier attempts journaled (`journal_lines`: a torn line is skipped)."""
+        return journal_lines(self._leftovers)
+
+    def journal(self) -> Journal:
+        """This attempt's journal: open it before the first run starts, close it after the last."""
+        return Journal(self._path)
+
+    def updating(self) -> contextlib.AbstractContextManager[None]:
+        """The partition lock (`updating_partition`): hold it while reading the partition's
+        current rows again and writing its next ones."""
+        return updating_partition(self.layout, self.model, self.run_date)
+
+    def write(self, table: str, rows: Sequence[dict[str, Any]]) -> Path:
+        """Write one table's complete current rows of the partition (`write_rows`)."""
+        path = write_rows(
+            self.layout,
+            table,
+            rows,
+            model=self.model,
+            run_date=self.run_date,
+            materialization_id=self.materialization_id,
+        )
+        self._written = True
+        return path
+
+    def __enter__(self) -> JournaledPartition:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        if exc_type is None and self._written:
+            # Their runs are in the Parquet file now; a journal another evaluation is writing stays.
+            remove_files([*abandoned_journals(self._leftovers), self._path])

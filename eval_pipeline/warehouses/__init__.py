@@ -1,4 +1,4 @@
-"""Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, reference SQL and schema text."""
+"""Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, read-only streams and schema text."""
 
 from eval_pipeline.warehouses._connect import StableCallables, WarehouseConnection, connect
 from eval_pipeline.warehouses._errors import (
@@ -9,7 +9,6 @@ from eval_pipeline.warehouses._errors import (
 )
 from eval_pipeline.warehouses._preflight import database_warnings
 from eval_pipeline.warehouses._privileges import PrivilegedRole, privileged_role_warning
-from eval_pipeline.warehouses._reference import run_reference
 from eval_pipeline.warehouses._schema import (
     ENGINE_NAMES,
     TableSchema,
@@ -31,6 +30,5 @@ __all__ = [
     "database_warnings",
     "describe_tables",
     "privileged_role_warning",
-    "run_reference",
     "schema_description",
 ]

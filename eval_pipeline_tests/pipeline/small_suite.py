@@ -19,7 +19,7 @@ import dagster as dg
 import duckdb
 import yaml
 
-from eval_pipeline.defs import build_definitions, materialize
+from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.store import StoreLayout
 from eval_pipeline.suite import load_config
@@ -66,6 +66,30 @@ PHRASES = {
     "how many customers": "customer_count",
     "say hello": EVALUATOR_CASE,
 }
+
+
+def materialize(
+    defs: dg.Definitions,
+    assets: list[str],
+    *,
+    instance: dg.DagsterInstance,
+    partition_key: str | dg.MultiPartitionKey | None = None,
+    run_config: dict | None = None,
+    tags: dict[str, str] | None = None,
+) -> dg.ExecuteInProcessResult:
+    """Materialize some of the definitions' assets in this process, recorded in `instance`
+    (so the runs show in the Dagster UI of that instance)."""
+    keys = [dg.AssetKey.from_user_string(name) for name in assets]
+    job = defs.resolve_implicit_job_def_def_for_assets(keys)
+    assert job is not None, f"no job can materialize {assets}"
+    return job.execute_in_process(
+        instance=instance,
+        partition_key=partition_key,
+        asset_selection=keys,
+        run_config=run_config,
+        tags=tags,
+        raise_on_error=False,
+    )
 
 
 @dataclass

@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs import materialize
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
@@ -16,6 +15,7 @@ from eval_pipeline_tests.pipeline.small_suite import (
     RIGHT_SQL,
     WRONG_SQL,
     evaluate,
+    materialize,
     metadata,
     prepare,
 )

@@ -19,12 +19,13 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from eval_pipeline.defs import build_definitions, materialize
+from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.partitions import model_day_key
-from eval_pipeline.pipeline._runs import attempts_for
+from eval_pipeline.pipeline import attempts_for
 from eval_pipeline.store import StoreLayout, query
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.conftest import SAMPLE_SUITE_DIR, SampleWarehouse
+from eval_pipeline_tests.pipeline.small_suite import materialize
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,6 @@ import dagster as dg
 import duckdb
 import pytest
 
-from eval_pipeline.defs import materialize
 from eval_pipeline.pipeline import summarize_partition
 from eval_pipeline.pipeline._gates import since_previous_day
 from eval_pipeline.store import ensure_database, table_names, write_rows
@@ -23,6 +22,7 @@ from eval_pipeline.viewer import _data as viewer_data
 from eval_pipeline.viewer._reader import StoreReader
 from eval_pipeline_tests.pipeline.small_suite import (
     SmallSuite,
+    materialize,
     open_small_suite,
     seed_history_manifest,
 )

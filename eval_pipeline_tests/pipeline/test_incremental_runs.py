@@ -5,7 +5,6 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs import materialize
 from eval_pipeline.store import query
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
@@ -14,6 +13,7 @@ from eval_pipeline_tests.pipeline.small_suite import (
     SmallSuite,
     agent_requests,
     evaluate,
+    materialize,
     metadata,
     prepare,
     run_counts,

@@ -13,9 +13,15 @@ import dagster as dg
 import pytest
 from dagster._core.definitions.data_version import StaleStatus
 
-from eval_pipeline.defs import materialize
 from eval_pipeline.defs.partitions import model_day_key, today
-from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, NEXT_DAY, evaluate, prepare
+from eval_pipeline_tests.pipeline.small_suite import (
+    DAY,
+    MODELS,
+    NEXT_DAY,
+    evaluate,
+    materialize,
+    prepare,
+)
 from eval_pipeline_tests.pipeline.test_staleness import status
 
 pytestmark = pytest.mark.slow  # each test starts Dagster runs

@@ -14,7 +14,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.store import publish_results, query, read_journals
+from eval_pipeline.store import publish_results, query
+from eval_pipeline.store._files import read_journals
 from eval_pipeline_tests.pipeline.small_suite import (
     CASES,
     DAY,
@@ -37,7 +38,8 @@ MATERIALIZE = textwrap.dedent(
     import json, sys
     from pathlib import Path
     import dagster as dg
-    from eval_pipeline.defs import build_definitions, materialize
+    from eval_pipeline.defs import build_definitions
+    from eval_pipeline_tests.pipeline.small_suite import materialize
     from eval_pipeline.defs.partitions import model_day_key
 
     root, model, day = sys.argv[1:4]

@@ -6,8 +6,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from eval_pipeline.defs import materialize
-from eval_pipeline_tests.pipeline.small_suite import prepare
+from eval_pipeline_tests.pipeline.small_suite import materialize, prepare
 
 pytestmark = pytest.mark.slow
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eval_pipeline.pipeline._grades import REFERENCE_LIMITS
-from eval_pipeline.pipeline._references import EXPECTED_EMPTY_TAG, references_by_database
+from eval_pipeline.pipeline import EXPECTED_EMPTY_TAG, REFERENCE_LIMITS, references_by_database
 from eval_pipeline.suite import load_suite
 
 pytestmark = pytest.mark.slow

@@ -7,14 +7,13 @@ from datetime import date
 from pathlib import Path
 
 from eval_pipeline.store import (
-    Journal,
     StoreLayout,
-    abandoned_journals,
     file_lock,
     reading_files,
     try_file_lock,
     updating_partition,
 )
+from eval_pipeline.store._files import Journal, abandoned_journals
 from eval_pipeline.store._locks import compaction_lock, deleting_files, publishing_lock
 
 DAY = date(2026, 6, 1)

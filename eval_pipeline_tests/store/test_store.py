@@ -11,15 +11,8 @@ import textwrap
 
 import pytest
 
-from eval_pipeline.store import (
-    Journal,
-    StoreLayout,
-    journal_files,
-    query,
-    read_journals,
-    read_latest,
-    write_rows,
-)
+from eval_pipeline.store import JournaledPartition, StoreLayout, query, read_latest, write_rows
+from eval_pipeline.store._files import Journal, journal_files, read_journals
 from eval_pipeline_tests.store.conftest import DAY, grade
 
 
@@ -91,6 +84,31 @@ def test_journal_survives_kill_9_and_skips_a_torn_line(layout):
     records = read_journals(journal_files(layout, "agent_runs", "m", DAY))
     assert len(records) >= 40
     assert [r["i"] for r in records] == list(range(len(records)))
+
+
+def test_a_journaled_partition_removes_journals_only_once_it_wrote(layout):
+    def journaled() -> list[int]:
+        return sorted(r["i"] for r in read_journals(journal_files(layout, "agent_runs", "m", DAY)))
+
+    with Journal(layout.journal_path("agent_runs", "m", DAY, "crashed")) as crashed:
+        crashed.append({"i": 0})
+    # An attempt that dies before writing the partition leaves every journal, its own too.
+    with pytest.raises(RuntimeError), JournaledPartition(layout, "agent_runs", "m", DAY) as attempt:
+        assert [record for _, _, record in attempt.journaled()] == [{"i": 0}]
+        with attempt.journal() as journal:
+            journal.append({"i": 1})
+        raise RuntimeError("killed")
+    assert journaled() == [0, 1]
+
+    with Journal(layout.journal_path("agent_runs", "m", DAY, "live")) as live:
+        live.append({"i": 2})  # another evaluation of the partition, running now
+        with JournaledPartition(layout, "agent_runs", "m", DAY) as attempt:
+            assert sorted(record["i"] for _, _, record in attempt.journaled()) == [0, 1, 2]
+            with attempt.updating():
+                written = attempt.write("tool_calls", [])
+        # Written: the journals it read are gone, the one still being written stays.
+        assert journaled() == [2]
+    assert written.stem.endswith(f"_{attempt.materialization_id}")  # the journal's id
 
 
 @pytest.mark.slow  # subprocesses

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from eval_pipeline.pipeline._references import references_by_database
+from eval_pipeline.pipeline import references_by_database
 from eval_pipeline.sandbox import SandboxLimits
 from eval_pipeline.suite import load_suite
 from eval_pipeline.warehouses import ConnectionFailed
