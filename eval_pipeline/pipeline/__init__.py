@@ -63,6 +63,7 @@ from eval_pipeline.pipeline._results import (
     run_rows_parameters,
     run_rows_sql,
     ungraded_rows,
+    write_results_file,
 )
 from eval_pipeline.pipeline._results_files import (
     CHANGES,
@@ -179,4 +180,5 @@ __all__ = [
     "tool_call_rows",
     "ungraded_rows",
     "write_report",
+    "write_results_file",
 ]
