@@ -24,15 +24,19 @@ call's arguments and result) stay JSON values (`JsonValue`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from datetime import date, datetime
 from typing import Any
 
 from eval_pipeline.grading import CaseMetrics, JudgeNoise
 from eval_pipeline.pipeline._comparisons import detectable_difference
+from eval_pipeline.suite import ThresholdMode
 
 #: A value as JSON holds it (dicts, lists, text, numbers, booleans, null), kept as it came.
 JsonValue = Any
+
+# The field's key is left out of the JSON when its value is None or empty, as it always was.
+_OMITTED_WHEN_EMPTY = {"omitted_when_empty": True}
 
 
 @dataclass(frozen=True)
@@ -81,8 +85,8 @@ class ResultEntry:
     run_date: date
     #: With `--rejudge-samples`: the run's verdicts, and how many agree with their majority
     #: (both left out of the JSON when the run was judged once).
-    judge_samples: tuple[bool, ...] | None
-    judge_self_agreement: float | None
+    judge_samples: tuple[bool, ...] | None = field(metadata=_OMITTED_WHEN_EMPTY)
+    judge_self_agreement: float | None = field(metadata=_OMITTED_WHEN_EMPTY)
     details: ResultDetails
 
 
@@ -189,22 +193,9 @@ class Threshold:
     """The gate of an evaluation: `passed` is the command's exit, with or without a minimum."""
 
     min_accuracy: float | None
-    mode: str  # average / all
+    mode: ThresholdMode
     accuracy: float
     passed: bool
-
-
-# Keys the JSON leaves out when their value is None (or, for a tuple, empty), as it always has.
-_OPTIONAL = frozenset(
-    (
-        "judge_samples",
-        "judge_self_agreement",
-        "judge_noise",
-        "executed_runs",
-        "reused_runs",
-        "threshold",
-    )
-)
 
 
 @dataclass(frozen=True)
@@ -218,11 +209,11 @@ class ResultsDocument:
     by_model: tuple[ModelEntry, ...]
     pass_metrics: PassMetrics
     pass_metrics_by_test: tuple[CaseMetrics, ...]
-    judge_noise: tuple[JudgeNoise, ...]
+    judge_noise: tuple[JudgeNoise, ...] = field(metadata=_OMITTED_WHEN_EMPTY)
     comparisons: tuple[ModelComparison, ...]
-    executed_runs: int | None = None
-    reused_runs: int | None = None
-    threshold: Threshold | None = None
+    executed_runs: int | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
+    reused_runs: int | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
+    threshold: Threshold | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
 
     def with_evaluation(
         self, *, executed_runs: int, reused_runs: int, threshold: Threshold
@@ -272,7 +263,7 @@ def _json(value: Any) -> Any:
         rendered = {}
         for part in fields(value):
             item = getattr(value, part.name)
-            if part.name in _OPTIONAL and (item is None or item == ()):
+            if part.metadata.get("omitted_when_empty") and (item is None or item == ()):
                 continue
             rendered[part.name] = _json(item)
         return rendered

@@ -1,8 +1,10 @@
-"""The results document of an evaluation (nao's keys plus ours), read back from the store.
+"""The results document of an evaluation built from the store's graded runs, and its file.
 
 It lives below every surface that shows it: `eval-pipeline test` prints and writes it,
 `eval-pipeline export` turns it into CSV, the viewer's day page renders it. One row query
-(`run_rows_sql`) feeds all of them, so they report the same runs with the same numbers.
+(`run_rows_sql`) feeds all of them, and one builder (`build_results`) turns the rows into a
+`ResultsDocument` (its type and JSON rendering: `_document`), so they report the same runs with
+the same numbers.
 """
 
 from __future__ import annotations
