@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from xml.etree import ElementTree as ET
 
+from eval_pipeline.pipeline import ResultEntry, ResultsDocument
+
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
 # What XML 1.0 forbids in a document, even escaped: C0 controls but tab, newline and carriage
 # return, lone surrogates, U+FFFE and U+FFFF.
@@ -22,47 +24,44 @@ def xml_safe(text: str) -> str:
     return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
-def junit_xml(document: dict[str, Any], *, suite_name: str = "eval_pipeline") -> str:
+def junit_xml(document: ResultsDocument, *, suite_name: str = "eval_pipeline") -> str:
     """One <testsuite> per model, one <testcase> per test × attempt; failed runs carry a
     <failure> with the message and the data diff, errored runs an <error>."""
     root = ET.Element("testsuites", name=suite_name)
-    by_model: dict[str, list[dict[str, Any]]] = {}
-    for result in document["results"]:
-        by_model.setdefault(result["model"], []).append(result)
+    by_model: dict[str, list[ResultEntry]] = {}
+    for result in document.results:
+        by_model.setdefault(result.model, []).append(result)
     for model, results in by_model.items():
         suite = ET.SubElement(
             root,
             "testsuite",
             name=xml_safe(model),
             tests=str(len(results)),
-            failures=str(sum(r["status"] == "failed" for r in results)),
-            errors=str(sum(r["status"] == "error" for r in results)),
-            time=f"{sum(r['duration_ms'] for r in results) / 1000:.3f}",
-            timestamp=document["timestamp"],
+            failures=str(sum(r.status == "failed" for r in results)),
+            errors=str(sum(r.status == "error" for r in results)),
+            time=f"{sum(r.duration_ms for r in results) / 1000:.3f}",
+            timestamp=document.timestamp.isoformat(),
         )
         for result in results:
             name = (
-                result["name"]
-                if result["attempt"] == 0
-                else f"{result['name']} [attempt {result['attempt']}]"
+                result.name if result.attempt == 0 else f"{result.name} [attempt {result.attempt}]"
             )
             case = ET.SubElement(
                 suite,
                 "testcase",
                 name=xml_safe(name),
                 classname=xml_safe(model),
-                time=f"{result['duration_ms'] / 1000:.3f}",
+                time=f"{result.duration_ms / 1000:.3f}",
             )
-            if result["status"] == "passed":
+            if result.status == "passed":
                 continue
-            tag = "failure" if result["status"] == "failed" else "error"
-            element = ET.SubElement(case, tag, message=xml_safe(result["message"] or ""), type=tag)
-            diff = result["details"].get("diff")
-            body = [result["message"] or ""]
-            if diff:
-                body.append("diff:\n" + json.dumps(diff, indent=2, default=str))
-            if result["details"].get("response_text"):
-                body.append("reply:\n" + result["details"]["response_text"])
+            tag = "failure" if result.status == "failed" else "error"
+            element = ET.SubElement(case, tag, message=xml_safe(result.message or ""), type=tag)
+            body = [result.message or ""]
+            if result.details.diff:
+                body.append("diff:\n" + json.dumps(result.details.diff, indent=2, default=str))
+            if result.details.response_text:
+                body.append("reply:\n" + result.details.response_text)
             element.text = xml_safe("\n\n".join(body))
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
@@ -102,14 +101,24 @@ RESULT_COLUMNS = (
 )
 
 
-def results_csv(document: dict[str, Any]) -> str:
-    rows = []
-    for r in document["results"]:
-        flat = {
-            **r,
-            "cost": r["cost_usd"],  # empty when unknown: nao's `cost` says 0
-            "response_text": r["details"].get("response_text"),
-            "reference_sql": r["details"].get("reference_sql"),
-        }
-        rows.append([flat.get(c) for c in RESULT_COLUMNS])
+def results_csv(document: ResultsDocument) -> str:
+    """A row per run (`RESULT_COLUMNS`); `cost` is empty when unknown (nao's `cost` says 0)."""
+    rows = [
+        [
+            r.run_date.isoformat(),
+            r.model,
+            r.name,
+            r.attempt,
+            r.status,
+            r.passed,
+            r.message,
+            r.tokens,
+            r.cost_usd,
+            r.duration_ms,
+            r.tool_call_count,
+            r.details.response_text,
+            r.details.reference_sql,
+        ]
+        for r in document.results
+    ]
     return csv_text(RESULT_COLUMNS, rows)

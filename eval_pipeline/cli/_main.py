@@ -176,7 +176,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         names = [c.name for c in suite.cases]
         document = build_results(read_run_rows(layout, models, day, names), models, names, day)
         text = results_csv(document)
-        what = f"{len(document['results'])} runs"
+        what = f"{len(document.results)} runs"
     text = redact(text)
     if output:
         output.write_text(text, encoding="utf-8")

@@ -14,7 +14,16 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from eval_pipeline.pipeline import CAUSES, RunChanges, detectable_difference
+from eval_pipeline.grading import CaseMetrics, JudgeNoise
+from eval_pipeline.pipeline import (
+    CAUSES,
+    ModelComparison,
+    ModelEntry,
+    ResultEntry,
+    ResultsDocument,
+    RunChanges,
+    Summary,
+)
 from eval_pipeline.suite import truncate
 
 # Messages are cut to one line (a reply can be long): to the room the terminal leaves, and
@@ -89,18 +98,18 @@ MODEL_MIN_WIDTH = 12
 NUMERIC = ("Tokens", "Cost", "Time (s)", "Tools", "#")
 
 
-def _results_rows(results: Sequence[dict[str, Any]], model_width: int) -> list[dict[str, Any]]:
+def _results_rows(results: Sequence[ResultEntry], model_width: int) -> list[dict[str, Any]]:
     return [
         {
-            "Test": Text(r["name"]),
-            "Model": Text(short_model(r["model"], model_width)),
-            "#": str(r["attempt"]),
-            "Status": _status_text(r["status"]),
-            "Message": with_short_model(r["message"], r["model"]),
-            "Tokens": f"{r['tokens']:,}",
-            "Cost": _money(r["cost_usd"]),
-            "Time (s)": f"{r['duration_ms'] / 1000:.1f}",
-            "Tools": str(r["tool_call_count"]),
+            "Test": Text(r.name),
+            "Model": Text(short_model(r.model, model_width)),
+            "#": str(r.attempt),
+            "Status": _status_text(r.status),
+            "Message": with_short_model(r.message, r.model),
+            "Tokens": f"{r.tokens:,}",
+            "Cost": _money(r.cost_usd),
+            "Time (s)": f"{r.duration_ms / 1000:.1f}",
+            "Tools": str(r.tool_call_count),
         }
         for r in results
     ]
@@ -128,7 +137,7 @@ def _build_results_table(
 
 
 def results_table(
-    results: Sequence[dict[str, Any]],
+    results: Sequence[ResultEntry],
     *,
     show_attempts: bool,
     width: int,
@@ -149,7 +158,7 @@ def results_table(
         "Time (s)",
         "Tools",
     ]
-    several_models = len({r["model"] for r in results}) > 1
+    several_models = len({r.model for r in results}) > 1
     droppable = [c for c in DROPPABLE if c != "Model" or not several_models]
     model_width = MODEL_WIDTH
     rows = _results_rows(results, model_width)
@@ -164,7 +173,7 @@ def results_table(
         columns.remove(droppable.pop(0))
         room = room_for_message()
     if room < MESSAGE_MIN_WIDTH and "Model" in columns:
-        longest_model = max(len(short_model(r["model"])) for r in results)
+        longest_model = max(len(short_model(r.model)) for r in results)
         model_width = max(MODEL_MIN_WIDTH, longest_model - (MESSAGE_MIN_WIDTH - room))
         rows = _results_rows(results, model_width)
         room = room_for_message()
@@ -173,7 +182,7 @@ def results_table(
     return _build_results_table(rows, columns, message_width)
 
 
-def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
+def models_table(by_model: Sequence[ModelEntry]) -> Table:
     table = _table("Performance by Model")
     for column in (
         "Model",
@@ -193,33 +202,30 @@ def models_table(by_model: Sequence[dict[str, Any]]) -> Table:
         )
     for m in by_model:
         table.add_row(
-            Text(m["model"]),
+            Text(m.model),
             _rate_with_interval(m),
-            f"{m['passed']}/{m['total']}",
-            str(m["errors"]),
-            f"{m['total_tokens']:,}",
-            _money(m["total_cost_usd"])
+            f"{m.passed}/{m.total}",
+            str(m.errors),
+            f"{m.total_tokens:,}",
+            _money(m.total_cost_usd)
             # a partial sum: some runs have no price
-            + ("+?" if m["total_cost_usd"] is not None and not m["cost_complete"] else ""),
-            f"{m['avg_duration_ms'] / 1000:.1f}",
-            f"{m['p95_duration_ms'] / 1000:.1f}",
-            f"{m['avg_tool_calls']:.1f}",
+            + ("+?" if m.total_cost_usd is not None and not m.cost_complete else ""),
+            f"{m.avg_duration_ms / 1000:.1f}",
+            f"{m.p95_duration_ms / 1000:.1f}",
+            f"{m.avg_tool_calls:.1f}",
         )
     return table
 
 
-def _rate_with_interval(entry: dict[str, Any]) -> str:
+def _rate_with_interval(entry: ModelEntry) -> str:
     """`72.3% ± 13.1`: the larger distance to the 95% interval's ends (a Wilson interval is
     not symmetric around the rate, so ± reads as "within", never narrower than it is)."""
-    interval = entry.get("pass_rate_ci95")
-    if not interval:
-        return f"{entry['pass_rate']:.1f}%"
-    low, high = interval
-    half = max(entry["pass_rate"] - low, high - entry["pass_rate"])
-    return f"{entry['pass_rate']:.1f}% ± {half:.1f}"
+    low, high = entry.pass_rate_ci95
+    half = max(entry.pass_rate - low, high - entry.pass_rate)
+    return f"{entry.pass_rate:.1f}% ± {half:.1f}"
 
 
-def comparisons_table(comparisons: Sequence[dict[str, Any]]) -> Table:
+def comparisons_table(comparisons: Sequence[ModelComparison]) -> Table:
     """ "Is the difference real?": each pair of models on their shared tests."""
     table = _table("Is the difference real?")
     for column in (
@@ -235,19 +241,19 @@ def comparisons_table(comparisons: Sequence[dict[str, Any]]) -> Table:
         table.add_column(column, justify="left" if column.startswith("Model") else "right")
     for c in comparisons:
         table.add_row(
-            Text(short_model(c["model_a"])),
-            Text(short_model(c["model_b"])),
-            str(c["tests"]),
-            str(c["a_only"]),
-            str(c["b_only"]),
-            f"{c['p_value']:.3f}",
-            f"{c['p_adjusted']:.3f}",
-            "yes" if c["significant"] else "no",
+            Text(short_model(c.model_a)),
+            Text(short_model(c.model_b)),
+            str(c.tests),
+            str(c.a_only),
+            str(c.b_only),
+            f"{c.p_value:.3f}",
+            f"{c.p_adjusted:.3f}",
+            "yes" if c.significant else "no",
         )
     return table
 
 
-def grid_table(results: Sequence[dict[str, Any]], models: Sequence[str]) -> Table:
+def grid_table(results: Sequence[ResultEntry], models: Sequence[str]) -> Table:
     table = _table("Pass / Fail by Test and Model")
     table.add_column("Test")
     for model in models:
@@ -255,9 +261,9 @@ def grid_table(results: Sequence[dict[str, Any]], models: Sequence[str]) -> Tabl
     cells: dict[tuple[str, str], list[str]] = {}
     order: list[str] = []
     for r in results:
-        if r["name"] not in order:
-            order.append(r["name"])
-        cells.setdefault((r["name"], r["model"]), []).append(r["status"])
+        if r.name not in order:
+            order.append(r.name)
+        cells.setdefault((r.name, r.model), []).append(r.status)
     for name in order:
         row = []
         for model in models:
@@ -280,24 +286,24 @@ def grid_table(results: Sequence[dict[str, Any]], models: Sequence[str]) -> Tabl
     return table
 
 
-def pass_at_k_table(metrics: Sequence[dict[str, Any]]) -> Table:
+def pass_at_k_table(metrics: Sequence[CaseMetrics]) -> Table:
     table = _table("pass@k by Test and Model")
     for column in ("Test", "Model", "Passes", "pass@1", "pass@k", "pass^k", "Flaky"):
         table.add_column(column, justify="left" if column in ("Test", "Model") else "right")
     for m in metrics:
         table.add_row(
-            Text(m["name"]),
-            Text(short_model(m["model"])),
-            f"{m['passes']}/{m['attempts']}",
-            f"{m['pass_at_1']:.2f}",
-            f"{m['pass_at_k']:.2f}",
-            "✓" if m["pass_hat_k"] else "✗",
-            "yes" if m["flaky"] else "",
+            Text(m.name),
+            Text(short_model(m.model)),
+            f"{m.passes}/{m.attempts}",
+            f"{m.pass_at_1:.2f}",
+            f"{m.pass_at_k:.2f}",
+            "✓" if m.pass_hat_k else "✗",
+            "yes" if m.flaky else "",
         )
     return table
 
 
-def judge_noise_table(entries: Sequence[dict[str, Any]]) -> Table:
+def judge_noise_table(entries: Sequence[JudgeNoise]) -> Table:
     """`--rejudge-samples`: per test, the judge's self-agreement beside the agent's pass@1."""
     table = _table("Where the noise comes from (judge re-judged the same transcripts)")
     columns = ("Test", "Model", "Judge agreement", "Samples", "Agent pass@1", "")
@@ -305,33 +311,33 @@ def judge_noise_table(entries: Sequence[dict[str, Any]]) -> Table:
         table.add_column(column, justify="left" if column in ("Test", "Model", "") else "right")
     for e in entries:
         table.add_row(
-            Text(e["name"]),
-            Text(short_model(e["model"])),
-            f"{e['judge_self_agreement']:.0%}",
-            f"{e['samples']} × {e['judged_runs']} run(s)",
-            f"{e['agent_pass_at_1']:.2f}",
-            Text("flips on the judge alone", style="yellow") if e["flips_on_judge"] else "",
+            Text(e.name),
+            Text(short_model(e.model)),
+            f"{e.judge_self_agreement:.0%}",
+            f"{e.samples} × {e.judged_runs} run(s)",
+            f"{e.agent_pass_at_1:.2f}",
+            Text("flips on the judge alone", style="yellow") if e.flips_on_judge else "",
         )
     return table
 
 
-def cost_text(summary: dict[str, Any]) -> str:
+def cost_text(summary: Summary) -> str:
     """The cost as known: a model with no price (self-hosted) is unknown, never $0."""
-    cost = summary.get("total_cost_usd")
+    cost = summary.total_cost_usd
     if cost is None:
         return "cost unknown"
-    if not summary.get("cost_complete", True):
+    if not summary.cost_complete:
         return f"${cost:.4f} + unknown (some runs have no price)"
     return f"${cost:.4f}"
 
 
-def pass_hat_k_text(document: dict[str, Any]) -> str:
+def pass_hat_k_text(document: ResultsDocument) -> str:
     """`, pass^k 0.75 (k=3)` when tests ran more than once: the share of (test, model)
     pairs that passed every attempt."""
-    metrics = document.get("pass_metrics") or {}
-    if metrics.get("k", 0) <= 1:
+    metrics = document.pass_metrics
+    if metrics.k <= 1:
         return ""
-    return f", pass^k {metrics['aggregate']['pass_hat_k']:.2f} (k={metrics['k']})"
+    return f", pass^k {metrics.aggregate.pass_hat_k:.2f} (k={metrics.k})"
 
 
 def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
@@ -398,7 +404,7 @@ def reuse_line(
 
 def print_report(
     console: Console,
-    document: dict[str, Any],
+    document: ResultsDocument,
     models: Sequence[str],
     *,
     changes: dict[str, RunChanges],
@@ -412,9 +418,9 @@ def print_report(
     pass@k tables leave out what passed (the summary and the model table still count it).
     `judge_noise`: the judge's self-agreement table, when this command re-judged (a stored
     grade keeps its samples, so the results file has them either way)."""
-    results = document["results"]
-    several_attempts = any(m["attempts"] > 1 for m in document["pass_metrics_by_test"])
-    shown = [r for r in results if r["status"] != "passed"] if failures_only else results
+    results = document.results
+    several_attempts = any(m.attempts > 1 for m in document.pass_metrics_by_test)
+    shown = [r for r in results if r.status != "passed"] if failures_only else list(results)
     console.print(
         results_table(
             shown,
@@ -428,31 +434,30 @@ def print_report(
             f"{len(results) - len(shown)} passing run(s) not shown (--failures-only)",
             highlight=False,
         )
-    console.print(models_table(document["by_model"]))
-    comparisons = document.get("comparisons") or []
-    if comparisons:
-        console.print(comparisons_table(comparisons))
-        sentence = detectable_difference(comparisons) or ""
+    console.print(models_table(document.by_model))
+    if document.comparisons:
+        console.print(comparisons_table(document.comparisons))
+        sentence = document.detectable_difference() or ""
         console.print(sentence[:1].upper() + sentence[1:] + ".\n", highlight=False)
     if len(models) > 1:
-        failing = {r["name"] for r in shown}
-        console.print(grid_table([r for r in results if r["name"] in failing], models))
+        failing = {r.name for r in shown}
+        console.print(grid_table([r for r in results if r.name in failing], models))
     if several_attempts:
         repeated = [
             m
-            for m in document["pass_metrics_by_test"]
-            if m["attempts"] > 1 and not (failures_only and m["pass_hat_k"])
+            for m in document.pass_metrics_by_test
+            if m.attempts > 1 and not (failures_only and m.pass_hat_k)
         ]
         console.print(pass_at_k_table(repeated))
-    if judge_noise and document.get("judge_noise"):
-        console.print(judge_noise_table(document["judge_noise"]))
+    if judge_noise and document.judge_noise:
+        console.print(judge_noise_table(document.judge_noise))
     for line in changes_lines(changes):
         console.print(line)
-    summary = document["summary"]
+    summary = document.summary
     console.print(
-        f"[bold]{summary['passed']}/{summary['total']} passed[/bold] ({summary['pass_rate']:.1f}%), "
-        f"{summary['total'] - summary['passed'] - summary['errors']} failed, {summary['errors']} error(s), "
-        f"{summary['total_tokens']:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
+        f"[bold]{summary.passed}/{summary.total} passed[/bold] ({summary.pass_rate:.1f}%), "
+        f"{summary.total - summary.passed - summary.errors} failed, {summary.errors} error(s), "
+        f"{summary.total_tokens:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
         highlight=False,
     )
     console.print(

@@ -263,7 +263,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     document, gate = evaluation.document, evaluation.gate
 
     if args.format == "json":
-        labelled = evaluation.labelled
+        labelled = evaluation.labelled.to_json()
         _emit(json.dumps(labelled, indent=2, default=str, ensure_ascii=False) + "\n", output)
     elif args.format == "junit":
         _emit(junit_xml(document), output)
@@ -291,7 +291,7 @@ def cmd_test(args: argparse.Namespace) -> int:
         soft_wrap=True,
     )
 
-    if document["threshold"]["min_accuracy"] is not None:
+    if gate.threshold is not None:
         # The verdict (and, in `all` mode, the tests below the bar) is a diagnostic, as in
         # oxy: stderr, even when stdout carries the pretty report. Not markup: the tests are
         # named "name [model]", which rich would swallow as a style tag.

@@ -1,6 +1,12 @@
 """Grading: results compared as data, checks and judges, pass@k, semantic checks, failure kinds."""
 
-from eval_pipeline.grading._agreement import Agreement, agreement, judge_noise, with_judge_samples
+from eval_pipeline.grading._agreement import (
+    Agreement,
+    JudgeNoise,
+    agreement,
+    judge_noise,
+    with_judge_samples,
+)
 from eval_pipeline.grading._assertions import check_assertions, is_subset, strict_equal
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
@@ -63,6 +69,7 @@ __all__ = [
     "GradingRules",
     "Judge",
     "JudgeDecision",
+    "JudgeNoise",
     "ModelSummary",
     "PairedComparison",
     "ReferenceResult",

@@ -7,6 +7,18 @@ from eval_pipeline.pipeline._dagster_home import (
     default_instance_yaml,
     instance_home,
 )
+from eval_pipeline.pipeline._document import (
+    ModelComparison,
+    ModelEntry,
+    PassAggregate,
+    PassMetrics,
+    ResultDetails,
+    ResultEntry,
+    ResultsDocument,
+    Summary,
+    TestPassMetrics,
+    Threshold,
+)
 from eval_pipeline.pipeline._evaluate import (
     Evaluation,
     NothingGraded,
@@ -51,6 +63,7 @@ from eval_pipeline.pipeline._results import (
     run_rows_parameters,
     run_rows_sql,
     ungraded_rows,
+    write_results_file,
 )
 from eval_pipeline.pipeline._results_files import (
     CHANGES,
@@ -96,15 +109,25 @@ __all__ = [
     "EvaluationResult",
     "ImportReport",
     "LastEvaluation",
+    "ModelComparison",
+    "ModelEntry",
     "NewSuite",
     "NothingGraded",
     "PairChange",
     "PartitionChecks",
     "PartitionRuns",
     "PartitionSummary",
+    "PassAggregate",
+    "PassMetrics",
+    "ResultDetails",
+    "ResultEntry",
+    "ResultsDocument",
     "ResultsFileError",
     "RunChanges",
     "Runner",
+    "Summary",
+    "TestPassMetrics",
+    "Threshold",
     "VariantSandboxes",
     "attempts_for",
     "build_results",
@@ -157,4 +180,5 @@ __all__ = [
     "tool_call_rows",
     "ungraded_rows",
     "write_report",
+    "write_results_file",
 ]

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from eval_pipeline.pipeline._dagster_home import instance_home
+from eval_pipeline.pipeline._document import ResultsDocument, Threshold
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
 from eval_pipeline.pipeline._gates import (
     AccuracyGate,
@@ -21,7 +22,6 @@ from eval_pipeline.pipeline._gates import (
     accuracy_gate,
     since_previous_run,
 )
-from eval_pipeline.pipeline._nao_format import label_models
 from eval_pipeline.pipeline._results import (
     build_results,
     read_run_rows,
@@ -58,8 +58,8 @@ class Evaluation:
 
     request: EvaluationRequest
     names: tuple[str, ...]
-    document: dict[str, Any]
-    labelled: dict[str, Any]
+    document: ResultsDocument
+    labelled: ResultsDocument
     gate: AccuracyGate
     ran: EvaluationResult
     results_file: Path
@@ -137,23 +137,17 @@ def evaluate(
     )
     threshold = min_accuracy if min_accuracy is not None else settings.min_accuracy
     mode = threshold_mode or settings.threshold_mode
-    accuracies = {
-        f"{m['name']} [{m['model']}]": m["pass_at_1"] for m in built["pass_metrics_by_test"]
-    }
+    accuracies = {f"{m.name} [{m.model}]": m.pass_at_1 for m in built.pass_metrics_by_test}
     gate = accuracy_gate(accuracies, threshold, mode)
-    document = {
-        **built,
-        "executed_runs": ran.executed,
-        "reused_runs": ran.reused,
+    document = built.with_evaluation(
+        executed_runs=ran.executed,
+        reused_runs=ran.reused,
         # The gate decides, with or without a minimum: `passed` is the command's exit.
-        "threshold": {
-            "min_accuracy": threshold,
-            "mode": mode,
-            "accuracy": gate.accuracy,
-            "passed": gate.passed,
-        },
-    }
-    labelled = label_models(document, suite.config.model_label)
+        threshold=Threshold(
+            min_accuracy=threshold, mode=mode, accuracy=gate.accuracy, passed=gate.passed
+        ),
+    )
+    labelled = document.labelled(suite.config.model_label)
     return Evaluation(
         request=request,
         names=names,

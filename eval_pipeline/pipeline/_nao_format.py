@@ -1,4 +1,4 @@
-"""The parts of the results document shaped as nao 0.3.29 writes them (tool calls, pass metrics, models as spelled).
+"""The parts of the results document shaped as nao 0.3.29 writes them (tool calls, pass metrics, costs).
 
 nao's own viewer (`nao test server`) and scripts read these keys; where nao writes a number
 we write a number (an unknown cost is 0 there), and our own keys say what is unknown.
@@ -6,13 +6,12 @@ we write a number (an unknown cost is 0 there), and our own keys say what is unk
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from eval_pipeline.grading import CaseMetrics
+from eval_pipeline.pipeline._document import PassAggregate, PassMetrics, TestPassMetrics
 from eval_pipeline.sandbox import to_json_safe
 
 # How many rows of a query nao's `tool_calls[].result.data` carries: the file stays readable
@@ -63,47 +62,43 @@ def _mean(values: Iterable[float]) -> float:
     return round(sum(values) / len(values), 4) if values else 0.0
 
 
-def _test_entry(metric: CaseMetrics) -> dict[str, Any]:
-    return {
-        "name": metric.name,
-        "model": metric.model,
-        "k": metric.attempts,
-        "pass_at_1": round(metric.pass_at_1, 4),
-        "pass_at_k": round(metric.pass_at_k, 4),
-        "pass_hat_k": 1.0 if metric.pass_hat_k else 0.0,
-    }
+def _test_entry(metric: CaseMetrics) -> TestPassMetrics:
+    return TestPassMetrics(
+        name=metric.name,
+        model=metric.model,
+        k=metric.attempts,
+        pass_at_1=round(metric.pass_at_1, 4),
+        pass_at_k=round(metric.pass_at_k, 4),
+        pass_hat_k=1.0 if metric.pass_hat_k else 0.0,
+    )
 
 
-def _aggregate(entries: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    return {key: _mean(e[key] for e in entries) for key in ("pass_at_1", "pass_at_k", "pass_hat_k")}
+def _aggregate(entries: Sequence[TestPassMetrics]) -> PassAggregate:
+    return PassAggregate(
+        pass_at_1=_mean(e.pass_at_1 for e in entries),
+        pass_at_k=_mean(e.pass_at_k for e in entries),
+        pass_hat_k=_mean(e.pass_hat_k for e in entries),
+    )
 
 
-def pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, Any]:
+def pass_metrics(metrics: Sequence[CaseMetrics]) -> PassMetrics:
     """nao's `pass_metrics`: `{k, aggregate: {pass_at_1, pass_at_k, pass_hat_k}, by_test}`,
     the aggregate a mean over (test, model) pairs; k is the most attempts any pair had."""
-    by_test = [_test_entry(m) for m in metrics]
-    return {
-        "k": max((m.attempts for m in metrics), default=0),
-        "aggregate": _aggregate(by_test),
-        "by_test": by_test,
-    }
+    by_test = tuple(_test_entry(m) for m in metrics)
+    return PassMetrics(
+        k=max((m.attempts for m in metrics), default=0),
+        aggregate=_aggregate(by_test),
+        by_test=by_test,
+    )
 
 
-def pass_metrics_by_test(metrics: Sequence[CaseMetrics]) -> list[dict[str, Any]]:
-    """Ours: per (test, model) the attempts, passes, errors, pass@1, pass@k, pass^k, flaky."""
-    return [{**asdict(m), "flaky": m.flaky} for m in metrics]
-
-
-def model_pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, dict[str, Any]]:
-    """nao's `by_model[]` keys `k`, `pass_at_1`, `pass_at_k`, `pass_hat_k`, per model."""
+def model_pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, tuple[int, PassAggregate]]:
+    """nao's `by_model[]` keys `k` and `pass_at_1`, `pass_at_k`, `pass_hat_k`, per model."""
     groups: dict[str, list[CaseMetrics]] = defaultdict(list)
     for metric in metrics:
         groups[metric.model].append(metric)
     return {
-        model: {
-            "k": max(m.attempts for m in group),
-            **_aggregate([_test_entry(m) for m in group]),
-        }
+        model: (max(m.attempts for m in group), _aggregate([_test_entry(m) for m in group]))
         for model, group in groups.items()
     }
 
@@ -111,19 +106,3 @@ def model_pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, dict[str, An
 def nao_cost(cost: float | None) -> float:
     """nao's cost keys are numbers: an unknown cost is 0 there (our keys say unknown)."""
     return 0 if cost is None else cost
-
-
-def label_models(document: Mapping[str, Any], label: Callable[[str], str]) -> dict[str, Any]:
-    """A copy of the results document with every model id in the user's spelling (nao's
-    `openaiCompatible/vllm:qwen3` for our `vllm:qwen3`), as nao writes `model`."""
-    copy = json.loads(json.dumps(document, default=str))
-    entries = [
-        *copy.get("results", []),
-        *copy.get("by_model", []),
-        *copy.get("pass_metrics_by_test", []),
-        *(copy.get("pass_metrics") or {}).get("by_test", []),
-    ]
-    for entry in entries:
-        if isinstance(entry.get("model"), str):
-            entry["model"] = label(entry["model"])
-    return copy

@@ -1,8 +1,10 @@
-"""The results document of an evaluation (nao's keys plus ours), read back from the store.
+"""The results document of an evaluation built from the store's graded runs, and its file.
 
 It lives below every surface that shows it: `eval-pipeline test` prints and writes it,
 `eval-pipeline export` turns it into CSV, the viewer's day page renders it. One row query
-(`run_rows_sql`) feeds all of them, so they report the same runs with the same numbers.
+(`run_rows_sql`) feeds all of them, and one builder (`build_results`) turns the rows into a
+`ResultsDocument` (its type and JSON rendering: `_document`), so they report the same runs with
+the same numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from eval_pipeline.grading import (
+    CaseMetrics,
     RunOutcome,
     case_metrics,
     judge_noise,
@@ -25,12 +28,19 @@ from eval_pipeline.grading import (
     summarize_models,
 )
 from eval_pipeline.pipeline._comparisons import comparisons_of, model_intervals
+from eval_pipeline.pipeline._document import (
+    ModelEntry,
+    ResultDetails,
+    ResultEntry,
+    ResultsDocument,
+    Summary,
+    model_comparisons,
+)
 from eval_pipeline.pipeline._nao_format import (
     model_pass_metrics,
     nao_cost,
     nao_tool_calls,
     pass_metrics,
-    pass_metrics_by_test,
 )
 from eval_pipeline.store import StoreLayout, decode_json, query
 from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
@@ -45,16 +55,6 @@ def _data_details(checks: list[dict[str, Any]]) -> dict[str, Any]:
         if check.get("kind") == "data":
             return check.get("details") or {}
     return {}
-
-
-def _audit_details(data: Mapping[str, Any]) -> dict[str, Any]:
-    """What the data check found beyond the comparison (issue 19): the reference's health
-    warnings, the semantic check's verdict and, for a failed check, the kind of mistake."""
-    return {
-        "reference_warnings": data.get("reference_warnings") or [],
-        "semantic": data.get("semantic"),
-        "failure_kind": data.get("failure_kind"),
-    }
 
 
 def run_rows_sql(
@@ -168,13 +168,13 @@ def build_results(
     day: date,
     *,
     dialect: Callable[[str | None], str | None] | None = None,
-) -> dict[str, Any]:
-    """Every key nao 0.3.29 writes (`timestamp`, `results`, `summary`, `by_model`,
-    `pass_metrics`), with nao's value kinds, plus ours (`status`, `attempt`, `verified`,
-    `checks`, `diff`, `run_date`, `cost_usd`/`total_cost_usd`/`cost_complete`, p50/p95,
-    `pass_metrics_by_test`), and the statistics of `_add_statistics`
-    (`by_model[].pass_rate_ci95`, `comparisons`). Results are grouped by model in the order the models were
-    given, then by test in suite order, then attempt.
+) -> ResultsDocument:
+    """The results document of these runs: every key nao 0.3.29 writes (`timestamp`,
+    `results`, `summary`, `by_model`, `pass_metrics`), with nao's value kinds, plus ours
+    (`status`, `attempt`, `verified`, `checks`, `diff`, `run_date`,
+    `cost_usd`/`total_cost_usd`/`cost_complete`, p50/p95, `pass_metrics_by_test`), and the
+    statistics (`by_model[].pass_rate_ci95`, `comparisons`). Results are grouped by model in
+    the order the models were given, then by test in suite order, then attempt.
 
     Args:
         rows: the day's graded runs, from `read_run_rows` (or the viewer's sources).
@@ -194,33 +194,34 @@ def build_results(
             r["attempt"],
         ),
     )
-    results = [_result_entry(row, day, dialect) for row in records]
+    results = tuple(_result_entry(row, day, dialect) for row in records)
     outcomes = [RunOutcome.from_grade_row(row) for row in records]
     metrics = sorted(
         case_metrics(outcomes),
         key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
     )
-    per_model = model_pass_metrics(metrics)
-    noise = judge_noise(
-        (r["name"], r["model"], bool(r["passed"]), r.get("judge_samples")) for r in records
+    by_model = _model_entries(outcomes, metrics)
+    return ResultsDocument(
+        timestamp=datetime.now(),
+        run_date=day,
+        results=results,
+        summary=_summary(results),
+        by_model=by_model,
+        pass_metrics=pass_metrics(metrics),
+        pass_metrics_by_test=tuple(metrics),
+        judge_noise=tuple(
+            judge_noise(
+                (r["name"], r["model"], bool(r["passed"]), r.get("judge_samples")) for r in records
+            )
+        ),
+        # Is the difference real? (docs/grading.md): every pair of the ranked models.
+        comparisons=model_comparisons(comparisons_of(outcomes, [m.model for m in by_model])),
     )
-    document = {
-        "timestamp": datetime.now().isoformat(),
-        "run_date": day.isoformat(),
-        "results": results,
-        "summary": _summary(results),
-        "by_model": [{**_model_entry(s), **per_model[s.model]} for s in summarize_models(outcomes)],
-        "pass_metrics": pass_metrics(metrics),
-        "pass_metrics_by_test": pass_metrics_by_test(metrics),
-    }
-    if noise:
-        document["judge_noise"] = [n.to_record() for n in noise]
-    return _add_statistics(document, outcomes)
 
 
 def _result_entry(
     row: Mapping[str, Any], day: date, dialect: Callable[[str | None], str | None] | None
-) -> dict[str, Any]:
+) -> ResultEntry:
     """One run: nao's keys (an unknown `cost` is 0 there; `cost_usd` is ours, null) and ours."""
     checks = row["checks"] or []
     data = _data_details(checks)
@@ -230,127 +231,136 @@ def _result_entry(
     error = (run_error or row["message"]) if row["status"] == "error" else None
     database = _none_if_nan(row.get("database"))
     samples = row.get("judge_samples")
-    return {
-        "name": row["name"],
-        "model": row["model"],
-        "passed": bool(row["passed"]),
-        "status": row["status"],
-        "attempt": int(row["attempt"]),
-        # The stored run's key: importing this file into a store that has the run adds nothing.
-        "run_key": row.get("run_key"),
-        "message": row["message"],
-        "verified": bool(row["verified"]),
-        "tokens": int(row["tokens"] or 0),
-        "cost": nao_cost(cost),
-        "cost_usd": cost,
-        "duration_ms": round(float(row["duration_ms"] or 0.0)),
-        "tool_call_count": int(row["tool_call_count"] or 0),
-        "error": error,
-        "run_date": day.isoformat(),
-        # With `--rejudge-samples`: the run's verdicts, and how many agree with their majority.
-        **(
-            {"judge_samples": samples, "judge_self_agreement": judge_self_agreement(samples)}
-            if samples
-            else {}
-        ),
-        "details": {
-            "response_text": _none_if_nan(row["final_text"]),
-            "actual_data": data.get("actual_data"),
-            "expected_data": data.get("expected_data"),
-            "diff": data.get("diff"),
-            "reference_sql": _none_if_nan(row["reference_sql"]),
-            "verification_sql": data.get("extraction_query"),
-            "comparison": data.get("comparison"),
-            "tool_calls": nao_tool_calls(
-                row["run_tool_calls"],
-                row.get("run_queries"),
-                dialect(database) if dialect else None,
+    return ResultEntry(
+        name=row["name"],
+        model=row["model"],
+        passed=bool(row["passed"]),
+        status=row["status"],
+        attempt=int(row["attempt"]),
+        run_key=row.get("run_key"),
+        message=row["message"],
+        verified=bool(row["verified"]),
+        tokens=int(row["tokens"] or 0),
+        cost=nao_cost(cost),
+        cost_usd=cost,
+        duration_ms=round(float(row["duration_ms"] or 0.0)),
+        tool_call_count=int(row["tool_call_count"] or 0),
+        error=error,
+        run_date=day,
+        judge_samples=tuple(samples) if samples else None,
+        judge_self_agreement=judge_self_agreement(samples) if samples else None,
+        details=ResultDetails(
+            response_text=_none_if_nan(row["final_text"]),
+            actual_data=data.get("actual_data"),
+            expected_data=data.get("expected_data"),
+            diff=data.get("diff"),
+            reference_sql=_none_if_nan(row["reference_sql"]),
+            verification_sql=data.get("extraction_query"),
+            comparison=data.get("comparison"),
+            tool_calls=tuple(
+                nao_tool_calls(
+                    row["run_tool_calls"],
+                    row.get("run_queries"),
+                    dialect(database) if dialect else None,
+                )
             ),
-            "checks": checks,
-            "error": run_error,
-            **_audit_details(data),
-        },
-    }
+            checks=tuple(checks),
+            error=run_error,
+            # What the data check found beyond the comparison: the reference's health
+            # warnings, the semantic check's verdict and, for a failed check, the mistake.
+            reference_warnings=tuple(data.get("reference_warnings") or []),
+            semantic=data.get("semantic"),
+            failure_kind=data.get("failure_kind"),
+        ),
+    )
 
 
-def _add_statistics(document: dict[str, Any], outcomes: Sequence[RunOutcome]) -> dict[str, Any]:
-    """Is the difference real? `by_model[].pass_rate_ci95` ([low, high] in percent, the unit
-    of `pass_rate` there) and the top-level `comparisons` of the ranked models (docs/grading.md "Is the difference real?")."""
-    intervals = model_intervals(outcomes)
-    for entry in document["by_model"]:
-        low, high = intervals[entry["model"]]
-        entry["pass_rate_ci95"] = [round(100 * low, 1), round(100 * high, 1)]
-    ranked = [entry["model"] for entry in document["by_model"]]
-    document["comparisons"] = comparisons_of(outcomes, ranked)
-    return document
-
-
-def _summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+def _summary(results: Sequence[ResultEntry]) -> Summary:
     total = len(results)
-    duration = sum(r["duration_ms"] for r in results)
-    tools = sum(r["tool_call_count"] for r in results)
-    costs = [r["cost_usd"] for r in results if r["cost_usd"] is not None]
-    passed = sum(r["passed"] for r in results)
-    return {
-        "total": total,
-        "passed": passed,
+    duration = sum(r.duration_ms for r in results)
+    tools = sum(r.tool_call_count for r in results)
+    costs = [r.cost_usd for r in results if r.cost_usd is not None]
+    passed = sum(r.passed for r in results)
+    return Summary(
+        total=total,
+        passed=passed,
         # nao's meaning: every run that did not pass; `errors` says how many of those were
         # infrastructure errors rather than wrong answers.
-        "failed": total - passed,
-        "errors": sum(r["status"] == "error" for r in results),
-        "unverified": sum(not r["verified"] for r in results),
-        "pass_rate": round(100 * passed / total, 1) if total else 0.0,
-        "total_tokens": sum(r["tokens"] for r in results),
-        "total_cost": round(sum(costs), 6) if costs else 0,
+        failed=total - passed,
+        errors=sum(r.status == "error" for r in results),
+        unverified=sum(not r.verified for r in results),
+        pass_rate=round(100 * passed / total, 1) if total else 0.0,
+        total_tokens=sum(r.tokens for r in results),
+        total_cost=round(sum(costs), 6) if costs else 0,
         # Ours: the sum of the known costs (null when none is known), and whether every
         # run had a price; nao's `total_cost` is 0 for unknown (#1220).
-        "total_cost_usd": round(sum(costs), 6) if costs else None,
-        "cost_complete": len(costs) == total,
-        "total_duration_ms": duration,
-        "total_duration_s": round(duration / 1000, 1),
-        "total_tool_calls": tools,
-        "avg_duration_ms": round(duration / total) if total else 0,
-        "avg_tool_calls": round(tools / total, 2) if total else 0.0,
-    }
+        total_cost_usd=round(sum(costs), 6) if costs else None,
+        cost_complete=len(costs) == total,
+        total_duration_ms=duration,
+        total_duration_s=round(duration / 1000, 1),
+        total_tool_calls=tools,
+        avg_duration_ms=round(duration / total) if total else 0,
+        avg_tool_calls=round(tools / total, 2) if total else 0.0,
+    )
 
 
-def _model_entry(summary) -> dict[str, Any]:
-    cost = round(summary.cost_usd, 6) if summary.cost_usd is not None else None
-    return {
-        "model": summary.model,
-        "total": summary.total,
-        "passed": summary.passed,
-        "failed": summary.total - summary.passed,
-        "errors": summary.errors,
-        "pass_rate": round(100 * summary.pass_rate, 1),
-        "total_tokens": summary.tokens,
-        "total_cost": nao_cost(cost),
-        "total_cost_usd": cost,
-        "cost_complete": summary.cost_complete,
-        "total_duration_ms": round((summary.avg_duration_ms or 0) * summary.total),
-        "avg_duration_ms": round(summary.avg_duration_ms or 0),
-        "p50_duration_ms": round(summary.duration_p50_ms or 0),
-        "p95_duration_ms": round(summary.duration_p95_ms or 0),
-        "total_tool_calls": summary.tool_calls,
-        "avg_tool_calls": round(summary.avg_tool_calls or 0, 2),
-    }
+def _model_entries(
+    outcomes: Sequence[RunOutcome], metrics: Sequence[CaseMetrics]
+) -> tuple[ModelEntry, ...]:
+    """Each model ranked, with nao's pass@k keys and the 95% interval on its pass rate
+    ([low, high] in percent, the unit of `pass_rate` there)."""
+    per_model = model_pass_metrics(metrics)
+    intervals = model_intervals(outcomes)
+    entries = []
+    for summary in summarize_models(outcomes):
+        cost = round(summary.cost_usd, 6) if summary.cost_usd is not None else None
+        k, aggregate = per_model[summary.model]
+        low, high = intervals[summary.model]
+        entries.append(
+            ModelEntry(
+                model=summary.model,
+                total=summary.total,
+                passed=summary.passed,
+                failed=summary.total - summary.passed,
+                errors=summary.errors,
+                pass_rate=round(100 * summary.pass_rate, 1),
+                total_tokens=summary.tokens,
+                total_cost=nao_cost(cost),
+                total_cost_usd=cost,
+                cost_complete=summary.cost_complete,
+                total_duration_ms=round((summary.avg_duration_ms or 0) * summary.total),
+                avg_duration_ms=round(summary.avg_duration_ms or 0),
+                p50_duration_ms=round(summary.duration_p50_ms or 0),
+                p95_duration_ms=round(summary.duration_p95_ms or 0),
+                total_tool_calls=summary.tool_calls,
+                avg_tool_calls=round(summary.avg_tool_calls or 0, 2),
+                k=k,
+                pass_at_1=aggregate.pass_at_1,
+                pass_at_k=aggregate.pass_at_k,
+                pass_hat_k=aggregate.pass_hat_k,
+                pass_rate_ci95=(round(100 * low, 1), round(100 * high, 1)),
+            )
+        )
+    return tuple(entries)
 
 
-def write_results_file(document: dict[str, Any], folder: Path) -> Path:
-    """`<folder>/results_YYYYMMDD_HHMMSS.json` (nao's `results_*.json` pattern), named by the
-    evaluated day (`run_date`) and the time it was written, so a file of a past day sorts
-    and imports as that day. `folder` is the suite's `results_dir`.
+def write_results_file(document: ResultsDocument, folder: Path) -> Path:
+    """`<folder>/results_YYYYMMDD_HHMMSS.json` (nao's `results_*.json` pattern), the
+    document's JSON, named by the evaluated day (`run_date`) and the time it was built
+    (`timestamp`), so a file of a past day sorts and imports as that day. `folder` is the
+    suite's `results_dir`.
 
     Each call writes a file of its own: when another command took the name (two commands
     finishing in the same second), this one is `..._HHMMSS_2.json` (then `_3`, …). The file
     appears whole under its name (written aside, then linked), never over another's.
     """
     folder.mkdir(parents=True, exist_ok=True)
-    written = datetime.fromisoformat(document["timestamp"])
-    day = date.fromisoformat(document.get("run_date") or written.date().isoformat())
-    stem = f"results_{day:%Y%m%d}_{written:%H%M%S}"
+    stem = f"results_{document.run_date:%Y%m%d}_{document.timestamp:%H%M%S}"
     text = json.dumps(
-        redact_value(document, keep=IDENTITY_FIELDS), indent=2, default=str, ensure_ascii=False
+        redact_value(document.to_json(), keep=IDENTITY_FIELDS),
+        indent=2,
+        default=str,
+        ensure_ascii=False,
     )
     with tempfile.NamedTemporaryFile(
         "w", encoding="utf-8", dir=folder, prefix=f".{stem}.", suffix=".tmp", delete=False

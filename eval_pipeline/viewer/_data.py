@@ -12,6 +12,8 @@ import duckdb
 
 from eval_pipeline.grading import pass_rate_interval
 from eval_pipeline.pipeline import (
+    ResultEntry,
+    ResultsDocument,
     build_results,
     decode_run_rows,
     regressions_sql,
@@ -93,19 +95,21 @@ def day_document(
     day: date,
     models: list[str],
     names: list[str],
-) -> dict[str, Any]:
-    """The results document of `eval-pipeline test` for a day (nao's keys and ours, built by
-    the same `build_results`, so the page and the CLI's JSON report the same numbers), each
-    result with its viewer `run_id`. Reads only the day's partition files."""
+) -> ResultsDocument:
+    """The results document of `eval-pipeline test` for a day (built by the same
+    `build_results`, so the page and the CLI's JSON report the same numbers); a result's
+    viewer id is `result_run_id`. Reads only the day's partition files."""
     keys = [(m, day) for m in models]
     sql = run_rows_sql(
         reader.partitions("grades", keys), reader.partitions("agent_runs", keys), "cases_snapshot"
     )
     rows = decode_run_rows(con.execute(sql, run_rows_parameters(day, models, None)).df())
-    document = build_results(rows, models, names, day)
-    for result in document["results"]:
-        result["run_id"] = run_id(result["name"], result["model"], day, result["attempt"])
-    return document
+    return build_results(rows, models, names, day)
+
+
+def result_run_id(result: ResultEntry) -> str:
+    """The viewer's id of a result of the results document."""
+    return run_id(result.name, result.model, result.run_date, result.attempt)
 
 
 def pass_rate_on(con: duckdb.DuckDBPyConnection, day: date, models: list[str]) -> float | None:

@@ -50,11 +50,11 @@ def _render(layout: StoreLayout, day: date | None, models: list[str] | None) -> 
             previous = (older[0], data.pass_rate_on(con, older[0], chosen)) if older else None
             colors = model_colors(data.all_models(con))
             document = data.day_document(con, reader, day, chosen, names)
-            not_passed = [r for r in document["results"] if not r["passed"]]
-            runs = [data.run_detail(con, reader, r["run_id"]) for r in not_passed]
+            not_passed = [data.result_run_id(r) for r in document.results if not r.passed]
+            runs = [data.run_detail(con, reader, ident) for ident in not_passed]
     finally:
         reader.close()
-    links = Links(live=False, anchors={r["run_id"] for r in not_passed})
+    links = Links(live=False, anchors=set(not_passed))
     failures = [
         el(
             "div",

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from eval_pipeline.pipeline import detectable_difference
+from eval_pipeline.pipeline import ModelEntry, ResultEntry, ResultsDocument
 from eval_pipeline.viewer._charts import dot
+from eval_pipeline.viewer._data import result_run_id
 from eval_pipeline.viewer._html import (
     STATUS_ICONS,
     Child,
@@ -101,40 +102,40 @@ def empty_state(title: str, text: Child) -> Markup:
 # ---- overview -------------------------------------------------------------------------------
 
 
-def summary_cards(document: dict[str, Any], previous: tuple[date, float] | None) -> Markup:
-    summary = document["summary"]
-    total = summary["total"]
-    rate = summary["pass_rate"]
+def summary_cards(document: ResultsDocument, previous: tuple[date, float] | None) -> Markup:
+    summary = document.summary
+    total = summary.total
+    rate = summary.pass_rate
     delta = None
     if previous is not None and previous[1] is not None and total:
-        points = round(100 * summary["passed"] / total - 100 * previous[1], 1)
+        points = round(100 * summary.passed / total - 100 * previous[1], 1)
         arrow = "▲" if points > 0 else "▼" if points < 0 else "="
         delta = el(
             "span",
             f"{arrow} {abs(points):.1f} pts vs {previous[0].isoformat()}",
             class_="delta-up" if points > 0 else "delta-down" if points < 0 else None,
         )
-    wrong = summary["failed"] - summary["errors"]
-    cost = summary["total_cost_usd"]
+    wrong = summary.failed - summary.errors
+    cost = summary.total_cost_usd
     return el(
         "div",
         card(
             "Pass rate",
             f"{rate:.1f}%",
-            delta or f"{summary['passed']} of {total} runs",
+            delta or f"{summary.passed} of {total} runs",
             tone="pass" if rate >= 80 else "fail" if rate < 50 else None,
         ),
-        card("Runs", fmt_int(total), f"{summary['passed']} passed · {wrong} failed"),
+        card("Runs", fmt_int(total), f"{summary.passed} passed · {wrong} failed"),
         card(
             "Errors",
-            fmt_int(summary["errors"]),
+            fmt_int(summary.errors),
             "infrastructure, not wrong answers",
-            tone="err" if summary["errors"] else None,
+            tone="err" if summary.errors else None,
         ),
         card(
             "Tokens",
-            fmt_int(summary["total_tokens"]),
-            f"{fmt_int(summary['total_tokens'] / total)} per run" if total else None,
+            fmt_int(summary.total_tokens),
+            f"{fmt_int(summary.total_tokens / total)} per run" if total else None,
         ),
         card(
             "Cost",
@@ -143,8 +144,8 @@ def summary_cards(document: dict[str, Any], previous: tuple[date, float] | None)
         ),
         card(
             "Duration",
-            fmt_ms(summary["total_duration_ms"]),
-            f"{fmt_ms(summary['avg_duration_ms'])} per run on average",
+            fmt_ms(summary.total_duration_ms),
+            f"{fmt_ms(summary.avg_duration_ms)} per run on average",
         ),
         class_="cards",
     )
@@ -155,17 +156,17 @@ def _rate_tone(rate: float) -> str:
 
 
 def performance_table(
-    document: dict[str, Any],
+    document: ResultsDocument,
     colors: dict[str, str],
     links: Links,
     day: date,
     selected: str | None,
 ) -> Markup:
     rows = []
-    for rank, entry in enumerate(document["by_model"], start=1):
-        model = entry["model"]
+    for rank, entry in enumerate(document.by_model, start=1):
+        model = entry.model
         target = links.page("/", date=day.isoformat(), model=None if model == selected else model)
-        rate = entry["pass_rate"]
+        rate = entry.pass_rate
         rows.append(
             el(
                 "tr",
@@ -184,13 +185,13 @@ def performance_table(
                     sort=rate,
                     class_="nowrap",
                 ),
-                cell(f"{entry['passed']}/{entry['total']}", sort=entry["passed"], num=True),
-                cell(entry["errors"], num=True),
-                cell(fmt_int(entry["total_tokens"]), sort=entry["total_tokens"], num=True),
-                cell(fmt_cost(entry["total_cost_usd"]), sort=entry["total_cost_usd"], num=True),
-                cell(fmt_ms(entry["avg_duration_ms"]), sort=entry["avg_duration_ms"], num=True),
-                cell(fmt_ms(entry["p95_duration_ms"]), sort=entry["p95_duration_ms"], num=True),
-                cell(f"{entry['avg_tool_calls']:.1f}", sort=entry["avg_tool_calls"], num=True),
+                cell(f"{entry.passed}/{entry.total}", sort=entry.passed, num=True),
+                cell(entry.errors, num=True),
+                cell(fmt_int(entry.total_tokens), sort=entry.total_tokens, num=True),
+                cell(fmt_cost(entry.total_cost_usd), sort=entry.total_cost_usd, num=True),
+                cell(fmt_ms(entry.avg_duration_ms), sort=entry.avg_duration_ms, num=True),
+                cell(fmt_ms(entry.p95_duration_ms), sort=entry.p95_duration_ms, num=True),
+                cell(f"{entry.avg_tool_calls:.1f}", sort=entry.avg_tool_calls, num=True),
                 data_href=target,
                 data_model=model,
                 class_="selected" if model == selected else None,
@@ -211,34 +212,31 @@ def performance_table(
     return table(headers, rows, id_="models")
 
 
-def _interval_note(entry: dict[str, Any]) -> Markup | None:
-    interval = entry.get("pass_rate_ci95")
-    if not interval:
-        return None
-    low, high = interval
+def _interval_note(entry: ModelEntry) -> Markup:
+    low, high = entry.pass_rate_ci95
     return el(
         "span",
-        f" ± {max(entry['pass_rate'] - low, high - entry['pass_rate']):.1f}",
+        f" ± {max(entry.pass_rate - low, high - entry.pass_rate):.1f}",
         class_="muted",
         title=f"95% interval {low:.1f}–{high:.1f}%",
     )
 
 
-def comparisons_table(document: dict[str, Any], colors: dict[str, str]) -> Markup:
+def comparisons_table(document: ResultsDocument, colors: dict[str, str]) -> Markup:
     """Is the difference real? Each pair of the day's models on their shared tests."""
     rows = [
         el(
             "tr",
-            cell(join(dot(colors.get(c["model_a"], "#999")), c["model_a"]), sort=c["model_a"]),
-            cell(join(dot(colors.get(c["model_b"], "#999")), c["model_b"]), sort=c["model_b"]),
-            cell(c["tests"], num=True),
-            cell(c["a_only"], num=True),
-            cell(c["b_only"], num=True),
-            cell(f"{c['p_value']:.3f}", sort=c["p_value"], num=True),
-            cell(f"{c['p_adjusted']:.3f}", sort=c["p_adjusted"], num=True),
-            cell("yes" if c["significant"] else "no — a tie"),
+            cell(join(dot(colors.get(c.model_a, "#999")), c.model_a), sort=c.model_a),
+            cell(join(dot(colors.get(c.model_b, "#999")), c.model_b), sort=c.model_b),
+            cell(c.tests, num=True),
+            cell(c.a_only, num=True),
+            cell(c.b_only, num=True),
+            cell(f"{c.p_value:.3f}", sort=c.p_value, num=True),
+            cell(f"{c.p_adjusted:.3f}", sort=c.p_adjusted, num=True),
+            cell("yes" if c.significant else "no — a tie"),
         )
-        for c in document.get("comparisons") or []
+        for c in document.comparisons
     ]
     headers = [
         ("Model A", "text"),
@@ -253,33 +251,32 @@ def comparisons_table(document: dict[str, Any], colors: dict[str, str]) -> Marku
     return table(headers, rows, id_="comparisons")
 
 
-def _chip(result: dict[str, Any], links: Links) -> Markup:
-    status = result["status"]
+def _chip(result: ResultEntry, links: Links) -> Markup:
+    status = result.status
     return link(
-        links.run(result["run_id"]),
+        links.run(result_run_id(result)),
         el("span", STATUS_ICONS.get(status, "·"), class_="icon"),
-        fmt_ms(result["duration_ms"]),
+        fmt_ms(result.duration_ms),
         class_=f"chip chip-{status}",
-        title=f"{result['name']} · {result['model']} · attempt {result['attempt']}: "
-        f"{status} — {result['message'] or ''}",
+        title=f"{result.name} · {result.model} · attempt {result.attempt}: "
+        f"{status} — {result.message or ''}",
         data_status=status,
     )
 
 
-def case_model_grid(document: dict[str, Any], models: list[str], links: Links) -> Markup:
+def case_model_grid(document: ResultsDocument, models: list[str], links: Links) -> Markup:
     """One row per test, one column per model; each cell the attempts' status and time."""
-    cells: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    cells: dict[tuple[str, str], list[ResultEntry]] = {}
     names: list[str] = []
-    for result in document["results"]:
-        key = (result["name"], result["model"])
-        if result["name"] not in names:
-            names.append(result["name"])
+    for result in document.results:
+        key = (result.name, result.model)
+        if result.name not in names:
+            names.append(result.name)
         cells.setdefault(key, []).append(result)
     rows = []
     for name in names:
         passing = sum(
-            all(r["passed"] for r in cells.get((name, m), [])) and (name, m) in cells
-            for m in models
+            all(r.passed for r in cells.get((name, m), [])) and (name, m) in cells for m in models
         )
         present = sum((name, m) in cells for m in models)
         rows.append(
@@ -290,7 +287,7 @@ def case_model_grid(document: dict[str, Any], models: list[str], links: Links) -
                     cell(
                         join(_chip(r, links) for r in cells.get((name, m), []))
                         or el("span", "—", class_="muted"),
-                        sort=sum(r["passed"] for r in cells.get((name, m), [])),
+                        sort=sum(r.passed for r in cells.get((name, m), [])),
                         class_="cellrun",
                     )
                     for m in models
@@ -302,30 +299,30 @@ def case_model_grid(document: dict[str, Any], models: list[str], links: Links) -
     return table(headers, rows, id_="grid")
 
 
-def failures_table(document: dict[str, Any], links: Links) -> Markup:
+def failures_table(document: ResultsDocument, links: Links) -> Markup:
     rows = [
         el(
             "tr",
-            cell(badge(r["status"]), sort=r["status"]),
-            cell(link(links.run(r["run_id"]), r["name"]), sort=r["name"], class_="mono"),
-            cell(r["model"]),
-            cell(r["attempt"], num=True),
-            cell(el("div", r["message"], class_="msg", title=r["message"]), sort=r["message"]),
+            cell(badge(r.status), sort=r.status),
+            cell(link(links.run(result_run_id(r)), r.name), sort=r.name, class_="mono"),
+            cell(r.model),
+            cell(r.attempt, num=True),
+            cell(el("div", r.message, class_="msg", title=r.message), sort=r.message),
         )
-        for r in document["results"]
-        if not r["passed"]
+        for r in document.results
+        if not r.passed
     ]
     headers = [("Status", "text"), ("Test", "text"), ("Model", "text"), ("Try", "num")]
     return table([*headers, ("Message", "text")], rows, empty="Every run passed.")
 
 
-def _sentence(comparisons: list[dict[str, Any]]) -> str:
-    text = detectable_difference(comparisons) or ""
+def _sentence(document: ResultsDocument) -> str:
+    text = document.detectable_difference() or ""
     return text[:1].upper() + text[1:] + "."
 
 
 def overview_body(
-    document: dict[str, Any],
+    document: ResultsDocument,
     *,
     day: date,
     days: list[date],
@@ -334,8 +331,8 @@ def overview_body(
     colors: dict[str, str],
     links: Links,
 ) -> Markup:
-    models = [e["model"] for e in document["by_model"]]
-    names = {r["name"] for r in document["results"]}
+    models = document.models
+    names = {r.name for r in document.results}
     filter_pill = None
     if model:
         filter_pill = el(
@@ -366,11 +363,11 @@ def overview_body(
         section(
             "Is the difference real?",
             comparisons_table(document, colors),
-            el("p", _sentence(document.get("comparisons") or []), class_="muted"),
+            el("p", _sentence(document), class_="muted"),
             extra=el("span", "paired tests on shared tests, Holm-adjusted", class_="extra"),
             id_="comparisons-section",
         )
-        if document.get("comparisons")
+        if document.comparisons
         else None,
         section(
             "Pass / fail by test and model",

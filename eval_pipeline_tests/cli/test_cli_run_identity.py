@@ -80,7 +80,7 @@ def viewer_results(root: Path) -> list[str]:
             )
     finally:
         reader.close()
-    return sorted(r["name"] for r in document["results"])
+    return sorted(r.name for r in document.results)
 
 
 def results_names(result) -> list[str]:

@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.grading import Grader
-from eval_pipeline.pipeline import grade_partition, import_results, read_results_file
+from eval_pipeline.pipeline import (
+    build_results,
+    grade_partition,
+    import_results,
+    read_results_file,
+    write_results_file,
+)
 from eval_pipeline.store import StoreLayout, ensure_schema_files, query, write_rows
 from eval_pipeline.suite import load_suite
+from eval_pipeline_tests.pipeline.test_results_document import MODEL, row
 from eval_pipeline_tests.suite.nao_project import write_nao_project
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
@@ -213,3 +220,34 @@ def test_regrading_an_imported_day_keeps_the_imported_grades(layout, tmp_path):
     )
 
     assert grades == [] and _grades(layout) == before
+
+
+def test_a_results_file_we_write_reads_back_as_the_documents_runs(tmp_path):
+    """The file `eval-pipeline test` writes is the document's JSON; reading it for an import
+    gives each result's run as the document holds it, with its key and its checks."""
+    check = {"kind": "data", "status": "failed", "message": "row count differs", "details": {}}
+    call = {"id": "c1", "name": "execute_sql", "arguments": {"sql_query": "SELECT 1"}}
+    rows = [
+        {**row("total_revenue", 0, "passed", cost=0.5), "run_key": "k-rev", "final_text": "42"},
+        {**row("order_count", 0, "failed"), "run_key": "k-orders", "checks": [check]},
+        {**row("order_count", 1, "error"), "run_tool_calls": [{**call, "result": "boom"}]},
+    ]
+    document = build_results(rows, [MODEL], ["total_revenue", "order_count"], DAY)
+    path = write_results_file(document.labelled(lambda m: f"openaiCompatible/{m}"), tmp_path)
+
+    runs = read_results_file(path).runs
+
+    assert [(r.name, r.model, r.label, r.attempt) for r in runs] == [
+        (e.name, e.model, f"openaiCompatible/{e.model}", e.attempt) for e in document.results
+    ]
+    assert [(r.status, r.passed, r.message, r.run_key) for r in runs] == [
+        (e.status, e.passed, e.message, e.run_key) for e in document.results
+    ]
+    assert [(r.tokens, r.cost_usd, r.duration_ms, r.run_date) for r in runs] == [
+        (e.tokens, e.cost_usd, e.duration_ms, e.run_date) for e in document.results
+    ]
+    assert [r.checks for r in runs] == [list(e.details.checks) for e in document.results]
+    assert [r.error for r in runs] == [None, None, "Request failed: 502 Bad Gateway"]
+    assert runs[0].final_text == "42" and {r.source for r in runs} == {"eval_pipeline"}
+    assert [c["name"] for c in runs[2].tool_calls] == ["execute_sql"]
+    assert runs[2].tool_calls[0]["arguments"] == {"sql_query": "SELECT 1"}

@@ -4,11 +4,14 @@ honest unknowns in our own keys, and nao's pass_metrics object."""
 from __future__ import annotations
 
 import json
+from dataclasses import FrozenInstanceError
 from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.pipeline import build_results, ungraded_rows
+import pytest
+
+from eval_pipeline.pipeline import Threshold, build_results, ungraded_rows
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
 DAY = date(2026, 1, 5)
@@ -52,38 +55,30 @@ def test_pass_metrics_is_naos_object_with_the_same_numbers_as_naos_file():
     expected = nao["pass_metrics"]
     for entry in expected["by_test"]:
         entry["model"] = MODEL  # nao's spelling is applied when the file is written
-    assert document["pass_metrics"] == expected
-    model = document["by_model"][0]
-    assert {k: model[k] for k in ("k", "pass_at_1", "pass_at_k", "pass_hat_k")} == {
-        k: nao["by_model"][0][k] for k in ("k", "pass_at_1", "pass_at_k", "pass_hat_k")
-    }
-    assert [m["passes"] for m in document["pass_metrics_by_test"]] == [2, 0]
+    assert document.to_json()["pass_metrics"] == expected
+    model = document.by_model[0]
+    assert (model.k, model.pass_at_1, model.pass_at_k, model.pass_hat_k) == tuple(
+        nao["by_model"][0][k] for k in ("k", "pass_at_1", "pass_at_k", "pass_hat_k")
+    )
+    assert [m.passes for m in document.pass_metrics_by_test] == [2, 0]
 
 
 def test_an_unknown_cost_is_0_in_naos_keys_and_unknown_in_ours():
     document = build_results(RUNS, [MODEL], ["total_revenue", "order_count"], DAY)
-    assert {r["cost"] for r in document["results"]} == {0}
-    assert {r["cost_usd"] for r in document["results"]} == {None}
-    summary, model = document["summary"], document["by_model"][0]
-    assert (summary["total_cost"], summary["total_cost_usd"], summary["cost_complete"]) == (
-        0,
-        None,
-        False,
-    )
-    assert (model["total_cost"], model["total_cost_usd"], model["cost_complete"]) == (
-        0,
-        None,
-        False,
-    )
-    errors = [r["error"] for r in document["results"]]
+    assert {r.cost for r in document.results} == {0}
+    assert {r.cost_usd for r in document.results} == {None}
+    summary, model = document.summary, document.by_model[0]
+    assert (summary.total_cost, summary.total_cost_usd, summary.cost_complete) == (0, None, False)
+    assert (model.total_cost, model.total_cost_usd, model.cost_complete) == (0, None, False)
+    errors = [r.error for r in document.results]
     assert errors == [None, None, None, "Request failed: 502 Bad Gateway"]
 
 
 def test_a_partly_priced_model_keeps_the_known_sum_and_says_it_is_incomplete():
     runs = [row("total_revenue", 0, "passed", cost=0.25), row("order_count", 0, "failed")]
     document = build_results(runs, [MODEL], ["total_revenue", "order_count"], DAY)
-    summary = document["summary"]
-    assert (summary["total_cost"], summary["total_cost_usd"], summary["cost_complete"]) == (
+    summary = document.summary
+    assert (summary.total_cost, summary.total_cost_usd, summary.cost_complete) == (
         0.25,
         0.25,
         False,
@@ -98,9 +93,98 @@ def test_a_planned_run_without_a_grade_is_an_error_run_never_left_out():
     rows = graded + ungraded_rows(graded, planned, DAY)
     document = build_results(rows, [MODEL], ["total_revenue", "order_count"], DAY)
 
-    assert document["summary"]["total"] == 4
-    assert document["summary"]["errors"] == 1
-    missing = document["results"][-1]
-    assert (missing["name"], missing["attempt"], missing["status"]) == ("order_count", 1, "error")
-    assert "no grade is stored" in missing["error"]
+    assert document.summary.total == 4
+    assert document.summary.errors == 1
+    missing = document.results[-1]
+    assert (missing.name, missing.attempt, missing.status) == ("order_count", 1, "error")
+    assert "no grade is stored" in (missing.error or "")
     assert ungraded_rows(RUNS, planned, DAY) == []
+
+
+# The results file's keys, in the order the file gives them (nao's first, then ours).
+RESULT_KEYS = [
+    *("name", "model", "passed", "status", "attempt", "run_key", "message", "verified"),
+    *("tokens", "cost", "cost_usd", "duration_ms", "tool_call_count", "error", "run_date"),
+]
+DETAILS_KEYS = [
+    *("response_text", "actual_data", "expected_data", "diff", "reference_sql"),
+    *("verification_sql", "comparison", "tool_calls", "checks", "error"),
+    *("reference_warnings", "semantic", "failure_kind"),
+]
+SUMMARY_KEYS = [
+    *("total", "passed", "failed", "errors", "unverified", "pass_rate", "total_tokens"),
+    *("total_cost", "total_cost_usd", "cost_complete", "total_duration_ms", "total_duration_s"),
+    *("total_tool_calls", "avg_duration_ms", "avg_tool_calls"),
+]
+MODEL_KEYS = [
+    *("model", "total", "passed", "failed", "errors", "pass_rate", "total_tokens", "total_cost"),
+    *("total_cost_usd", "cost_complete", "total_duration_ms", "avg_duration_ms"),
+    *("p50_duration_ms", "p95_duration_ms", "total_tool_calls", "avg_tool_calls"),
+    *("k", "pass_at_1", "pass_at_k", "pass_hat_k", "pass_rate_ci95"),
+]
+PASS_KEYS = ["pass_at_1", "pass_at_k", "pass_hat_k"]
+CASE_METRICS_KEYS = ["name", "model", "attempts", "passes", "errors", *PASS_KEYS, "flaky"]
+COMPARISON_KEYS = [
+    *("model_a", "model_b", "tests", "a_only", "b_only", "p_value", "p_adjusted", "significant"),
+]
+JUDGE_NOISE_KEYS = [
+    *("name", "model", "attempts", "judged_runs", "samples", "judge_self_agreement"),
+    *("agent_pass_at_1", "flips_on_judge"),
+]
+
+
+def test_the_json_has_exactly_the_results_files_keys_in_the_files_order():
+    other = "openai:gpt-b"
+    sampled = {**row("total_revenue", 0, "passed"), "judge_samples": [True, True, False]}
+    runs = [sampled, *RUNS[1:], *({**r, "model": other} for r in RUNS)]
+    document = build_results(runs, [MODEL, other], ["total_revenue", "order_count"], DAY)
+    built = document.to_json()
+
+    top = ["timestamp", "run_date", "results", "summary", "by_model", "pass_metrics"]
+    assert list(built) == [*top, "pass_metrics_by_test", "judge_noise", "comparisons"]
+    assert list(built["results"][0]) == [
+        *RESULT_KEYS,
+        "judge_samples",
+        "judge_self_agreement",
+        "details",
+    ]
+    assert all(list(r) == [*RESULT_KEYS, "details"] for r in built["results"][1:])
+    assert all(list(r["details"]) == DETAILS_KEYS for r in built["results"])
+    assert list(built["summary"]) == SUMMARY_KEYS
+    assert [list(m) for m in built["by_model"]] == [MODEL_KEYS, MODEL_KEYS]
+    assert list(built["pass_metrics"]) == ["k", "aggregate", "by_test"]
+    assert list(built["pass_metrics"]["aggregate"]) == PASS_KEYS
+    assert {tuple(t) for t in built["pass_metrics"]["by_test"]} == {
+        ("name", "model", "k", *PASS_KEYS)
+    }
+    assert {tuple(m) for m in built["pass_metrics_by_test"]} == {tuple(CASE_METRICS_KEYS)}
+    assert [list(c) for c in built["comparisons"]] == [COMPARISON_KEYS]
+    assert [list(n) for n in built["judge_noise"]] == [JUDGE_NOISE_KEYS]
+    # JSON values only: the file is this, dumped.
+    assert json.loads(json.dumps(built)) == built
+
+    once = build_results(RUNS, [MODEL], ["total_revenue", "order_count"], DAY)
+    evaluated = once.with_evaluation(
+        executed_runs=3,
+        reused_runs=1,
+        threshold=Threshold(min_accuracy=0.5, mode="average", accuracy=0.5, passed=True),
+    ).to_json()
+    assert list(evaluated) == [
+        *top,
+        *("pass_metrics_by_test", "comparisons", "executed_runs", "reused_runs", "threshold"),
+    ]
+    assert list(evaluated["threshold"]) == ["min_accuracy", "mode", "accuracy", "passed"]
+    assert evaluated["comparisons"] == [] and "executed_runs" not in once.to_json()
+
+
+def test_the_labelled_document_spells_the_models_as_the_user_does_and_the_built_one_stays():
+    document = build_results(RUNS, [MODEL], ["total_revenue", "order_count"], DAY)
+    labelled = document.labelled(lambda model: f"openaiCompatible/{model}")
+    spelled = f"openaiCompatible/{MODEL}"
+    assert {r.model for r in labelled.results} == {spelled}
+    assert [m.model for m in labelled.by_model] == [spelled]
+    assert {m.model for m in labelled.pass_metrics_by_test} == {spelled}
+    assert {t.model for t in labelled.pass_metrics.by_test} == {spelled}
+    assert {r.model for r in document.results} == {MODEL}  # a new document, not an edit
+    with pytest.raises(FrozenInstanceError):
+        document.results[0].model = spelled  # type: ignore[misc]

@@ -1,0 +1,279 @@
+"""The results document as a type: what one evaluation of a day reports, and its JSON rendering.
+
+`build_results` builds a `ResultsDocument` once; nothing changes it after (a new document comes
+from `with_evaluation` or `labelled`). The CLI's tables, JUnit and CSV, `export` and the
+viewer's day pages read its fields; the results file and `eval-pipeline test --format json` are
+its JSON rendering (`to_json`), nao 0.3.29's keys with nao's value kinds, plus ours.
+
+The document holds, in the order the JSON gives them:
+
+* `timestamp`, `run_date`: when it was built, and the evaluated day;
+* `results`: one `ResultEntry` per run (test × model × attempt), its `details` a
+  `ResultDetails` (the reply, the data compared and their diff, nao's tool calls, our checks);
+* `summary`: a `Summary` of every run; `by_model`: a `ModelEntry` per model, ranked, with its
+  pass@k and its pass rate's 95% interval;
+* `pass_metrics` (nao's `PassMetrics`), `pass_metrics_by_test` (ours: `CaseMetrics` per test
+  and model), `judge_noise` (with `--rejudge-samples`: `JudgeNoise` per test and model);
+* `comparisons`: a `ModelComparison` per pair of models;
+* after an evaluation: `executed_runs`, `reused_runs` and the gate's `Threshold`.
+
+Payloads that are JSON as the grading wrote them (a check's details, the data and diff, a tool
+call's arguments and result) stay JSON values (`JsonValue`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
+from datetime import date, datetime
+from typing import Any
+
+from eval_pipeline.grading import CaseMetrics, JudgeNoise
+from eval_pipeline.pipeline._comparisons import detectable_difference
+from eval_pipeline.suite import ThresholdMode
+
+#: A value as JSON holds it (dicts, lists, text, numbers, booleans, null), kept as it came.
+JsonValue = Any
+
+# The field's key is left out of the JSON when its value is None or empty, as it always was.
+_OMITTED_WHEN_EMPTY = {"omitted_when_empty": True}
+
+
+@dataclass(frozen=True)
+class ResultDetails:
+    """What a run said and what it was compared with: nao's `details` keys, then ours
+    (`checks`, `error` and what the data check found beyond the comparison)."""
+
+    response_text: str | None
+    actual_data: JsonValue
+    expected_data: JsonValue
+    diff: JsonValue
+    reference_sql: str | None
+    verification_sql: str | None
+    comparison: JsonValue
+    #: nao's shape: `toolName`, `toolCallId`, `args`, `result` (an `execute_sql` result is
+    #: the query's `columns`, `data`, `row_count`, `dialect`, `id`), our `error`, `duration_ms`.
+    tool_calls: tuple[dict[str, JsonValue], ...]
+    checks: tuple[dict[str, JsonValue], ...]
+    error: str | None
+    reference_warnings: tuple[JsonValue, ...]
+    semantic: JsonValue
+    failure_kind: str | None
+
+
+@dataclass(frozen=True)
+class ResultEntry:
+    """One run: nao's keys (an unknown `cost` is 0 there) and ours (`status`, `attempt`,
+    `run_key`, `verified`, `cost_usd`: null when unknown, `run_date`)."""
+
+    name: str
+    model: str
+    passed: bool
+    status: str  # passed / failed / error
+    attempt: int
+    #: The stored run's key: importing the file into a store that has the run adds nothing.
+    run_key: str | None
+    message: str
+    verified: bool
+    tokens: int
+    cost: float
+    cost_usd: float | None
+    duration_ms: int
+    tool_call_count: int
+    #: nao's meaning: why the run could not be graded (set for an `error` status only).
+    error: str | None
+    run_date: date
+    #: With `--rejudge-samples`: the run's verdicts, and how many agree with their majority
+    #: (both left out of the JSON when the run was judged once).
+    judge_samples: tuple[bool, ...] | None = field(metadata=_OMITTED_WHEN_EMPTY)
+    judge_self_agreement: float | None = field(metadata=_OMITTED_WHEN_EMPTY)
+    details: ResultDetails
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Every run of the document. `failed` is nao's: every run that did not pass (`errors`
+    says how many of those were infrastructure errors); `total_cost` is nao's number (0 when
+    unknown), `total_cost_usd` ours (null when no run had a price)."""
+
+    total: int
+    passed: int
+    failed: int
+    errors: int
+    unverified: int
+    pass_rate: float  # percent
+    total_tokens: int
+    total_cost: float
+    total_cost_usd: float | None
+    cost_complete: bool
+    total_duration_ms: int
+    total_duration_s: float
+    total_tool_calls: int
+    avg_duration_ms: int
+    avg_tool_calls: float
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model over its runs (nao's `by_model[]` keys and ours), ranked by pass rate, then
+    cost; `pass_rate_ci95` is [low, high] in percent, the unit of `pass_rate`."""
+
+    model: str
+    total: int
+    passed: int
+    failed: int
+    errors: int
+    pass_rate: float  # percent
+    total_tokens: int
+    total_cost: float
+    total_cost_usd: float | None
+    cost_complete: bool
+    total_duration_ms: int
+    avg_duration_ms: int
+    p50_duration_ms: int
+    p95_duration_ms: int
+    total_tool_calls: int
+    avg_tool_calls: float
+    k: int
+    pass_at_1: float
+    pass_at_k: float
+    pass_hat_k: float
+    pass_rate_ci95: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class PassAggregate:
+    """Means over (test, model) pairs of their pass@1, pass@k and pass^k."""
+
+    pass_at_1: float
+    pass_at_k: float
+    pass_hat_k: float
+
+
+@dataclass(frozen=True)
+class TestPassMetrics:
+    """nao's `pass_metrics.by_test[]`: one (test, model) pair, rounded as nao writes it."""
+
+    __test__ = False  # a name pytest would otherwise collect
+
+    name: str
+    model: str
+    k: int
+    pass_at_1: float
+    pass_at_k: float
+    pass_hat_k: float  # 1.0 or 0.0
+
+
+@dataclass(frozen=True)
+class PassMetrics:
+    """nao's `pass_metrics`: `k` is the most attempts any (test, model) pair had."""
+
+    k: int
+    aggregate: PassAggregate
+    by_test: tuple[TestPassMetrics, ...]
+
+
+@dataclass(frozen=True)
+class ModelComparison:
+    """Is the difference real? One pair of models on their shared tests (`model_a` the better
+    ranked), its exact paired test's p-value and the Holm-adjusted one across the pairs."""
+
+    model_a: str
+    model_b: str
+    tests: int
+    a_only: int
+    b_only: int
+    p_value: float
+    p_adjusted: float
+    significant: bool
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The gate of an evaluation: `passed` is the command's exit, with or without a minimum."""
+
+    min_accuracy: float | None
+    mode: ThresholdMode
+    accuracy: float
+    passed: bool
+
+
+@dataclass(frozen=True)
+class ResultsDocument:
+    """One evaluated day of some models (see the module's docstring for its parts)."""
+
+    timestamp: datetime
+    run_date: date
+    results: tuple[ResultEntry, ...]
+    summary: Summary
+    by_model: tuple[ModelEntry, ...]
+    pass_metrics: PassMetrics
+    pass_metrics_by_test: tuple[CaseMetrics, ...]
+    judge_noise: tuple[JudgeNoise, ...] = field(metadata=_OMITTED_WHEN_EMPTY)
+    comparisons: tuple[ModelComparison, ...]
+    executed_runs: int | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
+    reused_runs: int | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
+    threshold: Threshold | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
+
+    def with_evaluation(
+        self, *, executed_runs: int, reused_runs: int, threshold: Threshold
+    ) -> ResultsDocument:
+        """This document with what the evaluation ran and reused, and its gate."""
+        return replace(
+            self, executed_runs=executed_runs, reused_runs=reused_runs, threshold=threshold
+        )
+
+    def labelled(self, label: Callable[[str], str]) -> ResultsDocument:
+        """This document with the model of every result, model entry and pass metric in the
+        user's spelling (nao's `openaiCompatible/vllm:qwen3` for our `vllm:qwen3`), as nao
+        writes `model`; comparisons and judge noise keep our ids."""
+
+        def relabel(entries: Sequence[Any]) -> tuple[Any, ...]:
+            return tuple(replace(entry, model=label(entry.model)) for entry in entries)
+
+        return replace(
+            self,
+            results=relabel(self.results),
+            by_model=relabel(self.by_model),
+            pass_metrics=replace(self.pass_metrics, by_test=relabel(self.pass_metrics.by_test)),
+            pass_metrics_by_test=relabel(self.pass_metrics_by_test),
+        )
+
+    @property
+    def models(self) -> list[str]:
+        """The document's models, ranked."""
+        return [entry.model for entry in self.by_model]
+
+    def detectable_difference(self) -> str | None:
+        """The minimum-detectable-difference sentence of the comparisons (None: no pair)."""
+        return detectable_difference([_json(c) for c in self.comparisons])
+
+    def to_json(self) -> dict[str, Any]:
+        """The results file's JSON: every key in the order the file gives it."""
+        return _json(self)
+
+
+def _json(value: Any) -> Any:
+    """A part of the document as JSON values, keys in field order; dates as ISO text."""
+    if isinstance(value, CaseMetrics):
+        return {**asdict(value), "flaky": value.flaky}
+    if isinstance(value, JudgeNoise):
+        return value.to_record()
+    if is_dataclass(value) and not isinstance(value, type):
+        rendered = {}
+        for part in fields(value):
+            item = getattr(value, part.name)
+            if part.metadata.get("omitted_when_empty") and (item is None or item == ()):
+                continue
+            rendered[part.name] = _json(item)
+        return rendered
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, tuple):
+        return [_json(item) for item in value]
+    return value
+
+
+def model_comparisons(comparisons: Sequence[Mapping[str, Any]]) -> tuple[ModelComparison, ...]:
+    """`comparisons_of`'s records as the document's pairs."""
+    return tuple(ModelComparison(**c) for c in comparisons)
