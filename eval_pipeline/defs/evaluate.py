@@ -10,7 +10,6 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs import (
     EVALUATE_ASSETS,
     EVALUATE_JOB,
@@ -34,7 +33,7 @@ from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
     LastEvaluation,
-    grades_complete,
+    partition_unchanged,
     planned_runs,
     require_day,
 )
@@ -114,29 +113,15 @@ def _unchanged(
     planned: int,
 ) -> bool:
     """Whether the partition's evaluation would reuse every stored run and run nothing, so
-    its Dagster run need not happen.
-
-    That holds when the runs, grades and summary are fresh (no input's data version or code
-    version changed since, as the UI says), the model answers as it did (the same endpoint,
-    request settings and agent: `answerer_identity`), the last runs materialization holds a
-    completed run for every planned one (none carried from an earlier selection, none in error: errors are
-    retried), the store still holds a grade for each, none an error (a judge that gave no
-    verdict is asked again; a damaged file set aside is rewritten), and the command asks for
-    nothing new (no --no-cache, --record, --rejudge or --rejudge-samples). The results file is
-    written from the store either way.
+    its Dagster run need not happen: the half that needs Dagster, whether its runs, grades
+    and summary are fresh and what its last runs materialization recorded, handed to
+    `partition_unchanged` (pipeline/_unchanged.py, which owns skipping what did not change).
+    The results file is written from the store either way.
     """
-    if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
-        return False
     key = model_day_key(model, request.run_date.isoformat())
-    if not freshness.fresh(EVALUATE_ASSETS, key):
-        return False
-    last = freshness.latest_metadata("agent_runs", key)
-    if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
-        return False
-    if last.get("answerer") != answerer_identity(config, model):
-        return False
-    layout = StoreLayout.of(config)
-    return last.get("runs") == planned and grades_complete(layout, model, request.run_date, planned)
+    fresh = freshness.fresh(EVALUATE_ASSETS, key)
+    last_runs = freshness.latest_metadata("agent_runs", key) if fresh else None
+    return partition_unchanged(request, config, model, planned, last_runs=last_runs)
 
 
 def run_evaluation(

@@ -87,7 +87,11 @@ from eval_pipeline.pipeline._summaries import (
     summarize_grades,
     summarize_partition,
 )
-from eval_pipeline.pipeline._unchanged import LastEvaluation, grades_complete, planned_runs
+from eval_pipeline.pipeline._unchanged import (
+    LastEvaluation,
+    partition_unchanged,
+    planned_runs,
+)
 from eval_pipeline.pipeline._variants import (
     BuiltVariants,
     VariantSandboxes,
@@ -147,12 +151,12 @@ __all__ = [
     "first_evaluated_day",
     "grade_partition",
     "grade_runs",
-    "grades_complete",
     "import_results",
     "instance_home",
     "judge_model",
     "latest_results_files",
     "load_references",
+    "partition_unchanged",
     "plan_requests",
     "planned_attempts",
     "planned_runs",
