@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.pipeline import load_suite_once
 from eval_pipeline.store import StoreLayout, ensure_schema_files
 from eval_pipeline.suite import (
     AgentContext,
@@ -11,12 +12,14 @@ from eval_pipeline.suite import (
     SuiteConfig,
     load_agent_context,
     load_config,
-    load_suite,
 )
 
 
 class SuiteResource(dg.ConfigurableResource):
-    """The suite folder (test files, `eval_config.yaml`, context files, dbt project)."""
+    """The suite folder (test files, `eval_config.yaml`, context files, dbt project).
+
+    A run reads the suite once per process while its files stay the same (`load_suite_once`).
+    """
 
     root: str
 
@@ -25,8 +28,8 @@ class SuiteResource(dg.ConfigurableResource):
         return Path(self.root)
 
     def load(self) -> Suite:
-        """Load and validate every test file; raises `SuiteError` listing all problems."""
-        return load_suite(self.path)
+        """The validated suite; raises `SuiteError` listing all problems."""
+        return load_suite_once(self.path)
 
     def config(self) -> SuiteConfig:
         return load_config(self.path)
