@@ -136,13 +136,16 @@ def run_evaluation(
     instance (so it shows in the UI), tagged as launched by the CLI.
 
     Args:
-        suite: the loaded suite (its config names the instance, the warehouse and the store).
+        suite: the loaded suite (its config names the instance, the warehouse and the store);
+            every stage grades this one, none reads the test files again.
         request: models, day and options, already checked.
         on_stage: told the name of each step as it starts (progress on a terminal).
 
     Raises:
         EvaluationFailed: a step failed, or Dagster could not record a run; the message
-            names the step and the Dagster run or instance.
+            names the step and the Dagster run or instance. A suite whose files changed
+            while the stages ran fails the next stage so, its message naming the folder
+            and saying to run again (`SuiteChanged`).
     """
     config = suite.config
     home = instance_home(config)
@@ -158,7 +161,11 @@ def run_evaluation(
     )
     # The dbt assets (dagster_dbt, a manifest) only when the warehouse is built: an evaluation
     # depends on the warehouse models by their keys alone, and never builds the history marts.
-    defs = build_definitions(suite.root, dbt=build, history=False, include_day=request.run_date)
+    # Its runs read `suite`, the one the command loaded and checked, and fail once its files
+    # change (an edit while they run would have them grade a mix of two suites).
+    defs = build_definitions(
+        suite.root, dbt=build, history=False, include_day=request.run_date, suite=suite
+    )
     day = request.run_date.isoformat()
     result = EvaluationResult()
     # Each step's events go to the instance (the UI); the terminal shows our own progress,
