@@ -18,8 +18,9 @@ from eval_pipeline.defs.dbt_keys import warehouse_asset_keys
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, tag_run_launcher
 from eval_pipeline.defs.partitions import day_partitions, history_start
 from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.pipeline import remember_suite
 from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import SuiteError, find_suite_root, load_config, load_suite
+from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config, load_suite
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
@@ -51,7 +52,12 @@ def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefi
 
 
 def build_definitions(
-    suite_root: Path, *, dbt: bool = True, history: bool = True, include_day: date | None = None
+    suite_root: Path,
+    *,
+    dbt: bool = True,
+    history: bool = True,
+    include_day: date | None = None,
+    suite: Suite | None = None,
 ) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder; its daily
     partitions start where its history does (`history_start`), or at `include_day` if earlier.
@@ -62,9 +68,14 @@ def build_definitions(
     (cached beside the dbt manifest), and the UI's code location keeps everything.
     `history=False` (a command that builds the warehouse, never the marts) leaves out the
     history marts alone, so the packaged history project is not parsed for it.
+    `suite` (an evaluation from the command line, in this process) is the suite its runs
+    read, as loaded and checked; each fails once the files no longer hash to it.
     """
     config = load_config(suite_root)
-    resources: dict[str, object] = {"suite": SuiteResource(root=str(config.root))}
+    digest = remember_suite(suite) if suite is not None else None
+    resources: dict[str, object] = {
+        "suite": SuiteResource(root=str(config.root), files_digest=digest)
+    }
     suite_assets = [test_cases, agent_context, grading_rules]
     assets: list[dg.AssetsDefinition] = list(suite_assets)
     jobs: list = []

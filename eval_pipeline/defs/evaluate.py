@@ -10,7 +10,6 @@ from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs import (
     EVALUATE_ASSETS,
     EVALUATE_JOB,
@@ -34,7 +33,7 @@ from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
     LastEvaluation,
-    grades_complete,
+    partition_unchanged,
     planned_runs,
     require_day,
 )
@@ -114,29 +113,15 @@ def _unchanged(
     planned: int,
 ) -> bool:
     """Whether the partition's evaluation would reuse every stored run and run nothing, so
-    its Dagster run need not happen.
-
-    That holds when the runs, grades and summary are fresh (no input's data version or code
-    version changed since, as the UI says), the model answers as it did (the same endpoint,
-    request settings and agent: `answerer_identity`), the last runs materialization holds a
-    completed run for every planned one (none carried from an earlier selection, none in error: errors are
-    retried), the store still holds a grade for each, none an error (a judge that gave no
-    verdict is asked again; a damaged file set aside is rewritten), and the command asks for
-    nothing new (no --no-cache, --record, --rejudge or --rejudge-samples). The results file is
-    written from the store either way.
+    its Dagster run need not happen: the half that needs Dagster, whether its runs, grades
+    and summary are fresh and what its last runs materialization recorded, handed to
+    `partition_unchanged` (pipeline/_unchanged.py, which owns skipping what did not change).
+    The results file is written from the store either way.
     """
-    if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
-        return False
     key = model_day_key(model, request.run_date.isoformat())
-    if not freshness.fresh(EVALUATE_ASSETS, key):
-        return False
-    last = freshness.latest_metadata("agent_runs", key)
-    if last is None or last.get("errors") != 0 or last.get("carried_over") != 0:
-        return False
-    if last.get("answerer") != answerer_identity(config, model):
-        return False
-    layout = StoreLayout.of(config)
-    return last.get("runs") == planned and grades_complete(layout, model, request.run_date, planned)
+    fresh = freshness.fresh(EVALUATE_ASSETS, key)
+    last_runs = freshness.latest_metadata("agent_runs", key) if fresh else None
+    return partition_unchanged(request, config, model, planned, last_runs=last_runs)
 
 
 def run_evaluation(
@@ -151,13 +136,16 @@ def run_evaluation(
     instance (so it shows in the UI), tagged as launched by the CLI.
 
     Args:
-        suite: the loaded suite (its config names the instance, the warehouse and the store).
+        suite: the loaded suite (its config names the instance, the warehouse and the store);
+            every stage grades this one, none reads the test files again.
         request: models, day and options, already checked.
         on_stage: told the name of each step as it starts (progress on a terminal).
 
     Raises:
         EvaluationFailed: a step failed, or Dagster could not record a run; the message
-            names the step and the Dagster run or instance.
+            names the step and the Dagster run or instance. A suite whose files changed
+            while the stages ran fails the next stage so, its message naming the folder
+            and saying to run again (`SuiteChanged`).
     """
     config = suite.config
     home = instance_home(config)
@@ -173,7 +161,11 @@ def run_evaluation(
     )
     # The dbt assets (dagster_dbt, a manifest) only when the warehouse is built: an evaluation
     # depends on the warehouse models by their keys alone, and never builds the history marts.
-    defs = build_definitions(suite.root, dbt=build, history=False, include_day=request.run_date)
+    # Its runs read `suite`, the one the command loaded and checked, and fail once its files
+    # change (an edit while they run would have them grade a mix of two suites).
+    defs = build_definitions(
+        suite.root, dbt=build, history=False, include_day=request.run_date, suite=suite
+    )
     day = request.run_date.isoformat()
     result = EvaluationResult()
     # Each step's events go to the instance (the UI); the terminal shows our own progress,

@@ -1,4 +1,10 @@
-"""Whether a stage's partition would come out the same: its inputs' data versions say nothing changed."""
+"""Dagster's half of skipping what did not change: whether a stage's partitions are fresh, as the UI says.
+
+`pipeline/_unchanged.py` owns skipping what did not change (its docstring states the three
+levels, what each compares and where each lives); this module answers the one question only
+Dagster can, the stale status of asset partitions (`Freshness`), for a model's partition
+(`defs/evaluate.py::_unchanged`) and the day's report.
+"""
 
 from __future__ import annotations
 

@@ -45,6 +45,12 @@ from eval_pipeline.pipeline._gates import (
 from eval_pipeline.pipeline._grades import grade_partition, grade_runs, judge_model
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
+from eval_pipeline.pipeline._loaded_suite import (
+    SuiteChanged,
+    load_suite_once,
+    remember_suite,
+    suite_files_digest,
+)
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
@@ -87,7 +93,11 @@ from eval_pipeline.pipeline._summaries import (
     summarize_grades,
     summarize_partition,
 )
-from eval_pipeline.pipeline._unchanged import LastEvaluation, grades_complete, planned_runs
+from eval_pipeline.pipeline._unchanged import (
+    LastEvaluation,
+    partition_unchanged,
+    planned_runs,
+)
 from eval_pipeline.pipeline._variants import (
     BuiltVariants,
     VariantSandboxes,
@@ -125,6 +135,7 @@ __all__ = [
     "ResultsFileError",
     "RunChanges",
     "Runner",
+    "SuiteChanged",
     "Summary",
     "TestPassMetrics",
     "Threshold",
@@ -147,12 +158,13 @@ __all__ = [
     "first_evaluated_day",
     "grade_partition",
     "grade_runs",
-    "grades_complete",
     "import_results",
     "instance_home",
     "judge_model",
     "latest_results_files",
     "load_references",
+    "load_suite_once",
+    "partition_unchanged",
     "plan_requests",
     "planned_attempts",
     "planned_runs",
@@ -162,6 +174,7 @@ __all__ = [
     "record_cases",
     "references_by_database",
     "regressions_sql",
+    "remember_suite",
     "require_day",
     "results_entries",
     "run_agents",
@@ -173,6 +186,7 @@ __all__ = [
     "since_previous_day",
     "start_suite",
     "subscribe",
+    "suite_files_digest",
     "summarize_grades",
     "summarize_partition",
     "summarize_results",

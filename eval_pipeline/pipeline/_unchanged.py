@@ -1,23 +1,41 @@
-"""Whether an evaluation would change nothing, answered without Dagster: the inputs and the
-store are as the last complete evaluation left them."""
+"""Skipping what did not change: the one owner of that decision, at each of its three levels.
+
+1. The whole command. `LastEvaluation` compares a digest of everything an evaluation reads
+   besides the store (`_inputs`: the tests, the context, the configuration, the warehouse
+   files, the request, today, the code, the Dagster home) and the names of the day's files in
+   the store (`store.day_state`) with what the last evaluation that graded every planned run
+   left. `pipeline/_evaluate.py::evaluate` asks it first: when both match, the results come
+   from the store and Dagster is not started.
+2. Each model's partition. `partition_unchanged` (here) compares the partition's last runs
+   (their answerer, their count against the planned runs, no error, none carried over), the
+   store's grades and the request's options; Dagster's stale status of its runs, grades and
+   summary (`defs/unchanged.py::Freshness`) is the half that needs Dagster, asked by
+   `defs/evaluate.py::_unchanged`, which then calls `partition_unchanged`. When both say
+   unchanged, the partition's Dagster run is skipped.
+3. Each run. Inside a partition's run, `pipeline/_runs.py::_reusable` keeps the stored
+   completed runs by key (the case's content, its input, model, context, attempt and day);
+   `run_partition` reuses one made by the same answerer (`answerer_identity`) instead of
+   asking the model again.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 import eval_pipeline
+from eval_pipeline.agents import answerer_identity
 from eval_pipeline.grading import PROMPTS_VERSION, may_vary_within_day
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.store import StoreLayout, day_state, read_latest
-from eval_pipeline.suite import Suite, load_agent_context
+from eval_pipeline.suite import Suite, SuiteConfig, load_agent_context
 
-__all__ = ["LastEvaluation", "grades_complete", "planned_runs"]
+__all__ = ["LastEvaluation", "grades_complete", "partition_unchanged", "planned_runs"]
 
 # Kept in the Dagster home: a new (or wiped) instance has none, so its first evaluation
 # records its runs there, as the UI should show them.
@@ -45,6 +63,50 @@ def grades_complete(
         wanted = set(names)
         grades = [grade for grade in grades if grade["name"] in wanted]
     return len(grades) == planned and not any(grade["status"] == "error" for grade in grades)
+
+
+def _asks_for_new(request: EvaluationRequest) -> bool:
+    """The request asks for runs or verdicts made again whatever is stored (--no-cache,
+    --record, --rejudge, --rejudge-samples)."""
+    return request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1
+
+
+def partition_unchanged(
+    request: EvaluationRequest,
+    config: SuiteConfig,
+    model: str,
+    planned: int,
+    *,
+    last_runs: Mapping[str, object] | None,
+) -> bool:
+    """Whether the model's partition of the request's day would reuse every stored run and
+    run nothing, given what the orchestrator knows of it.
+
+    That holds when the model answers as it did (the same endpoint, request settings and
+    agent: `answerer_identity`), the last runs materialization holds a completed run for
+    every planned one (none carried from an earlier selection, none in error: errors are
+    retried), the store still holds a grade for each, none an error (a judge that gave no
+    verdict is asked again; a damaged file set aside is rewritten), and the request asks for
+    nothing new (no --no-cache, --record, --rejudge or --rejudge-samples).
+
+    Args:
+        planned: the partition's planned runs, every test's (`planned_runs` without a
+            selection): a partition is unchanged only as a whole.
+        last_runs: the metadata of the partition's latest runs materialization when its
+            runs, grades and summary are fresh (no input's data version or code version
+            changed since, as the Dagster UI says); None when they are not, or never were
+            materialized.
+    """
+    if _asks_for_new(request) or last_runs is None:
+        return False
+    if last_runs.get("errors") != 0 or last_runs.get("carried_over") != 0:
+        return False
+    if last_runs.get("answerer") != answerer_identity(config, model):
+        return False
+    layout = StoreLayout.of(config)
+    return last_runs.get("runs") == planned and grades_complete(
+        layout, model, request.run_date, planned
+    )
 
 
 def _file_identity(path: Path) -> list[int] | None:
@@ -86,7 +148,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     or one it cannot classify may answer otherwise within the day (`may_vary_within_day`):
     an evaluation with either always runs its references.
     """
-    if request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1:
+    if _asks_for_new(request):
         return None
     config = suite.config
     files = []

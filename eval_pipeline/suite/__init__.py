@@ -43,7 +43,7 @@ from eval_pipeline.suite._errors import (
     describe_error,
 )
 from eval_pipeline.suite._limits import Limits
-from eval_pipeline.suite._nao import to_model_id
+from eval_pipeline.suite._nao import NAO_CONFIG_FILE, to_model_id
 from eval_pipeline.suite._parse import MAX_ATTEMPTS
 from eval_pipeline.suite._secrets import (
     IDENTITY_FIELDS,
@@ -68,6 +68,7 @@ from eval_pipeline.suite._starter import (
 from eval_pipeline.suite._suite import (
     CASES_DIR,
     Suite,
+    discover_case_files,
     find_suite_root,
     load_cases,
     load_config,
@@ -87,6 +88,7 @@ __all__ = [
     "MAX_ATTEMPTS",
     "MAX_DEPTH",
     "MIN_PIECE",
+    "NAO_CONFIG_FILE",
     "PUBLIC_HEADERS",
     "REDACTED",
     "RULES_FILE",
@@ -124,6 +126,7 @@ __all__ = [
     "YamlRefused",
     "dbt_doc_files",
     "describe_error",
+    "discover_case_files",
     "find_suite_root",
     "first_line",
     "forget_secrets",
