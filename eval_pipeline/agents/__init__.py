@@ -36,6 +36,9 @@ from eval_pipeline.agents._model_ids import (
     require_secrets,
     split_model_id,
 )
+from eval_pipeline.agents._nao_backend import NAO_PREFIX, NaoBackendAgent, nao_model
+from eval_pipeline.agents._nao_backend import PASSWORD_VARIABLE as NAO_PASSWORD_VARIABLE
+from eval_pipeline.agents._nao_backend import USERNAME_VARIABLE as NAO_USERNAME_VARIABLE
 from eval_pipeline.agents._pricing import PRICE_TABLE_DATE, cost_usd, costs_for
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
@@ -69,6 +72,9 @@ __all__ = [
     "BUILTIN_AGENT_VERSION",
     "DEFAULT_RETRY_POLICY",
     "MAX_COUNT",
+    "NAO_PASSWORD_VARIABLE",
+    "NAO_PREFIX",
+    "NAO_USERNAME_VARIABLE",
     "PRICE_TABLE_DATE",
     "RECORDINGS_DIR",
     "Agent",
@@ -86,6 +92,7 @@ __all__ = [
     "HttpAgent",
     "LimitExceeded",
     "MemoryCache",
+    "NaoBackendAgent",
     "ProtocolError",
     "ProviderError",
     "ProviderPool",
@@ -118,6 +125,7 @@ __all__ = [
     "execute_run",
     "execute_runs",
     "model_id_problem",
+    "nao_model",
     "recording_name",
     "recording_path",
     "relabel",
