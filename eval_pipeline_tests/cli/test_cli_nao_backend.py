@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -26,7 +27,7 @@ from eval_pipeline_tests.agents.servers import (
 from eval_pipeline_tests.cli.test_cli_test_command import DAY, SCRIPT, cli_env, no_traceback
 
 MODEL = "nao:openaiCompatible/vllm:qwen3"
-NEXT_DAY = "2026-01-02"
+NEXT_DAY, THIRD_DAY = "2026-01-02", "2026-01-03"
 KEY_VARIABLE = "NAO_TEST_VLLM_KEY"
 #: test → (prompt, reference SQL, the SQL the agent runs, the SQL nao's verification writes
 #: over the agent's query table `{table}`). order_count: the agent is wrong (both verdicts
@@ -187,11 +188,26 @@ def test_a_stand_in_backend_evaluated_through_the_test_command(tmp_path):
 # ---- the real nao backend -----------------------------------------------------------------
 
 _TABLE = re.compile(r"- (query_\w+) \(")
+#: The backend's database while the module's backend runs; when `expire` is set, the next
+#: LLM request deletes every session in it (the backend logging everyone out mid-evaluation).
+_SESSIONS: dict[str, Any] = {"database": None, "expire": False}
+
+
+def _expire_sessions() -> None:
+    if _SESSIONS["expire"] and _SESSIONS["database"] is not None:
+        _SESSIONS["expire"] = False
+        connection = sqlite3.connect(_SESSIONS["database"], timeout=30)
+        try:
+            with connection:
+                connection.execute("DELETE FROM session")
+        finally:
+            connection.close()
 
 
 def _llm(request: RecordedRequest, _index: int) -> Step:
     """nao's agent loop: run the test's SQL, then answer; its verification (a structured
     output) gets the test's verification SQL over the table nao named."""
+    _expire_sessions()
     body = request.json or {}
     messages = body.get("messages", [])
     users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
@@ -225,6 +241,7 @@ def real_backend(tmp_path_factory: pytest.TempPathFactory):
         project = write_project(root / "shop", llm_url=llm.base_url)
         env = {KEY_VARIABLE: "sk-scripted"}
         started = time.monotonic()
+        _SESSIONS["database"] = root / "state" / "nao.sqlite"
         with nao_backend(python, project, root / "state", env) as backend:
             started_s = time.monotonic() - started
             backend.sign_up(EMAIL, PASSWORD)
@@ -289,6 +306,38 @@ def test_the_real_nao_backend_evaluated_through_the_test_command(real_backend):
     no_traceback(again)
     assert f"{len(TESTS)} stored run(s) reused" in again.stdout + again.stderr
     assert len(llm.requests) == asked
+
+    # Every session deleted while the evaluation runs (one run at a time, so the backend is
+    # not writing its database then): the next run gets a 401, signs in again once and
+    # completes.
+    def sign_ins() -> int:
+        return backend.log.read_text().count("POST /api/auth/sign-in/email 200")
+
+    before = sign_ins()
+    _SESSIONS["expire"] = True
+    expired = eval_pipeline(
+        project,
+        "--date",
+        THIRD_DAY,
+        "--format",
+        "json",
+        "-t",
+        "1",
+        "-m",
+        MODEL,
+        "-u",
+        EMAIL,
+        "--password",
+        PASSWORD,
+        env=env,
+    )
+    no_traceback(expired)
+    assert not _SESSIONS["expire"]  # the sessions were deleted during the evaluation
+    results = json.loads(expired.stdout)["results"]
+    assert [r["error"] for r in results] == [None] * len(TESTS), expired.stdout
+    assert {r["name"]: r["passed"] for r in results} == OURS
+    assert sign_ins() - before == 2  # at the start, and once after the 401
+    asked = len(llm.requests)
 
     # A wrong password: every run an error, one line naming the backend and what to do.
     wrong = eval_pipeline(
