@@ -29,6 +29,8 @@ from eval_pipeline_tests.cli.test_cli_test_command import DAY, SCRIPT, cli_env, 
 MODEL = "nao:openaiCompatible/vllm:qwen3"
 NEXT_DAY, THIRD_DAY = "2026-01-02", "2026-01-03"
 KEY_VARIABLE = "NAO_TEST_VLLM_KEY"
+#: nao's agent, signed in with nao's flags.
+NAO_ARGS = ("-m", MODEL, "-u", EMAIL, "--password", PASSWORD)
 #: test → (prompt, reference SQL, the SQL the agent runs, the SQL nao's verification writes
 #: over the agent's query table `{table}`). order_count: the agent is wrong (both verdicts
 #: fail); customer_count: the agent is right and nao's verification is not (they disagree).
@@ -57,7 +59,7 @@ NAOS = {"total_revenue": True, "order_count": False, "customer_count": False}
 
 
 def test_the_test_command_takes_naos_account_flags():
-    args = build_parser().parse_args(["test", "-m", MODEL, "-u", EMAIL, "--password", PASSWORD])
+    args = build_parser().parse_args(["test", *NAO_ARGS])
     assert (args.username, args.password, args.models) == (EMAIL, PASSWORD, [MODEL])
     long = build_parser().parse_args(["test", "--username", EMAIL])
     assert long.username == EMAIL and long.password is None
@@ -102,6 +104,11 @@ def eval_pipeline(project: Path, *args: str, env: dict[str, str] | None = None):
         text=True,
         timeout=600,
     )
+
+
+def as_json(project: Path, day: str, *args: str, env: dict[str, str] | None = None):
+    """`eval-pipeline test --date DAY --format json ARGS`."""
+    return eval_pipeline(project, "--date", day, "--format", "json", *args, env=env)
 
 
 def stored_details(project: Path, day: str) -> dict[str, dict[str, Any]]:
@@ -162,20 +169,13 @@ def test_a_stand_in_backend_evaluated_through_the_test_command(tmp_path):
             DAY,
             "--format",
             "json",
-            "-m",
-            MODEL,
-            "-u",
-            EMAIL,
-            "--password",
-            PASSWORD,
+            *NAO_ARGS,
         )
         no_traceback(first)
         assert first.returncode == 1, first.stdout + first.stderr
         document = json.loads(first.stdout)
         assert {r["name"]: r["passed"] for r in document["results"]} == OURS
-        again = eval_pipeline(
-            project, "--date", DAY, "-m", MODEL, "-u", EMAIL, "--password", PASSWORD
-        )
+        again = eval_pipeline(project, "--date", DAY, *NAO_ARGS)
         assert len(backend.runs) == 3  # the rerun sent nothing
     assert "3 stored run(s) reused" in again.stdout + again.stderr
     details = stored_details(project, DAY)
@@ -261,20 +261,7 @@ def test_the_real_nao_backend_evaluated_through_the_test_command(real_backend):
     project, backend, llm = real_backend["project"], real_backend["backend"], real_backend["llm"]
     env = {KEY_VARIABLE: "sk-scripted"}
     started = time.monotonic()
-    first = eval_pipeline(
-        project,
-        "--date",
-        DAY,
-        "--format",
-        "json",
-        "-m",
-        MODEL,
-        "-u",
-        EMAIL,
-        "--password",
-        PASSWORD,
-        env=env,
-    )
+    first = as_json(project, DAY, *NAO_ARGS, env=env)
     took_s = time.monotonic() - started
     no_traceback(first)
     assert first.returncode == 1, first.stdout + first.stderr + backend.log.read_text()[-3000:]
@@ -300,9 +287,7 @@ def test_the_real_nao_backend_evaluated_through_the_test_command(real_backend):
 
     # The same day again: every run is reused, nothing reaches the backend's LLM.
     asked = len(llm.requests)
-    again = eval_pipeline(
-        project, "--date", DAY, "-m", MODEL, "-u", EMAIL, "--password", PASSWORD, env=env
-    )
+    again = eval_pipeline(project, "--date", DAY, *NAO_ARGS, env=env)
     no_traceback(again)
     assert f"{len(TESTS)} stored run(s) reused" in again.stdout + again.stderr
     assert len(llm.requests) == asked
@@ -315,22 +300,7 @@ def test_the_real_nao_backend_evaluated_through_the_test_command(real_backend):
 
     before = sign_ins()
     _SESSIONS["expire"] = True
-    expired = eval_pipeline(
-        project,
-        "--date",
-        THIRD_DAY,
-        "--format",
-        "json",
-        "-t",
-        "1",
-        "-m",
-        MODEL,
-        "-u",
-        EMAIL,
-        "--password",
-        PASSWORD,
-        env=env,
-    )
+    expired = as_json(project, THIRD_DAY, "-t", "1", *NAO_ARGS, env=env)
     no_traceback(expired)
     assert not _SESSIONS["expire"]  # the sessions were deleted during the evaluation
     results = json.loads(expired.stdout)["results"]
@@ -340,19 +310,8 @@ def test_the_real_nao_backend_evaluated_through_the_test_command(real_backend):
     asked = len(llm.requests)
 
     # A wrong password: every run an error, one line naming the backend and what to do.
-    wrong = eval_pipeline(
-        project,
-        "--date",
-        NEXT_DAY,
-        "--format",
-        "json",
-        "-m",
-        MODEL,
-        "-u",
-        EMAIL,
-        "--password",
-        "not-the-right-one",
-        env=env,
+    wrong = as_json(
+        project, NEXT_DAY, "-m", MODEL, "-u", EMAIL, "--password", "not-the-right-one", env=env
     )
     no_traceback(wrong)
     errors = [r["error"] for r in json.loads(wrong.stdout)["results"]]
