@@ -24,7 +24,15 @@ from eval_pipeline.agents._errors import (
 )
 from eval_pipeline.agents._factory import AgentFactory
 from eval_pipeline.agents._identity import answerer_identity, endpoint_settings
-from eval_pipeline.agents._model_ids import require_models, require_secrets, split_model_id
+from eval_pipeline.agents._model_ids import (
+    model_id_problem,
+    require_models,
+    require_secrets,
+    split_model_id,
+)
+from eval_pipeline.agents._nao_backend import NAO_PREFIX, NaoBackendAgent, nao_model
+from eval_pipeline.agents._nao_backend import PASSWORD_VARIABLE as NAO_PASSWORD_VARIABLE
+from eval_pipeline.agents._nao_backend import USERNAME_VARIABLE as NAO_USERNAME_VARIABLE
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_messages
 from eval_pipeline.agents._pricing import PRICE_TABLE, cost_usd, costs_for, table_costs
 from eval_pipeline.agents._providers import ProviderPool
@@ -56,6 +64,9 @@ from eval_pipeline.agents._wire import MAX_COUNT
 
 __all__ = [
     "MAX_COUNT",
+    "NAO_PASSWORD_VARIABLE",
+    "NAO_PREFIX",
+    "NAO_USERNAME_VARIABLE",
     "PRICE_TABLE",
     "Agent",
     "AgentError",
@@ -69,6 +80,7 @@ __all__ = [
     "ChatModel",
     "Completion",
     "MemoryCache",
+    "NaoBackendAgent",
     "OpenAIChatModel",
     "ProtocolError",
     "ProviderPool",
@@ -100,6 +112,8 @@ __all__ = [
     "endpoint_settings",
     "execute_run",
     "execute_runs",
+    "model_id_problem",
+    "nao_model",
     "openai_messages",
     "parse_retry_after",
     "recording_name",

@@ -10,6 +10,7 @@ from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._model_ids import recording_path, require_model_id
+from eval_pipeline.agents._nao_backend import nao_model
 from eval_pipeline.agents._per_database import PerDatabaseAgent
 from eval_pipeline.agents._providers import ProviderPool
 from eval_pipeline.agents._replay import (
@@ -91,6 +92,8 @@ class AgentFactory:
             require_model_id(self.config, model_id)
             if model_id.startswith("http:"):
                 self._agents[model_id] = self.pool.http_agent(model_id)
+            elif nao_model(model_id) is not None:
+                self._agents[model_id] = self.pool.nao_agent(model_id)
             else:
                 # The first database now, so a missing warehouse shows before any run.
                 default = self._builtin_agent(model_id, None)

@@ -17,6 +17,7 @@ from eval_pipeline.agents._builtin import (
     execute_sql_tool,
 )
 from eval_pipeline.agents._model_ids import split_model_id
+from eval_pipeline.agents._nao_backend import NAO_PREFIX, nao_backend_url
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.suite import SuiteConfig
 
@@ -77,8 +78,11 @@ def answerer_identity(config: SuiteConfig, model: str) -> str:
     to another URL keeps its runs). Any other id is the built-in agent over an LLM or a
     recording: the endpoint settings (`endpoint_settings`), the agent's prompt, tools and
     bounds (`BUILTIN_AGENT_VERSION`), and how much of a query result the model is shown.
+    nao's agent (`nao:<provider>:<model_id>`) is the backend it runs on.
     """
     prefix, _, name = model.partition(":")
+    if prefix == NAO_PREFIX:
+        return _digest({"nao_backend": nao_backend_url(config)})
     if prefix == "http":
         agent = config.agent(name)
         if agent is None:

@@ -7,6 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._nao_backend import (
+    NAO_PREFIX,
+    PASSWORD_VARIABLE,
+    USERNAME_VARIABLE,
+    nao_model,
+)
 from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.suite import (
     CONFIG_FILE,
@@ -57,9 +63,10 @@ def model_id_problem(
 
     Args:
         config: the suite configuration (providers, agents, the recordings folder).
-        model: `provider:model_id`, `http:<agent>` or `replay:<recording>`.
+        model: `provider:model_id`, `http:<agent>`, `nao:<provider>:<model_id>` (nao's own
+            agent behind its backend) or `replay:<recording>`.
         chat_model: the id must name an LLM (a judge, the built-in agent's model), so an
-            external `http:` agent does not do.
+            external `http:` agent or nao's agent does not do.
     """
     if "|" in model:  # the separator of the `models × days` partition keys
         return UnknownModel(model, "a model id may not contain '|'", None)
@@ -91,6 +98,19 @@ def model_id_problem(
             return UnknownModel(
                 model, "no such agent under `agents`", [f"http:{a.name}" for a in config.agents]
             )
+        return None
+    if provider == NAO_PREFIX:
+        if chat_model:
+            return UnknownModel(
+                model,
+                "`nao:` names nao's agent, not an LLM (a judge or the built-in agent's model "
+                "is provider:model or replay:name)",
+                None,
+            )
+        try:  # the backend knows its providers; the id must only be well formed
+            nao_model(model)
+        except UnknownModel as error:
+            return error
         return None
     if config.provider(provider) is None:
         return UnknownModel(
@@ -151,6 +171,17 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Proble
         return []
     provider, _, rest = model.partition(":")
     needed = []
+    if provider == NAO_PREFIX:
+        return [
+            Problem(
+                "the environment",
+                None,
+                f"environment variable {name} is not set; {model} ({field}) signs in to nao's "
+                "backend with it: export it, or pass -u USER --password PASS",
+            )
+            for name in (USERNAME_VARIABLE, PASSWORD_VARIABLE)
+            if not os.environ.get(name)
+        ]
     if provider == "http":
         if (agent := config.agent(rest)) is not None:
             needed = [(f"agents[{agent.name}].headers.{h}", v) for h, v in agent.headers.items()]

@@ -14,11 +14,17 @@ from eval_pipeline.agents._chat import ChatModel
 from eval_pipeline.agents._errors import UnknownModel
 from eval_pipeline.agents._http_agent import HttpAgent
 from eval_pipeline.agents._model_ids import require_model_id, split_model_id
+from eval_pipeline.agents._nao_backend import (
+    NaoBackendAgent,
+    NaoSession,
+    nao_backend_url,
+    nao_model,
+)
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from eval_pipeline.agents._transport import LimitedClient, ReplyLimits, pooled_transport
-from eval_pipeline.suite import ProviderConfig, SuiteConfig
+from eval_pipeline.suite import ProviderConfig, SuiteConfig, to_model_id
 
 __all__ = ["ProviderPool", "split_model_id"]
 
@@ -65,6 +71,7 @@ class ProviderPool:
         self._transport = transport
         self._environ = dict(environ) if environ is not None else None
         self._clients: dict[str, LimitedClient] = {}
+        self._nao_sessions: dict[str, NaoSession] = {}
         self._closed = False
 
     def __repr__(self) -> str:
@@ -128,6 +135,39 @@ class ProviderPool:
         if key not in self._clients:
             self._clients[key] = self._new_client(agent.timeout_s, headers={})
         return HttpAgent(agent, self._clients[key], policy=self.policy, environ=self._environ)
+
+    def nao_agent(self, model: str) -> NaoBackendAgent:
+        """nao's agent for ``nao:<provider>:<model_id>``, on the suite's nao backend; its
+        models share one client and one signed-in session.
+
+        Raises:
+            UnknownModel: the id is no well-formed `nao:` id.
+        """
+        require_model_id(self.config, model)
+        parsed = nao_model(model)
+        if parsed is None:
+            raise UnknownModel(model, "not nao's agent (`nao:<provider>:<model_id>`)", None)
+        url = nao_backend_url(self.config, self._environ)
+        key = f"nao:{url}"
+        if key not in self._clients:
+            self._clients[key] = self._new_client(self.config.nao_backend.timeout_s, headers={})
+            self._nao_sessions[key] = NaoSession(
+                self._clients[key], url, policy=self.policy, environ=self._environ
+            )
+        # The prices configured for the model (nao's spelling → ours) go along, as `nao test`
+        # sends those of nao_config.yaml; none configured: the backend prices it itself.
+        provider_name, model_id = split_model_id(to_model_id(f"{parsed[0]}:{parsed[1]}"))
+        provider = self.config.provider(provider_name)
+        configured = provider.model(model_id) if provider is not None else None
+        costs = configured.costs if configured is not None else None
+        return NaoBackendAgent(
+            model,
+            self._nao_sessions[key],
+            self._clients[key],
+            costs=costs,
+            tolerance=self.config.test.comparison,
+            policy=self.policy,
+        )
 
     def _client_for(self, provider: ProviderConfig) -> LimitedClient:
         if provider.name not in self._clients:

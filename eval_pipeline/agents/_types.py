@@ -146,6 +146,10 @@ class AgentRun:
     #: What answered (`answerer_identity`): the endpoint, request settings and agent. A stored
     #: run is reused only for the same; None for a run stored before it was kept.
     answerer: str | None = None
+    #: What the answerer reported beside its answer, kept as it came: for nao's agent
+    #: (`nao:` ids) its own verification of the answer and the verdict nao's comparison
+    #: gives it (`{"nao": {...}}`), so a person sees where nao and our grade disagree.
+    answerer_details: dict[str, Any] | None = None
 
     @property
     def key(self) -> str:

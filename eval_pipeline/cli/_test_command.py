@@ -7,12 +7,19 @@ import contextlib
 import io
 import json
 import logging
+import os
 import sys
 from datetime import date
 from pathlib import Path
 from typing import get_args
 
-from eval_pipeline.agents import recording_name, require_models, require_secrets
+from eval_pipeline.agents import (
+    NAO_PASSWORD_VARIABLE,
+    NAO_USERNAME_VARIABLE,
+    recording_name,
+    require_models,
+    require_secrets,
+)
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
@@ -52,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="models",
         metavar="MODEL",
         help="provider:model_id (or nao's spelling, e.g. openaiCompatible/vllm:qwen3), "
-        "http:<agent> or replay:<recording>; repeat to compare (default: test.models)",
+        "http:<agent>, nao:<provider>:<model_id> (nao's own agent, on its backend) or "
+        "replay:<recording>; repeat to compare (default: test.models)",
     )
     parser.add_argument(
         "-t",
@@ -123,6 +131,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines; tables and summary only"
     )
+    # nao's flags: the account `nao:` models sign in to nao's backend with.
+    parser.add_argument(
+        "-u",
+        "--username",
+        metavar="EMAIL",
+        help=f"the account nao's backend signs `nao:` runs in with (default: ${NAO_USERNAME_VARIABLE})",
+    )
+    parser.add_argument(
+        "--password",
+        metavar="PASSWORD",
+        help=f"its password (default: ${NAO_PASSWORD_VARIABLE})",
+    )
     parser.add_argument(
         "--failures-only",
         action="store_true",
@@ -151,6 +171,15 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         problems.append(Problem("--min-accuracy", None, "expected a fraction between 0 and 1"))
     if problems:
         raise SuiteError(problems, headline="bad option")
+    # The account of nao's backend lives in this process's environment only, where the `nao:`
+    # agent reads it (as `nao test` falls back to it): never in the request, which Dagster
+    # records, nor in any file.
+    for value, variable in (
+        (args.username, NAO_USERNAME_VARIABLE),
+        (args.password, NAO_PASSWORD_VARIABLE),
+    ):
+        if value:
+            os.environ[variable] = value
     # nao's spelling (`openaiCompatible/vllm:qwen3`) names the same model as ours (`vllm:qwen3`).
     given = (m.strip() for m in (args.models or settings.models))
     models = tuple(dict.fromkeys(to_model_id(m) for m in given if m))

@@ -124,6 +124,7 @@ def run_to_row(run: AgentRun, *, reused: bool, database: str | None = None) -> d
         "reused": reused,
         "database": database,
         "answerer": run.answerer,
+        "answerer_details": run.answerer_details,
     }
 
 
@@ -171,6 +172,7 @@ def run_from_row(row: dict[str, Any]) -> AgentRun:
             started_at=row.get("started_at"),
             finished_at=row.get("finished_at"),
             answerer=row.get("answerer"),
+            answerer_details=row.get("answerer_details"),
         )
     )
 

@@ -122,6 +122,9 @@ TABLES: dict[str, TableSpec] = {
                     ("database", pa.string()),
                     # Added later (issue 25): what answered, `answerer_identity` (NULL before).
                     ("answerer", pa.string()),
+                    # Added later: what the answerer reported beside its answer (nao's
+                    # own verification of a `nao:` run), NULL for every other run.
+                    _json("answerer_details"),
                 ]
             ),
             "Every agent run: one attempt of one model at one test, with its transcript.",

@@ -167,6 +167,20 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class NaoBackendConfig:
+    """The `nao_backend:` block: the running nao backend that `nao:<provider>:<model_id>` runs go to.
+
+    Args:
+        url: its chat server, e.g. `http://localhost:5005`; None: the `BACKEND_URL`
+            environment variable, else nao's default, as `nao test` does.
+        timeout_s: one run on the backend (its agent loop and verification), sign-in apart.
+    """
+
+    url: str | None = None
+    timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
 class TestDefaults:
     """The `test:` block: what a run uses when the command line does not say otherwise."""
 
@@ -279,6 +293,7 @@ class SuiteConfig:
     synced_docs: Path | None = None
     providers: tuple[ProviderConfig, ...] = ()
     agents: tuple[AgentConfig, ...] = ()
+    nao_backend: NaoBackendConfig = field(default_factory=NaoBackendConfig)
     state_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
     store: StoreConfig | None = None  # None: the results stay in state_path (the default)

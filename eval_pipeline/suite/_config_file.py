@@ -19,6 +19,7 @@ from eval_pipeline.suite._config import (
     MissingSecret,
     ModelConfig,
     ModelCosts,
+    NaoBackendConfig,
     ProviderConfig,
     SuiteConfig,
     Templated,
@@ -43,6 +44,7 @@ _TOP_KEYS = (
     "context",
     "llm",
     "agents",
+    "nao_backend",
     "state_dir",
     "limits",
     "store",
@@ -112,6 +114,7 @@ def read_config_file(root: Path) -> SuiteConfig:
         context=_context(r, data, root) if data.get("context") is not None else (),
         providers=_providers(r, data) if data.get("llm") is not None else (),
         agents=_agents(r, data) if data.get("agents") is not None else (),
+        nao_backend=_nao_backend(r, data),
         state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
         limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
         store=read_store(r, data) if data.get("store") is not None else None,
@@ -417,6 +420,23 @@ def _max_tokens(r: FieldReader, block: dict, field_name: str) -> int | None:
     if block.get("max_tokens") is None:
         return None
     return r.integer(block, "max_tokens", field_name, minimum=1)
+
+
+def _nao_backend(r: FieldReader, data: dict) -> NaoBackendConfig:
+    """The `nao_backend:` block (`url`, `timeout_s`); all defaults when it is missing."""
+    if data.get("nao_backend") is None:
+        return NaoBackendConfig()
+    block = r.mapping(data, "nao_backend", "nao_backend", ("url", "timeout_s")) or {}
+    url = r.text(block, "url", "nao_backend.url")
+    if url is not None and not url.startswith(("http://", "https://")):
+        r.problem("nao_backend.url", f"expected an http:// or https:// URL, got {url!r}")
+        url = None
+    timeout = (
+        r.number(block, "timeout_s", "nao_backend.timeout_s", positive=True)
+        if "timeout_s" in block
+        else None
+    )
+    return NaoBackendConfig(url=url, timeout_s=timeout or NaoBackendConfig.timeout_s)
 
 
 def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from eval_pipeline.defs.partitions import model_day_key
-from eval_pipeline_tests.cli.test_cli_production_instance import DEPLOY, production_env
+from eval_pipeline_tests.cli.console import DEPLOY, production_env
 from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite, prepare
 from eval_pipeline_tests.pipeline.test_processes import count, finish, start
 from eval_pipeline_tests.pipeline.test_processes_bucket import READ_IN_A_LOOP
