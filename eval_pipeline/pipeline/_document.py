@@ -37,6 +37,8 @@ JsonValue = Any
 
 # The field's key is left out of the JSON when its value is None or empty, as it always was.
 _OMITTED_WHEN_EMPTY = {"omitted_when_empty": True}
+# nao's `attempt` counts from 1; the document (and the store) count from 0.
+_COUNTED_FROM_ONE = {"rendered": lambda attempt: attempt + 1}
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,9 @@ class ResultDetails:
     diff: JsonValue
     reference_sql: str | None
     verification_sql: str | None
-    comparison: JsonValue
+    #: nao's: the text of the data comparison's differences (null when the data matched or
+    #: was not compared), which nao's viewer shows under "Diff".
+    comparison: str | None
     #: nao's shape: `toolName`, `toolCallId`, `args`, `result` (an `execute_sql` result is
     #: the query's `columns`, `data`, `row_count`, `dialect`, `id`), our `error`, `duration_ms`.
     tool_calls: tuple[dict[str, JsonValue], ...]
@@ -59,24 +63,27 @@ class ResultDetails:
     reference_warnings: tuple[JsonValue, ...]
     semantic: JsonValue
     failure_kind: str | None
+    #: The data check's tolerances (`rtol`, `atol`, `decimals`); null without a data check.
+    tolerances: JsonValue
 
 
 @dataclass(frozen=True)
 class ResultEntry:
-    """One run: nao's keys (an unknown `cost` is 0 there) and ours (`status`, `attempt`,
-    `run_key`, `verified`, `cost_usd`: null when unknown, `run_date`)."""
+    """One run: nao's keys (`attempt` counts from 1 in the JSON, as nao's; an unknown `cost`
+    is null, as nao 0.3.29 writes it) and ours (`status`, `run_key`, `verified`, `cost_usd`,
+    `run_date`)."""
 
     name: str
     model: str
     passed: bool
     status: str  # passed / failed / error
-    attempt: int
+    attempt: int = field(metadata=_COUNTED_FROM_ONE)  # from 0 here, as the store counts
     #: The stored run's key: importing the file into a store that has the run adds nothing.
     run_key: str | None
     message: str
     verified: bool
     tokens: int
-    cost: float
+    cost: float | None
     cost_usd: float | None
     duration_ms: int
     tool_call_count: int
@@ -265,6 +272,8 @@ def _json(value: Any) -> Any:
             item = getattr(value, part.name)
             if part.metadata.get("omitted_when_empty") and (item is None or item == ()):
                 continue
+            if "rendered" in part.metadata:
+                item = part.metadata["rendered"](item)
             rendered[part.name] = _json(item)
         return rendered
     if isinstance(value, datetime | date):

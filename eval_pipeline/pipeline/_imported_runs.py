@@ -322,7 +322,8 @@ def _nao_checks(
                 "reference_sql": _text(
                     details.get("reference_sql"), f"{where}.details.reference_sql"
                 ),
-                # nao ≤ 0.3.x wrote its diff text here; later, the tolerances used.
+                # nao's diff text (its viewer's "Diff"); a file of ours written before
+                # 2026-12 held the tolerances here instead.
                 "diff": comparison if isinstance(comparison, str) else None,
                 "tolerance": comparison if isinstance(comparison, dict) else None,
                 "verification_sql": details.get("verification_sql"),

@@ -1,7 +1,7 @@
 """The parts of the results document shaped as nao 0.3.29 writes them (tool calls, pass metrics, costs).
 
-nao's own viewer (`nao test server`) and scripts read these keys; where nao writes a number
-we write a number (an unknown cost is 0 there), and our own keys say what is unknown.
+nao's own viewer (`nao test server`) and scripts read these keys, with the value kinds nao
+writes (an unknown run cost is null, an unknown total 0); our own keys say what is unknown.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from eval_pipeline.sandbox import to_json_safe
 # How many rows of a query nao's `tool_calls[].result.data` carries: the file stays readable
 # while the full result stays in the store.
 TOOL_RESULT_ROWS = 100
+# The version nao's tools stamp on their output (`_version`), which nao's readers check.
+NAO_TOOL_OUTPUT_VERSION = "1"
 
 
 def nao_tool_calls(
@@ -43,6 +45,7 @@ def nao_tool_calls(
                 "row_count": int(query.get("row_count") or 0),
                 "dialect": dialect,
                 "id": query.get("id"),
+                "_version": NAO_TOOL_OUTPUT_VERSION,
             }
         shaped.append(
             {
@@ -104,5 +107,27 @@ def model_pass_metrics(metrics: Sequence[CaseMetrics]) -> dict[str, tuple[int, P
 
 
 def nao_cost(cost: float | None) -> float:
-    """nao's cost keys are numbers: an unknown cost is 0 there (our keys say unknown)."""
+    """nao's cost totals are numbers: an unknown cost counts 0 there (our keys say unknown);
+    a run's own `cost` is null when unknown, as nao writes it."""
     return 0 if cost is None else cost
+
+
+def comparison_text(diff: Sequence[Mapping[str, Any]] | None) -> str | None:
+    """The rows of a failed data comparison as text, nao's `details.comparison` (its viewer
+    shows it under "Diff"): our `_side` / `_row` columns first, then the compared columns;
+    None without differing rows."""
+    if not diff:
+        return None
+    columns = list(dict.fromkeys(key for row in diff for key in row))
+    cells = [[_cell(row.get(c)) for c in columns] for row in diff]
+    header = ["side" if c == "_side" else "row" if c == "_row" else c for c in columns]
+    widths = [max(len(text) for text in column) for column in zip(header, *cells, strict=True)]
+    lines = [header, *cells]
+    return "\n".join(
+        "  ".join(text.ljust(width) for text, width in zip(line, widths, strict=True)).rstrip()
+        for line in lines
+    )
+
+
+def _cell(value: Any) -> str:
+    return "NULL" if value is None else str(value)

@@ -37,6 +37,7 @@ from eval_pipeline.pipeline._document import (
     model_comparisons,
 )
 from eval_pipeline.pipeline._nao_format import (
+    comparison_text,
     model_pass_metrics,
     nao_cost,
     nao_tool_calls,
@@ -222,7 +223,7 @@ def build_results(
 def _result_entry(
     row: Mapping[str, Any], day: date, dialect: Callable[[str | None], str | None] | None
 ) -> ResultEntry:
-    """One run: nao's keys (an unknown `cost` is 0 there; `cost_usd` is ours, null) and ours."""
+    """One run: nao's keys (an unknown `cost` is null, as nao writes it) and ours."""
     checks = row["checks"] or []
     data = _data_details(checks)
     cost = _none_if_nan(row["cost_usd"])
@@ -241,7 +242,7 @@ def _result_entry(
         message=row["message"],
         verified=bool(row["verified"]),
         tokens=int(row["tokens"] or 0),
-        cost=nao_cost(cost),
+        cost=cost,
         cost_usd=cost,
         duration_ms=round(float(row["duration_ms"] or 0.0)),
         tool_call_count=int(row["tool_call_count"] or 0),
@@ -256,7 +257,7 @@ def _result_entry(
             diff=data.get("diff"),
             reference_sql=_none_if_nan(row["reference_sql"]),
             verification_sql=data.get("extraction_query"),
-            comparison=data.get("comparison"),
+            comparison=comparison_text(data.get("diff")) if row["status"] == "failed" else None,
             tool_calls=tuple(
                 nao_tool_calls(
                     row["run_tool_calls"],
@@ -271,6 +272,8 @@ def _result_entry(
             reference_warnings=tuple(data.get("reference_warnings") or []),
             semantic=data.get("semantic"),
             failure_kind=data.get("failure_kind"),
+            # Stored as `comparison` by the grading; nao's key holds the diff text.
+            tolerances=data.get("comparison"),
         ),
     )
 

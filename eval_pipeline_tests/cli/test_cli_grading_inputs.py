@@ -149,7 +149,7 @@ def test_a_suite_tolerance_regrades_the_whole_suite_without_an_agent_call(evalua
         assert provider.agent_calls() == calls, f"a change of {rule} called the agent"
         assert verdicts(changed.stdout) == {**start, **dict.fromkeys(passing, True)}, rule
         details = {r["name"]: r["details"] for r in results(changed.stdout)}
-        assert details[name]["comparison"][rule] == value, rule
+        assert details[name]["tolerances"][rule] == value, rule
         assert f"improved since the previous run of local:agent: {name} (tolerance changed)" in (
             changed.stdout
         ), rule

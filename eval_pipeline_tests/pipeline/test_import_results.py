@@ -96,7 +96,10 @@ def test_a_broken_file_is_named_and_skipped_whole_and_the_others_still_come_in(l
 
     assert report.imported == [NAO_FILE]
     assert [(path.name, why) for path, why in report.skipped] == [
-        (truncated.name, "is not JSON (line 18, column 9: Unterminated string starting at)"),
+        (
+            truncated.name,
+            "is not JSON (line 22, column 2: Expecting property name enclosed in double quotes)",
+        ),
         (half_bad.name, "results[2].passed: expected true or false, got null"),
         (not_results.name, "has no `results` list; is it a results_*.json file?"),
     ]

@@ -63,10 +63,11 @@ def test_pass_metrics_is_naos_object_with_the_same_numbers_as_naos_file():
     assert [m.passes for m in document.pass_metrics_by_test] == [2, 0]
 
 
-def test_an_unknown_cost_is_0_in_naos_keys_and_unknown_in_ours():
+def test_an_unknown_cost_is_null_per_run_and_0_in_naos_totals_as_nao_writes_them():
     document = build_results(RUNS, [MODEL], ["total_revenue", "order_count"], DAY)
-    assert {r.cost for r in document.results} == {0}
+    assert {r.cost for r in document.results} == {None}
     assert {r.cost_usd for r in document.results} == {None}
+    assert {r["cost"] for r in document.to_json()["results"]} == {None}
     summary, model = document.summary, document.by_model[0]
     assert (summary.total_cost, summary.total_cost_usd, summary.cost_complete) == (0, None, False)
     assert (model.total_cost, model.total_cost_usd, model.cost_complete) == (0, None, False)
@@ -109,7 +110,7 @@ RESULT_KEYS = [
 DETAILS_KEYS = [
     *("response_text", "actual_data", "expected_data", "diff", "reference_sql"),
     *("verification_sql", "comparison", "tool_calls", "checks", "error"),
-    *("reference_warnings", "semantic", "failure_kind"),
+    *("reference_warnings", "semantic", "failure_kind", "tolerances"),
 ]
 SUMMARY_KEYS = [
     *("total", "passed", "failed", "errors", "unverified", "pass_rate", "total_tokens"),
@@ -150,6 +151,9 @@ def test_the_json_has_exactly_the_results_files_keys_in_the_files_order():
     ]
     assert all(list(r) == [*RESULT_KEYS, "details"] for r in built["results"][1:])
     assert all(list(r["details"]) == DETAILS_KEYS for r in built["results"])
+    # nao counts attempts from 1 (the document, as the store, from 0).
+    assert [r["attempt"] for r in built["results"][:4]] == [1, 2, 1, 2]
+    assert [r.attempt for r in document.results[:4]] == [0, 1, 0, 1]
     assert list(built["summary"]) == SUMMARY_KEYS
     assert [list(m) for m in built["by_model"]] == [MODEL_KEYS, MODEL_KEYS]
     assert list(built["pass_metrics"]) == ["k", "aggregate", "by_test"]
@@ -188,3 +192,36 @@ def test_the_labelled_document_spells_the_models_as_the_user_does_and_the_built_
     assert {r.model for r in document.results} == {MODEL}  # a new document, not an edit
     with pytest.raises(FrozenInstanceError):
         document.results[0].model = spelled  # type: ignore[misc]
+
+
+def test_naos_comparison_is_the_diff_text_and_the_tolerances_are_ours():
+    """nao's viewer shows `details.comparison` as text under "Diff": an object there blanks
+    its page. A query result carries nao's `_version` stamp."""
+    tolerances = {"rtol": 1e-05, "atol": 1e-08, "decimals": 2}
+    diff = [
+        {"_side": "actual", "_row": 0, "orders": 2},
+        {"_side": "expected", "_row": 0, "orders": 3},
+    ]
+    failed = {
+        **row("order_count", 0, "failed"),
+        "checks": [{"kind": "data", "details": {"diff": diff, "comparison": tolerances}}],
+        "run_tool_calls": [
+            {"id": "call_1", "name": "execute_sql", "arguments": {}, "result": {"query_id": "q1"}}
+        ],
+        "run_queries": [{"id": "q1", "columns": ["orders"], "rows": [[2]], "row_count": 1}],
+    }
+    passed = {
+        **row("total_revenue", 0, "passed"),
+        "checks": [{"kind": "data", "details": {"diff": [], "comparison": tolerances}}],
+    }
+    document = build_results([passed, failed], [MODEL], ["total_revenue", "order_count"], DAY)
+    matched, differed = (r["details"] for r in document.to_json()["results"])
+    assert matched["comparison"] is None and matched["tolerances"] == tolerances
+    assert differed["comparison"].splitlines() == [
+        "side      row  orders",
+        "actual    0    2",
+        "expected  0    3",
+    ]
+    assert differed["tolerances"] == tolerances
+    (call,) = differed["tool_calls"]
+    assert call["result"]["_version"] == "1" and call["result"]["data"] == [{"orders": 2}]
