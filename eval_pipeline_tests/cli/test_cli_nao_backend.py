@@ -25,6 +25,7 @@ from eval_pipeline_tests.agents.servers import (
     tool_calls,
 )
 from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.nao_files import key_paths
 from eval_pipeline_tests.cli.replay_suite import DAY
 
 MODEL = "nao:openaiCompatible/vllm:qwen3"
@@ -324,3 +325,172 @@ def test_the_real_nao_backend_evaluated_through_the_test_command(real_backend):
         if path.is_file():
             content = path.read_bytes()
             assert PASSWORD.encode() not in content and b"not-the-right-one" not in content
+
+
+# ---- nao's own tools on our file ---------------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+#: What nao's viewer page loads from unpkg, served from the npm registry's packages instead.
+VIEWER_SCRIPTS = {
+    "https://unpkg.com/react@18/umd/react.production.min.js": (
+        "react",
+        "18.3.1",
+        "umd/react.production.min.js",
+    ),
+    "https://unpkg.com/react-dom@18/umd/react-dom.production.min.js": (
+        "react-dom",
+        "18.3.1",
+        "umd/react-dom.production.min.js",
+    ),
+    "https://unpkg.com/@babel/standalone/babel.min.js": (
+        "@babel/standalone",
+        "7.26.10",
+        "babel.min.js",
+    ),
+}
+NAO_MODEL = MODEL.removeprefix("nao:")
+
+
+def _results_files(project: Path) -> set[Path]:
+    return set((project / "tests" / "outputs").glob("results_*.json"))
+
+
+def _nao_test(python: Path, project: Path, backend_url: str, home: Path) -> Path:
+    """`nao test` itself (nao-core 0.3.29's CLI) on the project: the results file it writes."""
+    home.mkdir(exist_ok=True)
+    native = Path.home() / ".nao" / "native"  # the DuckDB engine, fetched once
+    (home / ".nao").mkdir(exist_ok=True)
+    if native.is_dir() and not (home / ".nao" / "native").exists():
+        (home / ".nao" / "native").symlink_to(native)
+    before = _results_files(project)
+    done = subprocess.run(
+        [
+            str(python.with_name("nao")),
+            "test",
+            "-m",
+            NAO_MODEL,
+            "-u",
+            EMAIL,
+            "--password",
+            PASSWORD,
+        ],
+        cwd=project,
+        # Its own home: nao keeps the session cookie in ~/.nao/auth.json.
+        env={
+            **cli_env(),
+            KEY_VARIABLE: "sk-scripted",
+            "BACKEND_URL": backend_url,
+            "HOME": str(home),
+        },
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    written = _results_files(project) - before
+    assert len(written) == 1, done.stdout + done.stderr
+    return written.pop()
+
+
+@pytest.mark.slow
+def test_our_file_has_every_key_path_naos_cli_writes_and_naos_viewer_shows_it(
+    real_backend, tmp_path
+):
+    """nao's own `nao test`, on the same project and backend, writes the reference file: ours
+    has each of its key paths with a kind of value nao writes there. Then nao's own viewer
+    (`nao test server`'s page, in Chromium) opens our file, Diff tab included."""
+    from eval_pipeline_tests.agents.real_nao_backend import nao_python
+
+    project, backend = real_backend["project"], real_backend["backend"]
+    nao_file = _nao_test(nao_python(), project, backend.url, tmp_path / "home")
+    before = _results_files(project)
+    ours = as_json(project, "2026-01-04", *NAO_ARGS, env={KEY_VARIABLE: "sk-scripted"})
+    no_traceback(ours)
+    (our_file,) = _results_files(project) - before
+
+    theirs, mine = json.loads(nao_file.read_text()), json.loads(our_file.read_text())
+    expected, found = key_paths(theirs), key_paths(mine)
+    assert len(expected) > 50  # nao's file as nao writes it: results, details, summary, ...
+    missing = sorted(set(expected) - set(found))
+    assert not missing, missing
+    wrong = {p: (found[p], expected[p]) for p in expected if not found[p] <= expected[p]}
+    assert not wrong, wrong
+    assert {r["attempt"] for r in theirs["results"]} == {r["attempt"] for r in mine["results"]}
+
+    _naos_viewer_shows(nao_python(), our_file, tmp_path)
+
+
+def _naos_viewer_shows(python: Path, results_file: Path, tmp_path: Path) -> None:
+    """nao's viewer (its own handler and page, from nao-core) serving `results_file` alone:
+    the failed test's Diff tab shows our diff text, and the page never breaks."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover - CI installs it with the dev extras
+        pytest.skip("the playwright package is not installed (pip install -e '.[dev]')")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    from eval_pipeline_tests.viewer.npm_files import NpmUnavailable, npm_file
+
+    try:
+        scripts = {url: npm_file(*where) for url, where in VIEWER_SCRIPTS.items()}
+    except NpmUnavailable as error:
+        pytest.skip(f"nao's viewer page needs React and Babel from npm: {error}")
+    outputs = tmp_path / "outputs"
+    outputs.mkdir()
+    (outputs / results_file.name).write_bytes(results_file.read_bytes())
+    port = _free_port()
+    serve = (
+        "import functools, socketserver, sys; from pathlib import Path; "
+        "from nao_core.commands.test.server import TestResultsHandler; "
+        "handler = functools.partial(TestResultsHandler, Path(sys.argv[1])); "
+        "server = socketserver.TCPServer(('127.0.0.1', int(sys.argv[2])), handler); "
+        "print('serving', flush=True); server.serve_forever()"
+    )
+    viewer = subprocess.Popen(
+        [str(python), "-c", serve, str(outputs), str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert viewer.stdout is not None and viewer.stdout.readline().strip() == "serving"
+        errors: list[str] = []
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=["--headless", "--no-sandbox"]
+            )
+            page = browser.new_page()
+            page.on("pageerror", lambda error: errors.append(str(error)))
+
+            def route(request_route) -> None:
+                url = request_route.request.url
+                if url in scripts:
+                    request_route.fulfill(body=scripts[url], content_type="application/javascript")
+                elif url.startswith(f"http://127.0.0.1:{port}/"):
+                    request_route.continue_()
+                else:
+                    request_route.abort()
+
+            page.route("**/*", route)
+            page.goto(f"http://127.0.0.1:{port}/")
+            row = page.locator("tr.clickable", has_text="order_count").first
+            row.wait_for(timeout=30_000)
+            row.click()
+            page.get_by_role("button", name="Diff").click()
+            shown = page.locator("pre", has_text="orders").last.inner_text(timeout=10_000)
+            browser.close()
+    finally:
+        viewer.terminate()
+        viewer.wait(timeout=10)
+    order_count = next(
+        r for r in json.loads(results_file.read_text())["results"] if r["name"] == "order_count"
+    )
+    assert shown.strip() == order_count["details"]["comparison"].strip()
+    assert errors == [], (
+        errors
+    )  # React's error #31 blanked the page when `comparison` was an object
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -14,6 +14,7 @@ from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
 )
 from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.nao_files import key_paths
 from eval_pipeline_tests.cli.replay_suite import DAY
 from eval_pipeline_tests.suite.nao_project import (
     AGENT_SQL,
@@ -56,33 +57,6 @@ def test_eval_pipeline_test_runs_a_nao_project_as_it_is(tmp_path):
 NAO_EXAMPLE = (
     Path(__file__).parents[1] / "pipeline" / "nao_results" / "results_20260105_143022.json"
 )
-
-
-def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    return {str: "string", list: "array", dict: "object"}[type(value)]
-
-
-def key_paths(value: object, path: str = "") -> dict[str, set[str]]:
-    """Every key path (list items as `[]`) → the kinds of value found there."""
-    found: dict[str, set[str]] = {path: {_kind(value)}} if path else {}
-    children = (
-        value.items()
-        if isinstance(value, dict)
-        else (("[]", v) for v in value)
-        if isinstance(value, list)
-        else ()
-    )
-    for key, child in children:
-        sub = f"{path}[]" if key == "[]" else f"{path}.{key}" if path else key
-        for p, kinds in key_paths(child, sub).items():
-            found.setdefault(p, set()).update(kinds)
-    return found
 
 
 def test_the_results_file_has_every_key_path_of_naos_with_naos_value_kinds(tmp_path):
