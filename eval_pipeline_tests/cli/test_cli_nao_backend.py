@@ -193,6 +193,9 @@ _TABLE = re.compile(r"- (query_\w+) \(")
 #: The backend's database while the module's backend runs; when `expire` is set, the next
 #: LLM request deletes every session in it (the backend logging everyone out mid-evaluation).
 _SESSIONS: dict[str, Any] = {"database": None, "expire": False}
+#: When `test` is set, the LLM request of that test stops the backend's processes: the
+#: backend goes away in the middle of its run.
+_STOP: dict[str, Any] = {"test": None, "processes": ()}
 
 
 def _expire_sessions() -> None:
@@ -214,6 +217,11 @@ def _llm(request: RecordedRequest, _index: int) -> Step:
     messages = body.get("messages", [])
     users = [str(m.get("content")) for m in messages if m.get("role") == "user"]
     name = _test_of(" ".join(users))
+    if _STOP["test"] == name:
+        _STOP["test"] = None
+        for process in _STOP["processes"]:
+            process.kill()
+        return exhausted("the backend was stopped")
     _prompt, _reference, agent_sql, verification = TESTS[name]
     if body.get("response_format"):
         table = _TABLE.search(users[-1])
@@ -247,6 +255,7 @@ def real_backend(tmp_path_factory: pytest.TempPathFactory):
         with nao_backend(python, project, root / "state", env) as backend:
             started_s = time.monotonic() - started
             backend.sign_up(EMAIL, PASSWORD)
+            _STOP["processes"] = backend.processes
             config = project / "eval_config.yaml"
             config.write_text(f"nao_backend:\n  url: {backend.url}\n" + config.read_text())
             yield {
@@ -494,3 +503,25 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_a_backend_stopped_mid_evaluation_ends_its_runs_as_errors_and_the_evaluation_goes_on(
+    real_backend,
+):
+    """The module's last test: it stops the backend. One run at a time; the second test's run
+    takes the backend down: that run and the next are errors naming the backend, the first
+    completed, and the results file holds all three."""
+    project, backend = real_backend["project"], real_backend["backend"]
+    _STOP["test"] = "order_count"
+    stopped = as_json(
+        project, "2026-01-05", "-t", "1", *NAO_ARGS, env={KEY_VARIABLE: "sk-scripted"}
+    )
+    no_traceback(stopped)
+    assert stopped.returncode == 1, stopped.stdout + stopped.stderr
+    results = {r["name"]: r for r in json.loads(stopped.stdout)["results"]}
+    assert set(results) == set(TESTS)
+    assert results["customer_count"]["status"] == "passed"  # before the stop (suite order)
+    for name in ("order_count", "total_revenue"):
+        assert results[name]["status"] == "error", results[name]
+        assert backend.url in results[name]["error"] and "\n" not in results[name]["error"]
