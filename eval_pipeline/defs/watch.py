@@ -33,7 +33,8 @@ def build_watch_sensor(
 ) -> dg.SensorDefinition:
     """`watch_suite_files`: every 30 s, hash the test files and the agent's context as the
     assets would; when a hash differs from the one last materialized, materialize that
-    asset. Its new data version marks each model's runs unsynced (Dagster carries
+    asset. On an instance where neither was ever materialized it requests nothing (no run
+    at start-up). Its new data version marks each model's runs unsynced (Dagster carries
     staleness only one step down, so the observation must be the inputs' own
     materialization), and its metadata lists the tests or files that changed."""
 
@@ -56,9 +57,16 @@ def build_watch_sensor(
             # A half-written test file is normal while someone edits: say what is wrong and
             # look again next tick; the last good materialization stays.
             return dg.SensorResult(skip_reason=_problem_line(error))
+        recorded_versions = {key: _recorded(context.instance, key) for key in current}
+        if all(recorded is None for recorded, _ in recorded_versions.values()):
+            # A new instance (the UI started before any evaluation): nothing depends on the
+            # files yet, so there is nothing to mark unsynced; the first evaluation reads them.
+            return dg.SensorResult(
+                skip_reason="the suite was never read here; its first evaluation reads it"
+            )
         changed, seen = [], []
         for key, version in current.items():
-            recorded, event_id = _recorded(context.instance, key)
+            recorded, event_id = recorded_versions[key]
             if recorded != version:
                 changed.append(key)
                 # Unique per (new version, last materialization): an edit undone later is
