@@ -8,7 +8,6 @@ import pytest
 
 from eval_pipeline_tests.pipeline.small_suite import materialize
 
-
 pytestmark = pytest.mark.slow  # it starts Dagster runs
 
 
