@@ -25,7 +25,12 @@ from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._preflight import warehouse_warnings
 from eval_pipeline.cli._progress import Progress
-from eval_pipeline.cli._render import plain_console, print_report, report_console
+from eval_pipeline.cli._render import (
+    plain_console,
+    print_report,
+    print_verbose,
+    report_console,
+)
 from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
@@ -130,6 +135,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines; tables and summary only"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="before the tables, each run as `nao test` prints it: prompt, start of the reply, "
+        "tool calls, tokens, cost, time, verification SQL, verdict and the differing rows",
     )
     # nao's flags: the account `nao:` models sign in to nao's backend with.
     parser.add_argument(
@@ -299,6 +311,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     else:
         changes = evaluation.changes()
         report = report_console(io.StringIO() if args.output else None)
+        if args.verbose and not args.quiet:
+            prompts = {case.name: case.prompt for case in suite.cases}
+            print_verbose(report, evaluation.labelled, prompts)
         print_report(
             report,
             document,
