@@ -44,7 +44,8 @@ _COUNTED_FROM_ONE = {"rendered": lambda attempt: attempt + 1}
 @dataclass(frozen=True)
 class ResultDetails:
     """What a run said and what it was compared with: nao's `details` keys, then ours
-    (`checks`, `error` and what the data check found beyond the comparison)."""
+    (`checks`, `error`, what the data check found beyond the comparison, and nao's own
+    verdict of a run of nao's agent)."""
 
     response_text: str | None
     actual_data: JsonValue
@@ -65,6 +66,9 @@ class ResultDetails:
     failure_kind: str | None
     #: The data check's tolerances (`rtol`, `atol`, `decimals`); null without a data check.
     tolerances: JsonValue
+    #: A run of nao's agent (`nao:` models): the verdict nao's own comparison gives nao's
+    #: verification (`passed`, `message`, `sql`, `error`); null for other agents.
+    nao_verdict: JsonValue
 
 
 @dataclass(frozen=True)

@@ -101,3 +101,31 @@ def test_test_accepts_v_and_verbose():
     assert parser.parse_args(["test", "-v"]).verbose
     assert parser.parse_args(["test", "--verbose"]).verbose
     assert not parser.parse_args(["test"]).verbose
+
+
+NAO_DETAILS = {
+    "nao": {
+        "verification": {"sql": "SELECT * FROM tool_call_1", "error": None},
+        "verdict": {"passed": False, "message": "row count: 1 vs 2"},
+    }
+}
+
+
+def test_the_report_names_each_run_where_naos_verdict_differs_from_ours():
+    agreed = {"passed": True, "message": "match"}
+    rows = [
+        run_row("total_revenue", "passed", answerer_details=NAO_DETAILS),
+        run_row("order_count", "passed", answerer_details={"nao": {"verdict": agreed}}),
+    ]
+    document = build_results(rows, [MODEL], ["total_revenue", "order_count"], DAY)
+    document = document.labelled(lambda m: "nao:openai:gpt-4.1")
+    console = report_console(io.StringIO())
+    print_report(console, document, ["nao:openai:gpt-4.1"], changes={}, executed=2, reused=0)
+    text = console.file.getvalue()
+    assert (
+        "total_revenue [nao:openai:gpt-4.1]: ours passed, nao's failed (row count: 1 vs 2)" in text
+    )
+    assert "order_count [nao:openai:gpt-4.1]:" not in text  # they agree
+    verbose = report_console(io.StringIO())
+    print_verbose(verbose, document, {})
+    assert "nao's verdict: failed (row count: 1 vs 2)" in verbose.file.getvalue()
