@@ -9,7 +9,8 @@ The document holds, in the order the JSON gives them:
 
 * `timestamp`, `run_date`: when it was built, and the evaluated day;
 * `results`: one `ResultEntry` per run (test × model × attempt), its `details` a
-  `ResultDetails` (the reply, the data compared and their diff, nao's tool calls, our checks);
+  `ResultDetails` (the reply, the data compared and their diff, nao's tool calls, our checks,
+  and for a run of nao's agent the verdict nao's own comparison gave it);
 * `summary`: a `Summary` of every run; `by_model`: a `ModelEntry` per model, ranked, with its
   pass@k and its pass rate's 95% interval;
 * `pass_metrics` (nao's `PassMetrics`), `pass_metrics_by_test` (ours: `CaseMetrics` per test
