@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -29,8 +30,17 @@ class Progress:
     by a lock so lines never interleave.
     """
 
-    def __init__(self, console: Console, total: int, *, quiet: bool = False) -> None:
+    def __init__(
+        self,
+        console: Console,
+        total: int,
+        *,
+        quiet: bool = False,
+        label: Callable[[str], str] = str,
+    ) -> None:
+        """`label`: a model as the user spelled it (the runs carry our ids)."""
         self.console = console
+        self.label = label
         self.total = total
         self.quiet = quiet
         self.done = self.errors = self.passed = self.failed = 0
@@ -99,17 +109,18 @@ class Progress:
         line of the log is a run."""
         error = run.status is RunStatus.ERROR
         cause = with_short_model(run.error, run.model) if run.error else ""
+        model = short_model(self.label(run.model))
         if not self._live:
             return Text(
                 f"[{self.done}/{self.total}] {'error' if error else 'ran'} {run.case_name} "
-                f"{short_model(run.model)}#{run.attempt} {run.duration_ms / 1000:.1f}s"
+                f"{model}#{run.attempt} {run.duration_ms / 1000:.1f}s"
                 + (f": {short_text(cause, 80)}" if cause else "")
             )
         return Text.assemble(
             f"  [{self.done}/{self.total}] ",
             ("error", "red") if error else ("ran  ", "green"),
             f" {run.case_name} ",
-            (f"{short_model(run.model)} #{run.attempt}", "dim"),
+            (f"{model} #{run.attempt}", "dim"),
             f" {run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok",
             f" — {short_text(cause, 100)}" if cause else "",
             no_wrap=True,

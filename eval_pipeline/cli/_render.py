@@ -6,7 +6,7 @@ holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -225,8 +225,11 @@ def _rate_with_interval(entry: ModelEntry) -> str:
     return f"{entry.pass_rate:.1f}% ± {half:.1f}"
 
 
-def comparisons_table(comparisons: Sequence[ModelComparison]) -> Table:
-    """ "Is the difference real?": each pair of models on their shared tests."""
+def comparisons_table(
+    comparisons: Sequence[ModelComparison], label: Callable[[str], str] = str
+) -> Table:
+    """ "Is the difference real?": each pair of models on their shared tests, named by
+    `label` (the document's comparisons keep our ids)."""
     table = _table("Is the difference real?")
     for column in (
         "Model A",
@@ -241,8 +244,8 @@ def comparisons_table(comparisons: Sequence[ModelComparison]) -> Table:
         table.add_column(column, justify="left" if column.startswith("Model") else "right")
     for c in comparisons:
         table.add_row(
-            Text(short_model(c.model_a)),
-            Text(short_model(c.model_b)),
+            Text(short_model(label(c.model_a))),
+            Text(short_model(label(c.model_b))),
             str(c.tests),
             str(c.a_only),
             str(c.b_only),
@@ -303,7 +306,7 @@ def pass_at_k_table(metrics: Sequence[CaseMetrics]) -> Table:
     return table
 
 
-def judge_noise_table(entries: Sequence[JudgeNoise]) -> Table:
+def judge_noise_table(entries: Sequence[JudgeNoise], label: Callable[[str], str] = str) -> Table:
     """`--rejudge-samples`: per test, the judge's self-agreement beside the agent's pass@1."""
     table = _table("Where the noise comes from (judge re-judged the same transcripts)")
     columns = ("Test", "Model", "Judge agreement", "Samples", "Agent pass@1", "")
@@ -312,7 +315,7 @@ def judge_noise_table(entries: Sequence[JudgeNoise]) -> Table:
     for e in entries:
         table.add_row(
             Text(e.name),
-            Text(short_model(e.model)),
+            Text(short_model(label(e.model))),
             f"{e.judge_self_agreement:.0%}",
             f"{e.samples} × {e.judged_runs} run(s)",
             f"{e.agent_pass_at_1:.2f}",
@@ -373,6 +376,26 @@ def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
     return lines
 
 
+def nao_disagreement_lines(results: Sequence[ResultEntry]) -> list[Text]:
+    """A line per run of nao's agent where nao's own verdict differs from ours:
+    "total_revenue [nao:openai:gpt-4.1]: ours passed, nao's failed (row count: 1 vs 2)"."""
+    lines = []
+    for r in results:
+        nao = r.details.nao_verdict
+        if not nao or bool(nao.get("passed")) == r.passed:
+            continue
+        theirs = "passed" if nao.get("passed") else "failed"
+        why = f" ({nao['message']})" if nao.get("message") else ""
+        lines.append(
+            Text.assemble(
+                f"{r.name} [{r.model}]: ",
+                (f"ours {'passed' if r.passed else r.status}, nao's {theirs}", "yellow"),
+                why,
+            )
+        )
+    return lines
+
+
 def reuse_line(
     executed: int, reused: int, changes: dict[str, RunChanges], *, answerer_changed: int = 0
 ) -> str:
@@ -402,6 +425,61 @@ def reuse_line(
     return f"No agent run executed: all {reused} runs reused{tail}."
 
 
+#: The start of a reply the verbose view shows, as `nao test` does.
+RESPONSE_START = 200
+
+
+def _run_cost(result: ResultEntry) -> str:
+    return "cost unknown" if result.cost_usd is None else f"${result.cost_usd:.4f}"
+
+
+def print_verbose(console: Console, document: ResultsDocument, prompts: Mapping[str, str]) -> None:
+    """`-v`: each run as `nao test` prints it, in the document's order: the test and model
+    (the document's spelling: pass the labelled one), the attempt (from 1, as nao counts),
+    the prompt (`prompts`, by test: the document holds none), the start of the reply, the
+    tool calls, tokens, cost and time, the verification SQL, the verdict and, for a failed
+    data comparison, the differing rows. Everything is printed as text, never as markup."""
+
+    def line(*parts: str | tuple[str, str]) -> None:
+        console.print(Text.assemble(*parts), highlight=False, soft_wrap=True)
+
+    for result in document.results:
+        details = result.details
+        line(
+            ("── ", "dim"),
+            (result.name, "bold"),
+            f" [{result.model}] attempt {result.attempt + 1}",
+        )
+        line(("prompt: ", "dim"), prompts.get(result.name, "(not in the suite)"))
+        reply = details.response_text
+        shown = "(no reply)" if not reply else reply[:RESPONSE_START]
+        cut = "…" if reply and len(reply) > RESPONSE_START else ""
+        line(("response: ", "dim"), shown.replace("\n", " ") + cut)
+        names = [str(call.get("toolName", "?")) for call in details.tool_calls]
+        line(
+            ("tool calls: ", "dim"),
+            f"{result.tool_call_count}" + (f" ({', '.join(names)})" if names else ""),
+        )
+        line(f"{result.tokens:,} tokens, {_run_cost(result)}, {result.duration_ms / 1000:.1f}s")
+        if details.verification_sql:
+            line(("verification SQL: ", "dim"), details.verification_sql)
+        status = _status_text(result.status)
+        console.print(
+            Text.assemble(status, " ", result.message or ""), highlight=False, soft_wrap=True
+        )
+        if details.nao_verdict:
+            nao = details.nao_verdict
+            line(
+                ("nao's verdict: ", "dim"),
+                f"{'passed' if nao.get('passed') else 'failed'} ({nao.get('message') or ''})",
+            )
+        if details.comparison:
+            line(("differing rows:", "dim"))
+            for row in details.comparison.splitlines():
+                line("  " + row)
+        console.print()
+
+
 def print_report(
     console: Console,
     document: ResultsDocument,
@@ -413,11 +491,15 @@ def print_report(
     answerer_changed: int = 0,
     failures_only: bool = False,
     judge_noise: bool = False,
+    label: Callable[[str], str] = str,
 ) -> None:
-    """The tables and the summary of an evaluation. `failures_only`: the per-run, grid and
-    pass@k tables leave out what passed (the summary and the model table still count it).
-    `judge_noise`: the judge's self-agreement table, when this command re-judged (a stored
-    grade keeps its samples, so the results file has them either way)."""
+    """The tables and the summary of an evaluation. Pass the labelled document (the models
+    as the user spelled them), `models` and `changes` in the same spelling, and the `label`
+    of our ids for the comparisons and the judge's noise, which keep them.
+    `failures_only`: the per-run, grid and pass@k tables leave out what passed (the summary
+    and the model table still count it). `judge_noise`: the judge's self-agreement table,
+    when this command re-judged (a stored grade keeps its samples, so the results file has
+    them either way)."""
     results = document.results
     several_attempts = any(m.attempts > 1 for m in document.pass_metrics_by_test)
     shown = [r for r in results if r.status != "passed"] if failures_only else list(results)
@@ -436,7 +518,7 @@ def print_report(
         )
     console.print(models_table(document.by_model))
     if document.comparisons:
-        console.print(comparisons_table(document.comparisons))
+        console.print(comparisons_table(document.comparisons, label))
         sentence = document.detectable_difference() or ""
         console.print(sentence[:1].upper() + sentence[1:] + ".\n", highlight=False)
     if len(models) > 1:
@@ -450,8 +532,8 @@ def print_report(
         ]
         console.print(pass_at_k_table(repeated))
     if judge_noise and document.judge_noise:
-        console.print(judge_noise_table(document.judge_noise))
-    for line in changes_lines(changes):
+        console.print(judge_noise_table(document.judge_noise, label))
+    for line in [*changes_lines(changes), *nao_disagreement_lines(results)]:
         console.print(line)
     summary = document.summary
     console.print(

@@ -10,6 +10,7 @@ import logging
 import os
 import sys
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import get_args
 
@@ -25,7 +26,12 @@ from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._preflight import warehouse_warnings
 from eval_pipeline.cli._progress import Progress
-from eval_pipeline.cli._render import plain_console, print_report, report_console
+from eval_pipeline.cli._render import (
+    plain_console,
+    print_report,
+    print_verbose,
+    report_console,
+)
 from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
@@ -131,6 +137,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines; tables and summary only"
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="before the tables, each run as `nao test` prints it: prompt, start of the reply, "
+        "tool calls, tokens, cost, time, verification SQL, verdict and the differing rows",
+    )
     # nao's flags: the account `nao:` models sign in to nao's backend with.
     parser.add_argument(
         "-u",
@@ -181,8 +194,10 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         if value:
             os.environ[variable] = value
     # nao's spelling (`openaiCompatible/vllm:qwen3`) names the same model as ours (`vllm:qwen3`).
-    given = (m.strip() for m in (args.models or settings.models))
-    models = tuple(dict.fromkeys(to_model_id(m) for m in given if m))
+    given = [m.strip() for m in (args.models or settings.models) if m.strip()]
+    models = tuple(dict.fromkeys(to_model_id(m) for m in given))
+    # What the report and the results file call a model: as the user gave it.
+    spellings = tuple({to_model_id(m): m for m in given if to_model_id(m) != m}.items())
     require_models(suite.config, models, source="--model", require_one=True)
     require_secrets(suite.config, models, source="--model" if args.models else "test.models")
     select = tuple(args.select or ())
@@ -204,6 +219,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         record=args.record,
         rejudge=args.rejudge,
         rejudge_samples=args.rejudge_samples,
+        spellings=spellings,
     )
 
 
@@ -277,7 +293,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     for warning in filter(None, warnings):
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
     total = len(planned_attempts(suite, request))
-    with Progress(progress_console, total, quiet=args.quiet) as progress:
+    # A model as the user spelled it, everywhere it is shown (the store keeps our ids).
+    label = partial(request.model_label, fallback=suite.config.model_label)
+    with Progress(progress_console, total, quiet=args.quiet, label=label) as progress:
         try:
             evaluation = evaluate(
                 suite,
@@ -289,21 +307,25 @@ def cmd_test(args: argparse.Namespace) -> int:
             )
         except NothingGraded as error:
             raise CouldNotRun(str(error)) from error
-    document, gate = evaluation.document, evaluation.gate
+    gate = evaluation.gate
 
     if args.format == "json":
         labelled = evaluation.labelled.to_json()
         _emit(json.dumps(labelled, indent=2, default=str, ensure_ascii=False) + "\n", output)
     elif args.format == "junit":
-        _emit(junit_xml(document), output)
+        _emit(junit_xml(evaluation.labelled), output)
     else:
         changes = evaluation.changes()
         report = report_console(io.StringIO() if args.output else None)
+        if args.verbose and not args.quiet:
+            prompts = {case.name: case.prompt for case in suite.cases}
+            print_verbose(report, evaluation.labelled, prompts)
         print_report(
             report,
-            document,
-            request.models,
-            changes=changes,
+            evaluation.labelled,
+            [label(model) for model in request.models],
+            changes={label(model): change for model, change in changes.items()},
+            label=label,
             executed=evaluation.ran.executed,
             reused=evaluation.ran.reused,
             answerer_changed=evaluation.ran.answerer_changed,

@@ -65,6 +65,7 @@ from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdo
 from eval_pipeline.pipeline._results import (
     build_results,
     decode_run_rows,
+    nao_verdict,
     read_run_rows,
     run_rows_parameters,
     run_rows_sql,
@@ -164,6 +165,7 @@ __all__ = [
     "latest_results_files",
     "load_references",
     "load_suite_once",
+    "nao_verdict",
     "partition_unchanged",
     "plan_requests",
     "planned_attempts",

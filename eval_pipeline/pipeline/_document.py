@@ -9,7 +9,8 @@ The document holds, in the order the JSON gives them:
 
 * `timestamp`, `run_date`: when it was built, and the evaluated day;
 * `results`: one `ResultEntry` per run (test × model × attempt), its `details` a
-  `ResultDetails` (the reply, the data compared and their diff, nao's tool calls, our checks);
+  `ResultDetails` (the reply, the data compared and their diff, nao's tool calls, our checks,
+  and for a run of nao's agent the verdict nao's own comparison gave it);
 * `summary`: a `Summary` of every run; `by_model`: a `ModelEntry` per model, ranked, with its
   pass@k and its pass rate's 95% interval;
 * `pass_metrics` (nao's `PassMetrics`), `pass_metrics_by_test` (ours: `CaseMetrics` per test
@@ -44,7 +45,8 @@ _COUNTED_FROM_ONE = {"rendered": lambda attempt: attempt + 1}
 @dataclass(frozen=True)
 class ResultDetails:
     """What a run said and what it was compared with: nao's `details` keys, then ours
-    (`checks`, `error` and what the data check found beyond the comparison)."""
+    (`checks`, `error`, what the data check found beyond the comparison, and nao's own
+    verdict of a run of nao's agent)."""
 
     response_text: str | None
     actual_data: JsonValue
@@ -65,6 +67,9 @@ class ResultDetails:
     failure_kind: str | None
     #: The data check's tolerances (`rtol`, `atol`, `decimals`); null without a data check.
     tolerances: JsonValue
+    #: A run of nao's agent (`nao:` models): the verdict nao's own comparison gives nao's
+    #: verification (`passed`, `message`, `sql`, `error`); null for other agents.
+    nao_verdict: JsonValue
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,10 @@ class NothingGraded(RuntimeError):
 class Evaluation:
     """What one evaluation produced. Nothing changes it once `evaluate` returns it.
 
-    `document` names the models by our ids (the tables, the gate and the change lines are
-    keyed by them); `labelled` is the same document with the models as the user spelled them,
-    as the results file and `--format json` give it.
+    `document` names the models by our ids (the gate and the change lines are keyed by
+    them); `labelled` is the same document with the models as the user spelled them
+    (`EvaluationRequest.model_label`), as the results file, `--format json` and the pretty
+    report give it.
     """
 
     request: EvaluationRequest
@@ -147,7 +148,7 @@ def evaluate(
             min_accuracy=threshold, mode=mode, accuracy=gate.accuracy, passed=gate.passed
         ),
     )
-    labelled = document.labelled(suite.config.model_label)
+    labelled = document.labelled(lambda model: request.model_label(model, suite.config.model_label))
     return Evaluation(
         request=request,
         names=names,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
@@ -22,6 +23,15 @@ class EvaluationRequest:
     rejudge: bool = False
     #: Judge each run with judged checks this many times (`--rejudge-samples`); 1: once.
     rejudge_samples: int = 1
+    #: (our id, as the user gave it) of each model given with `-m` in another spelling
+    #: (nao's `openaiCompatible/vllm:qwen3` for our `vllm:qwen3`): what the report and the
+    #: results file call it. The store keeps our ids.
+    spellings: tuple[tuple[str, str], ...] = ()
+
+    def model_label(self, model_id: str, fallback: Callable[[str], str] = str) -> str:
+        """The model as the user spelled it: with `-m`, else as `fallback` (the config's
+        `model_label`) names it."""
+        return dict(self.spellings).get(model_id) or fallback(model_id)
 
 
 @dataclass

@@ -70,7 +70,7 @@ def run_rows_sql(
         SELECT g.name, g.model, g.attempt, g.run_key, g.status, g.passed, g.message, g.verified, g.checks,
                g.tokens, g.cost_usd, g.duration_ms, g.tool_call_count, g.run_date,
                r.final_text, r.tool_calls AS run_tool_calls, r.error AS run_error,
-               r.queries AS run_queries, t.sql AS reference_sql, t.database
+               r.queries AS run_queries, r.answerer_details, t.sql AS reference_sql, t.database
         FROM {grades} g
         LEFT JOIN {agent_runs} r ON r.key = g.run_key AND r.name = g.name
             AND r.model = g.model AND r.run_date = g.run_date
@@ -156,6 +156,7 @@ def ungraded_rows(
             "reference_sql": None,
             "database": None,
             "judge_samples": None,
+            "answerer_details": None,
         }
         for model, name, attempt in planned
         if (model, name, attempt) not in graded
@@ -274,8 +275,26 @@ def _result_entry(
             failure_kind=data.get("failure_kind"),
             # Stored as `comparison` by the grading; nao's key holds the diff text.
             tolerances=data.get("comparison"),
+            nao_verdict=nao_verdict(row.get("answerer_details")),
         ),
     )
+
+
+def nao_verdict(answerer_details: Any) -> dict[str, Any] | None:
+    """nao's own verdict of a run of nao's agent (`nao:` models), as the results file gives
+    it: `passed` and `message` of nao's comparison, and nao's verification `sql` and
+    `error`; None for another agent's run, or a reply without a verification."""
+    nao = (answerer_details or {}).get("nao") if isinstance(answerer_details, dict) else None
+    verdict = (nao or {}).get("verdict")
+    if not verdict:
+        return None
+    verification = nao.get("verification") or {}
+    return {
+        "passed": bool(verdict.get("passed")),
+        "message": verdict.get("message"),
+        "sql": verification.get("sql"),
+        "error": verification.get("error"),
+    }
 
 
 def _summary(results: Sequence[ResultEntry]) -> Summary:

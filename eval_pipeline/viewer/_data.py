@@ -177,6 +177,7 @@ def run_detail(
                r.status AS run_status, r.final_text, r.messages, r.tool_calls AS run_tool_calls,
                r.error AS run_error, r.input_tokens, r.cached_input_tokens, r.output_tokens,
                r.turns, r.started_at, r.finished_at, r.reused, r.written_at AS stored_at,
+               r.answerer_details,
                t.sql AS case_sql, t.tags, t.category, t.difficulty, t.notes, t.file
         FROM {reader.partitions("grades", keys)} g
         LEFT JOIN {reader.partitions("agent_runs", keys)} r

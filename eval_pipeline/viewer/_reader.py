@@ -117,7 +117,9 @@ class StoreReader:
             )
         if len(sources) == 1:
             return sources[0]
-        return "(" + " UNION ALL BY NAME ".join(sources[1:]) + ")"
+        # The empty source stays: it gives a file written before a column was added (a run
+        # stored before `answerer_details`) that column, as null.
+        return "(" + " UNION ALL BY NAME ".join(sources) + ")"
 
     def close(self) -> None:
         self._database.close()

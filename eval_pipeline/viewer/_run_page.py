@@ -24,6 +24,7 @@ from eval_pipeline.viewer._run_sections import (
     conversation_panel,
     data_check,
     data_panel,
+    nao_verification_panel,
     reference_panel,
     reply_panel,
     tool_calls_panel,
@@ -277,6 +278,7 @@ def run_sections(run: dict[str, Any]) -> list[Markup | None]:
         audit_panel(run),
         data_panel(run, prefix=f"r{run['run_id']}"),
         reference_panel(run),
+        nao_verification_panel(run),
         tool_calls_panel(run),
         conversation_panel(run),
     ]

@@ -1,11 +1,12 @@
 """The sections of a run's page: reply, data (actual / expected / diff), reference SQL,
-tool calls and the conversation."""
+nao's own verification (a run of nao's agent), tool calls and the conversation."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from eval_pipeline.pipeline import nao_verdict
 from eval_pipeline.viewer._diffs import diff_marks, map_columns
 from eval_pipeline.viewer._html import (
     Child,
@@ -289,4 +290,30 @@ def reference_panel(run: dict[str, Any]) -> Markup | None:
         return None
     return section(
         "Reference SQL", code_block(pretty_sql(sql), language="sql"), id_="reference-sql"
+    )
+
+
+def nao_verification_panel(run: dict[str, Any]) -> Markup | None:
+    """A run of nao's agent (`nao:` models): the query nao verified the answer with, and the
+    verdict nao's own comparison gives it, beside ours (they may disagree: nao compares rows
+    in any order, for one)."""
+    nao = nao_verdict(run.get("answerer_details"))
+    if nao is None:
+        return None
+    theirs = "passed" if nao["passed"] else "failed"
+    ours = "passed" if run.get("passed") else run.get("status") or "failed"
+    return section(
+        "nao's verification",
+        el(
+            "p",
+            el("strong", "nao's verdict: "),
+            badge(theirs),
+            " ",
+            nao.get("message"),
+            el("span", f" (ours: {ours})", class_="muted"),
+            id="nao-verdict",
+        ),
+        el("div", el("strong", "Error: "), nao["error"], class_="alert") if nao["error"] else None,
+        code_block(pretty_sql(nao["sql"]), language="sql") if nao["sql"] else None,
+        id_="nao-verification",
     )

@@ -177,11 +177,19 @@ def test_a_stand_in_backend_evaluated_through_the_test_command(tmp_path):
         assert first.returncode == 1, first.stdout + first.stderr
         document = json.loads(first.stdout)
         assert {r["name"]: r["passed"] for r in document["results"]} == OURS
+        # nao's own verdict beside ours, in the file and in the report.
+        verdicts = {r["name"]: r["details"]["nao_verdict"] for r in document["results"]}
+        assert {name: v["passed"] for name, v in verdicts.items()} == NAOS
         again = eval_pipeline(project, "--date", DAY, *NAO_ARGS)
         assert len(backend.runs) == 3  # the rerun sent nothing
     assert "3 stored run(s) reused" in again.stdout + again.stderr
+    assert f"customer_count [{MODEL}]: ours passed, nao's failed (values differ)" in again.stdout
+    assert "total_revenue [" not in again.stdout.split("Performance by Model")[1]
     details = stored_details(project, DAY)
     assert {name: d["nao"]["verdict"]["passed"] for name, d in details.items()} == NAOS
+    assert {n: v["sql"] for n, v in verdicts.items()} == {
+        name: d["nao"]["verification"]["sql"] for name, d in details.items()
+    }
     for path in project.rglob("*"):
         if path.is_file():
             assert PASSWORD.encode() not in path.read_bytes(), path

@@ -110,7 +110,7 @@ RESULT_KEYS = [
 DETAILS_KEYS = [
     *("response_text", "actual_data", "expected_data", "diff", "reference_sql"),
     *("verification_sql", "comparison", "tool_calls", "checks", "error"),
-    *("reference_warnings", "semantic", "failure_kind", "tolerances"),
+    *("reference_warnings", "semantic", "failure_kind", "tolerances", "nao_verdict"),
 ]
 SUMMARY_KEYS = [
     *("total", "passed", "failed", "errors", "unverified", "pass_rate", "total_tokens"),
@@ -225,3 +225,32 @@ def test_naos_comparison_is_the_diff_text_and_the_tolerances_are_ours():
     assert differed["tolerances"] == tolerances
     (call,) = differed["tool_calls"]
     assert call["result"]["_version"] == "1" and call["result"]["data"] == [{"orders": 2}]
+
+
+NAO_DETAILS = {
+    "nao": {
+        "finish_reason": "stop",
+        "verification": {
+            "sql": "SELECT * FROM tool_call_1",
+            "data": [{"orders": 2}],
+            "expected_data": [{"orders": 2}, {"orders": 3}],
+            "expected_columns": ["orders"],
+            "error": None,
+        },
+        "verdict": {"passed": False, "message": "row count: 1 vs 2"},
+    }
+}
+
+
+def test_naos_own_verdict_of_a_nao_agent_run_sits_in_details_and_is_null_for_others():
+    nao_run = {**row("total_revenue", 0, "passed"), "answerer_details": NAO_DETAILS}
+    other = row("order_count", 0, "passed")  # another agent: no such column value
+    document = build_results([nao_run, other], [MODEL], ["total_revenue", "order_count"], DAY)
+    first, second = (r["details"] for r in document.to_json()["results"])
+    assert first["nao_verdict"] == {
+        "passed": False,
+        "message": "row count: 1 vs 2",
+        "sql": "SELECT * FROM tool_call_1",
+        "error": None,
+    }
+    assert second["nao_verdict"] is None
