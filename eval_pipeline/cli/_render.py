@@ -6,7 +6,7 @@ holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich import box
@@ -65,7 +65,7 @@ def _table(title: str) -> Table:
     return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
 
 
-def _status_text(status: str) -> Text:
+def status_text(status: str) -> Text:
     style = {"passed": "green", "failed": "red", "error": "yellow"}.get(status, "")
     label = {"passed": "✓ pass", "failed": "✗ fail", "error": "! error"}.get(status, status)
     return Text(label, style=style)
@@ -104,7 +104,7 @@ def _results_rows(results: Sequence[ResultEntry], model_width: int) -> list[dict
             "Test": Text(r.name),
             "Model": Text(short_model(r.model, model_width)),
             "#": str(r.attempt),
-            "Status": _status_text(r.status),
+            "Status": status_text(r.status),
             "Message": with_short_model(r.message, r.model),
             "Tokens": f"{r.tokens:,}",
             "Cost": _money(r.cost_usd),
@@ -423,61 +423,6 @@ def reuse_line(
     moved = any(change.regressed or change.improved for change in changes.values())
     tail = "" if moved else "; no verdict changed since the previous run"
     return f"No agent run executed: all {reused} runs reused{tail}."
-
-
-#: The start of a reply the verbose view shows, as `nao test` does.
-RESPONSE_START = 200
-
-
-def _run_cost(result: ResultEntry) -> str:
-    return "cost unknown" if result.cost_usd is None else f"${result.cost_usd:.4f}"
-
-
-def print_verbose(console: Console, document: ResultsDocument, prompts: Mapping[str, str]) -> None:
-    """`-v`: each run as `nao test` prints it, in the document's order: the test and model
-    (the document's spelling: pass the labelled one), the attempt (from 1, as nao counts),
-    the prompt (`prompts`, by test: the document holds none), the start of the reply, the
-    tool calls, tokens, cost and time, the verification SQL, the verdict and, for a failed
-    data comparison, the differing rows. Everything is printed as text, never as markup."""
-
-    def line(*parts: str | tuple[str, str]) -> None:
-        console.print(Text.assemble(*parts), highlight=False, soft_wrap=True)
-
-    for result in document.results:
-        details = result.details
-        line(
-            ("── ", "dim"),
-            (result.name, "bold"),
-            f" [{result.model}] attempt {result.attempt + 1}",
-        )
-        line(("prompt: ", "dim"), prompts.get(result.name, "(not in the suite)"))
-        reply = details.response_text
-        shown = "(no reply)" if not reply else reply[:RESPONSE_START]
-        cut = "…" if reply and len(reply) > RESPONSE_START else ""
-        line(("response: ", "dim"), shown.replace("\n", " ") + cut)
-        names = [str(call.get("toolName", "?")) for call in details.tool_calls]
-        line(
-            ("tool calls: ", "dim"),
-            f"{result.tool_call_count}" + (f" ({', '.join(names)})" if names else ""),
-        )
-        line(f"{result.tokens:,} tokens, {_run_cost(result)}, {result.duration_ms / 1000:.1f}s")
-        if details.verification_sql:
-            line(("verification SQL: ", "dim"), details.verification_sql)
-        status = _status_text(result.status)
-        console.print(
-            Text.assemble(status, " ", result.message or ""), highlight=False, soft_wrap=True
-        )
-        if details.nao_verdict:
-            nao = details.nao_verdict
-            line(
-                ("nao's verdict: ", "dim"),
-                f"{'passed' if nao.get('passed') else 'failed'} ({nao.get('message') or ''})",
-            )
-        if details.comparison:
-            line(("differing rows:", "dim"))
-            for row in details.comparison.splitlines():
-                line("  " + row)
-        console.print()
 
 
 def print_report(

@@ -26,12 +26,8 @@ from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._preflight import warehouse_warnings
 from eval_pipeline.cli._progress import Progress
-from eval_pipeline.cli._render import (
-    plain_console,
-    print_report,
-    print_verbose,
-    report_console,
-)
+from eval_pipeline.cli._render import plain_console, print_report, report_console
+from eval_pipeline.cli._run_details import print_verbose
 from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,

@@ -7,7 +7,8 @@ from datetime import date
 from typing import Any
 
 from eval_pipeline.cli._main import build_parser
-from eval_pipeline.cli._render import print_report, print_verbose, report_console
+from eval_pipeline.cli._render import print_report, report_console
+from eval_pipeline.cli._run_details import print_verbose
 from eval_pipeline.pipeline import build_results
 
 DAY = date(2026, 1, 5)
