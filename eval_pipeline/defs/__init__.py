@@ -143,7 +143,15 @@ def build_definitions(
     schedules.append(compact_store_schedule)
     sensors.append(tag_run_launcher)
     return dg.Definitions(
-        assets=assets, resources=resources, jobs=jobs, schedules=schedules, sensors=sensors
+        assets=assets,
+        resources=resources,
+        jobs=jobs,
+        schedules=schedules,
+        sensors=sensors,
+        # A run's steps in its run worker, one after another: the default executor starts a
+        # process per step, each loading these definitions again (seconds each, more than the
+        # steps themselves take); runs of other partitions still run at once.
+        executor=dg.in_process_executor,
     )
 
 

@@ -98,6 +98,12 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
     raise AssertionError(f"run {run_id} never started")
 
 
+def step_pids(instance: dg.DagsterInstance, run_id: str) -> set[int]:
+    """The processes the run's steps started in."""
+    records = instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_START)
+    return {record.dagster_event.pid for record in records}
+
+
 def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket(
     small_suite: SmallSuite, bucket: Bucket, dagster_postgres: Server, tmp_path: Path
 ):
@@ -162,6 +168,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
                 runs = backfill_runs()
                 stats = [instance.get_run_stats(r.run_id) for r in runs]
                 pids = {r.run_id: worker_pid(instance, r.run_id) for r in runs}
+                steps = {r.run_id: step_pids(instance, r.run_id) for r in runs}
             reading = finish(reader, tmp_path / "reader.log")
     finally:
         os.environ.clear()
@@ -175,6 +182,8 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
     # Each run executed in a process of its own, launched by the daemon (not this process),
     # and they ran at once (within the queue's limit of 8).
     assert len(set(pids.values())) == len(MODELS) and os.getpid() not in pids.values()
+    # Its steps ran in that process, not in one started (and loading the code) per step.
+    assert all(steps[run_id] == {pid} for run_id, pid in pids.items()), (steps, pids)
     spans = sorted((s.start_time, s.end_time) for s in stats)
     assert spans[1][0] < spans[0][1], spans
     assert reading["reads"] > 0 and reading["partial"] == []
