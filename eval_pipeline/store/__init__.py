@@ -29,6 +29,7 @@ from eval_pipeline.store._files import (
     write_rows,
 )
 from eval_pipeline.store._history import (
+    GradesHistory,
     graded_days,
     latest_graded_day,
     models_graded_on,
@@ -66,6 +67,7 @@ __all__ = [
     "CompactionReport",
     "DamagedFile",
     "FileCompletionCache",
+    "GradesHistory",
     "JournaledPartition",
     "NotReadOnly",
     "QueryTooSlow",

@@ -20,7 +20,7 @@ from eval_pipeline.pipeline import (
     run_rows_parameters,
     run_rows_sql,
 )
-from eval_pipeline.store import decode_json
+from eval_pipeline.store import GradesHistory, decode_json
 from eval_pipeline.viewer._reader import StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
@@ -42,14 +42,11 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) 
 
 def days(con: duckdb.DuckDBPyConnection) -> list[date]:
     """Every day with grades, newest first."""
-    return [
-        r["run_date"]
-        for r in _rows(con, "SELECT DISTINCT run_date FROM grades_snapshot ORDER BY 1 DESC")
-    ]
+    return GradesHistory.of_connection(con, "grades_snapshot").days()
 
 
 def all_models(con: duckdb.DuckDBPyConnection) -> list[str]:
-    return [r["model"] for r in _rows(con, "SELECT DISTINCT model FROM grades_snapshot ORDER BY 1")]
+    return GradesHistory.of_connection(con, "grades_snapshot").models()
 
 
 def all_tags(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -79,14 +76,7 @@ def case_order(con: duckdb.DuckDBPyConnection, day: date) -> list[str]:
 
 
 def models_on(con: duckdb.DuckDBPyConnection, day: date) -> list[str]:
-    return [
-        r["model"]
-        for r in _rows(
-            con,
-            "SELECT DISTINCT model FROM grades_snapshot WHERE run_date = ? ORDER BY model",
-            [day],
-        )
-    ]
+    return GradesHistory.of_connection(con, "grades_snapshot").models_on(day)
 
 
 def day_document(
