@@ -19,7 +19,7 @@ from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, tag_run_launcher
 from eval_pipeline.defs.partitions import day_partitions, history_start
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.pipeline import remember_suite
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config, load_suite
 
 SUITE_ENV = "EVAL_SUITE_DIR"
@@ -108,7 +108,7 @@ def build_definitions(
     if dbt and history:
         from eval_pipeline.defs.assets.history import build_history_assets
 
-        history_marts, history_dbt = build_history_assets(StoreLayout.of(config))
+        history_marts, history_dbt = build_history_assets(StateFolder.of(config))
         assets.append(history_marts)
         resources["history_dbt"] = history_dbt
     jobs += [

@@ -21,7 +21,7 @@ from eval_pipeline.pipeline._references import load_references
 from eval_pipeline.pipeline._variants import VariantSandboxes
 from eval_pipeline.store import (
     FileCompletionCache,
-    StoreLayout,
+    StateFolder,
     decode_json_rows,
     read_latest,
     updating_partition,
@@ -37,7 +37,7 @@ async def grade_runs(
     model: str,
     run_date: date,
     *,
-    layout: StoreLayout,
+    layout: StateFolder,
     context: AgentContext,
     rejudge: bool = False,
     rejudge_samples: int = 1,
@@ -85,7 +85,7 @@ async def grade_runs(
 def judge_model(
     factory: AgentFactory,
     model_id: str | None,
-    layout: StoreLayout,
+    layout: StateFolder,
     *,
     rejudge: bool = False,
     sample: int = 0,
@@ -106,7 +106,7 @@ async def grade_partition(
     model: str,
     run_date: date,
     *,
-    layout: StoreLayout,
+    layout: StateFolder,
     grader: Grader,
     resamplers: Sequence[Grader] = (),
     rules: Mapping[str, str] | None = None,

@@ -9,7 +9,7 @@ from datetime import date, timedelta
 
 from eval_pipeline.grading import ReferenceResult, reference_health, run_references
 from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
-from eval_pipeline.store import StoreLayout, decode_json_rows, read_latest, write_rows
+from eval_pipeline.store import StateFolder, decode_json_rows, read_latest, write_rows
 from eval_pipeline.suite import Case, DatabaseConfig, Suite, SuiteConfig
 
 __all__ = [
@@ -27,7 +27,7 @@ EXPECTED_EMPTY_TAG = "empty-answer"
 
 
 def compute_references(
-    suite: Suite, run_date: date, *, layout: StoreLayout
+    suite: Suite, run_date: date, *, layout: StateFolder
 ) -> list[ReferenceResult]:
     """Run every reference SQL on its test's database and store the results for the day, each
     with its reference-health warnings (drift against the previous day's stored results)."""
@@ -38,7 +38,7 @@ def compute_references(
     return results
 
 
-def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
+def load_references(layout: StateFolder, run_date: date) -> dict[str, ReferenceResult]:
     rows = decode_json_rows(
         "reference_results", read_latest(layout, "reference_results", run_date=run_date)
     )

@@ -35,7 +35,6 @@ from eval_pipeline.store._history import (
     previous_graded_day,
 )
 from eval_pipeline.store._json import decode_json, decode_json_rows
-from eval_pipeline.store._layout import StoreLayout, quote_part
 from eval_pipeline.store._locks import (
     file_lock,
     reading_files,
@@ -57,6 +56,7 @@ from eval_pipeline.store._sandbox import (
     ReadLimits,
     fetch_read_only,
 )
+from eval_pipeline.store._state_folder import StateFolder, quote_part
 from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [
@@ -70,7 +70,7 @@ __all__ = [
     "NotReadOnly",
     "QueryTooSlow",
     "ReadLimits",
-    "StoreLayout",
+    "StateFolder",
     "TableSpec",
     "compact_store",
     "connect",

@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import date
 
 from eval_pipeline.store._database import query
-from eval_pipeline.store._layout import StoreLayout
+from eval_pipeline.store._state_folder import StateFolder
 
 
-def graded_days(layout: StoreLayout) -> list[date]:
+def graded_days(layout: StateFolder) -> list[date]:
     """Every day with grades in the store, newest first."""
     frame = query(
         layout, "SELECT DISTINCT CAST(run_date AS VARCHAR) AS d FROM grades ORDER BY d DESC"
@@ -20,12 +20,12 @@ def graded_days(layout: StoreLayout) -> list[date]:
     return [date.fromisoformat(value) for value in frame["d"]]
 
 
-def latest_graded_day(layout: StoreLayout) -> date | None:
+def latest_graded_day(layout: StateFolder) -> date | None:
     """The latest day with grades in the store, None when there is none."""
     return _day(query(layout, "SELECT CAST(max(run_date) AS VARCHAR) AS d FROM grades"))
 
 
-def previous_graded_day(layout: StoreLayout, model: str, day: date) -> date | None:
+def previous_graded_day(layout: StateFolder, model: str, day: date) -> date | None:
     """The last day before `day` on which the model has grades (None before its first)."""
     return _day(
         query(
@@ -37,7 +37,7 @@ def previous_graded_day(layout: StoreLayout, model: str, day: date) -> date | No
     )
 
 
-def models_graded_on(layout: StoreLayout, day: date) -> list[str]:
+def models_graded_on(layout: StateFolder, day: date) -> list[str]:
     """The models with grades on `day`, in name order."""
     frame = query(
         layout, "SELECT DISTINCT model FROM grades WHERE run_date = ? ORDER BY model", [day]

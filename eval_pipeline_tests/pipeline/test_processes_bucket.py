@@ -34,10 +34,10 @@ READ_IN_A_LOOP = textwrap.dedent(
     """
     import json, sys, time
     from pathlib import Path
-    from eval_pipeline.store import StoreLayout, fetch
+    from eval_pipeline.store import StateFolder, fetch
     from eval_pipeline.suite import load_config
 
-    layout = StoreLayout.of(load_config(Path(sys.argv[1])))
+    layout = StateFolder.of(load_config(Path(sys.argv[1])))
     stop = Path(sys.argv[2])
     reads, partial = 0, []
     while not stop.exists():

@@ -9,7 +9,7 @@ import pytest
 
 from eval_pipeline.agents import answerer_identity
 from eval_pipeline.pipeline import EvaluationRequest, partition_unchanged
-from eval_pipeline.store import StoreLayout, ensure_schema_files, write_rows
+from eval_pipeline.store import StateFolder, ensure_schema_files, write_rows
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.tiny_suite import DAY, write_suite
 
@@ -24,7 +24,7 @@ def suite(tmp_path: Path) -> Suite:
 
 
 def _grade(suite: Suite, statuses: dict[str, str]) -> None:
-    layout = StoreLayout.of(suite.config)
+    layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)
     rows = [{"name": name, "status": status} for name, status in statuses.items()]
     write_rows(layout, "grades", rows, model=MODEL, run_date=DAY, materialization_id="m1")
