@@ -1,6 +1,6 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
-from eval_pipeline.pipeline._cases import record_cases
+from eval_pipeline.pipeline._cases import snapshot_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (
     DAGSTER_HOME_ENV,
@@ -171,7 +171,6 @@ __all__ = [
     "publish",
     "read_results_file",
     "read_run_rows",
-    "record_cases",
     "references_by_database",
     "regressions_sql",
     "remember_suite",
@@ -184,6 +183,7 @@ __all__ = [
     "run_rows_sql",
     "run_to_row",
     "since_previous_day",
+    "snapshot_cases",
     "start_suite",
     "subscribe",
     "suite_files_digest",

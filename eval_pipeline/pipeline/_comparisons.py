@@ -71,7 +71,7 @@ def day_outcomes(layout: StateFolder, day: date) -> list[RunOutcome]:
     return [RunOutcome.from_grade_row(row) for row in frame.to_dict("records")]
 
 
-def record_comparisons(
+def write_comparisons(
     layout: StateFolder, day: date, comparisons: Sequence[Mapping[str, Any]]
 ) -> None:
     """Store the day's pairs in `model_comparisons` (the day's partition is rewritten whole,

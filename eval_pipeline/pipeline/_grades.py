@@ -141,9 +141,9 @@ async def grade_partition(
         cases = [c for c in suite.cases if runs_by_case.get(c.name)]
         graded = await asyncio.gather(*(grade(c) for c in cases))
         grades = [g for case_grades in graded for g in case_grades]
-        records = [{**g.to_record(), "grading_rules": rules} for g in grades]
+        rows = [{**g.to_row(), "grading_rules": rules} for g in grades]
         if imported:  # their grades stay as they were imported
             stored = read_latest(layout, "grades", model=model, run_date=run_date)
-            records += [row for row in stored if row["run_key"] in imported]
-        write_rows(layout, "grades", records, model=model, run_date=run_date)
+            rows += [row for row in stored if row["run_key"] in imported]
+        write_rows(layout, "grades", rows, model=model, run_date=run_date)
     return grades

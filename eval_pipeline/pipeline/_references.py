@@ -33,7 +33,7 @@ def compute_references(
     with its reference-health warnings (drift against the previous day's stored results)."""
     previous = load_references(layout, run_date - timedelta(days=1))
     results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS, previous=previous)
-    rows = [{**r.to_record(), "run_date": run_date} for r in results]
+    rows = [{**r.to_row(), "run_date": run_date} for r in results]
     write_rows(layout, "reference_results", rows, run_date=run_date)
     return results
 
@@ -42,7 +42,7 @@ def load_references(layout: StateFolder, run_date: date) -> dict[str, ReferenceR
     rows = decode_json_rows(
         "reference_results", read_latest(layout, "reference_results", run_date=run_date)
     )
-    return {row["name"]: ReferenceResult.from_record(row) for row in rows}
+    return {row["name"]: ReferenceResult.from_row(row) for row in rows}
 
 
 def references_by_database(
@@ -104,7 +104,7 @@ def _with_health(
     )
     if EXPECTED_EMPTY_TAG in case.tags:
         warnings = [w for w in warnings if w.kind != "no_rows"]
-    return replace(result, warnings=[w.to_record() for w in warnings])
+    return replace(result, warnings=[w.to_row() for w in warnings])
 
 
 def _test_hash(reference: ReferenceResult, today: ReferenceResult) -> str:

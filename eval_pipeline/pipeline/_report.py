@@ -16,7 +16,7 @@ from eval_pipeline.pipeline._comparisons import (
     day_outcomes,
     detectable_difference,
     model_intervals,
-    record_comparisons,
+    write_comparisons,
 )
 from eval_pipeline.store import StateFolder, query
 from eval_pipeline.suite import redact
@@ -88,15 +88,17 @@ class Leaderboard:
         return "\n\n".join(parts)
 
 
-def day_leaderboard(layout: StateFolder, day: date, *, record: bool = False) -> Leaderboard:
-    """The day's leaderboard with its statistics; `record` also stores the pairs in
+def day_leaderboard(
+    layout: StateFolder, day: date, *, store_comparisons: bool = False
+) -> Leaderboard:
+    """The day's leaderboard with its statistics; `store_comparisons` also writes the pairs to
     `model_comparisons` (the leaderboard asset does, once per day)."""
     frame = leaderboard(layout, day)
     outcomes = day_outcomes(layout, day)
     intervals = model_intervals(outcomes)
     comparisons = comparisons_of(outcomes, list(frame["model"]))
-    if record:
-        record_comparisons(layout, day, comparisons)
+    if store_comparisons:
+        write_comparisons(layout, day, comparisons)
     board = Leaderboard(frame, comparisons, detectable_difference(comparisons))
     if frame.empty:
         return board

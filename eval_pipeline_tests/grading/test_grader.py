@@ -96,8 +96,8 @@ def test_a_right_answer_passes_with_match(warehouse):
         EXPECTED.items()
     )
     assert check.details["diff"] == []
-    record = graded.to_record()
-    assert record["status"] == "passed" and record["checks"][0]["status"] == "passed"
+    row = graded.to_row()
+    assert row["status"] == "passed" and row["checks"][0]["status"] == "passed"
 
 
 def test_a_wrong_value_fails_naming_the_differing_cell(warehouse):
@@ -446,7 +446,7 @@ def test_judge_and_extraction_answers_are_cached_across_gradings_and_processes(
     assert len(cache) == 4
 
     second = grade_all(cache)
-    assert [g.to_record()["checks"] for g in second] == [g.to_record()["checks"] for g in first]
+    assert [g.to_row()["checks"] for g in second] == [g.to_row()["checks"] for g in first]
     assert len(judge_server.requests) == 4
 
     # another process: a new cache over the same folder answers from what the first wrote,
