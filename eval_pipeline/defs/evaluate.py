@@ -212,7 +212,7 @@ def run_evaluation(
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,
-                "record": request.record,
+                "record": request.recording,  # AgentRunsConfig.record, a run config key
                 "k": request.k,
                 "threads": request.threads,
             }

@@ -55,14 +55,14 @@ async def run_agents(
     context: AgentContext,
     select: Sequence[str] | None = None,
     no_cache: bool = False,
-    record: bool = False,
+    recording: bool = False,
     k: int | None = None,
     threads: int | None = None,
 ) -> PartitionRuns:
     """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
     concurrency = threads or suite.config.test.threads
     async with ProviderPool(suite.config, concurrency=concurrency) as pool:
-        factory = AgentFactory(suite.config, pool, context=context, record=record)
+        factory = AgentFactory(suite.config, pool, context=context, recording=recording)
         try:
             return await run_partition(
                 suite,

@@ -68,7 +68,7 @@ def grades_complete(
 def _asks_for_new(request: EvaluationRequest) -> bool:
     """The request asks for runs or verdicts made again whatever is stored (--no-cache,
     --record, --rejudge, --rejudge-samples)."""
-    return request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1
+    return request.no_cache or request.recording or request.rejudge or request.rejudge_samples > 1
 
 
 def partition_unchanged(

@@ -116,7 +116,7 @@ def evaluate(suite: Suite) -> list[PartitionRuns]:
 
     async def go() -> list[PartitionRuns]:
         outcomes = []
-        async with open_factory(suite, record=True) as factory:
+        async with open_factory(suite, recording=True) as factory:
             for model in MODELS:
                 outcome = await run_partition(
                     suite,

@@ -75,7 +75,7 @@ def test_stale_or_never_materialized_runs_run_again(suite: Suite) -> None:
 
 @pytest.mark.parametrize(
     "option",
-    [{"no_cache": True}, {"record": True}, {"rejudge": True}, {"rejudge_samples": 3}],
+    [{"no_cache": True}, {"recording": True}, {"rejudge": True}, {"rejudge_samples": 3}],
 )
 def test_an_option_asking_for_new_runs_or_verdicts_runs_again(suite: Suite, option) -> None:
     _grade(suite, {"q0": "passed", "q1": "failed"})
