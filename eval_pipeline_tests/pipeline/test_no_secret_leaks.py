@@ -12,9 +12,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipeline.agents._types import RunStatus
-from eval_pipeline.pipeline import PartitionRuns, grade_runs, run_partition, summarize_partition
-from eval_pipeline.pipeline._report import write_report
+from eval_pipeline.agents import RunStatus
+from eval_pipeline.pipeline import (
+    PartitionRuns,
+    grade_runs,
+    run_partition,
+    summarize_partition,
+    write_report,
+)
 from eval_pipeline.store import StateFolder, ensure_database, query
 from eval_pipeline.suite import Suite, load_agent_context, load_suite
 from eval_pipeline_tests.agents.servers import (

@@ -14,8 +14,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.store import publish_results, query
-from eval_pipeline.store._files import read_journals
+from eval_pipeline.store import publish_results, query, read_journals
 from eval_pipeline_tests.pipeline.small_suite import (
     CASES,
     DAY,

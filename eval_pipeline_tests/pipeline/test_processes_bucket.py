@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from eval_pipeline.store._files import read_journals
+from eval_pipeline.store import read_journals
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
     MODELS,

@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentRun, RunStatus
 from eval_pipeline.pipeline import PartitionRuns, run_partition
-from eval_pipeline.store import StateFolder, read_latest
-from eval_pipeline.store._files import journal_files, read_journals
+from eval_pipeline.store import StateFolder, journal_files, read_journals, read_latest
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import ScriptedServer, error
 from eval_pipeline_tests.agents.tiny_suite import (

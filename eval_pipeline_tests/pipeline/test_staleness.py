@@ -10,7 +10,7 @@ from dagster._core.definitions.data_version import StaleStatus
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
 from eval_pipeline.defs.partitions import model_day_key
-from eval_pipeline.grading._judges import PROMPTS_VERSION
+from eval_pipeline.grading import PROMPTS_VERSION
 from eval_pipeline.store import query
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,

@@ -20,7 +20,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.agents._types import run_key
+from eval_pipeline.agents import run_key
 from eval_pipeline.pipeline import summarize_grades
 from eval_pipeline.store import StateFolder, ensure_database, write_rows
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import date
 
 from eval_pipeline.store import StateFolder, ensure_database, query
+
+# The viewer's internal pieces, each tested on its own (the face is the server and export).
 from eval_pipeline.viewer._diffs import diff_marks, map_columns
 from eval_pipeline.viewer._html import Markup, el, esc, join
 from eval_pipeline.viewer._labels import add_label, agreement_rows, parse_label_form

@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.cli._main import build_parser, main
+from eval_pipeline.cli import build_parser, main
 from eval_pipeline.store import StateFolder, ensure_database, query
-from eval_pipeline.viewer import make_server, render_html_export
-from eval_pipeline.viewer._data import run_id
+from eval_pipeline.viewer import make_server, render_html_export, run_id
 from eval_pipeline_tests.viewer.conftest import fetch, start
 from eval_pipeline_tests.viewer.history import CLAUDE, DAY1, DAY2, DAY3, GPT, build_store
 
