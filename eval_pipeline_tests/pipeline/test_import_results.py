@@ -21,7 +21,7 @@ from eval_pipeline.pipeline import (
 )
 from eval_pipeline.store import StateFolder, ensure_schema_files, query, write_rows
 from eval_pipeline.suite import load_suite
-from eval_pipeline_tests.pipeline.test_results_document import MODEL, row
+from eval_pipeline_tests.pipeline.graded_rows import MODEL, row
 from eval_pipeline_tests.suite.nao_project import write_nao_project
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
