@@ -53,7 +53,6 @@ from eval_pipeline.pipeline._loaded_suite import (
 )
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
-from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
 from eval_pipeline.pipeline._references import (
     EXPECTED_EMPTY_TAG,
     REFERENCE_LIMITS,
@@ -81,6 +80,7 @@ from eval_pipeline.pipeline._results_files import (
     results_entries,
     summarize_results,
 )
+from eval_pipeline.pipeline._rows import run_from_row, run_to_row, tool_call_rows
 from eval_pipeline.pipeline._runs import (
     PartitionRuns,
     attempts_for,

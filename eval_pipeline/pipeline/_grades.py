@@ -16,8 +16,8 @@ from eval_pipeline.agents import (
 )
 from eval_pipeline.grading import Grade, Grader, GradingRules, with_judge_samples
 from eval_pipeline.pipeline._progress import publish
-from eval_pipeline.pipeline._records import is_imported, run_from_row
 from eval_pipeline.pipeline._references import load_references
+from eval_pipeline.pipeline._rows import is_imported, run_from_row
 from eval_pipeline.pipeline._variants import VariantSandboxes
 from eval_pipeline.store import (
     FileCompletionCache,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.pipeline._imported_runs import ImportedRun, ResultsFileError, read_results_file
-from eval_pipeline.pipeline._records import IMPORTED_KEY_PREFIX
+from eval_pipeline.pipeline._rows import IMPORTED_KEY_PREFIX
 from eval_pipeline.pipeline._summaries import summarize_grades
 from eval_pipeline.store import (
     StateFolder,

@@ -17,7 +17,7 @@ from eval_pipeline.agents import (
     execute_runs,
 )
 from eval_pipeline.pipeline._progress import publish
-from eval_pipeline.pipeline._records import (
+from eval_pipeline.pipeline._rows import (
     is_imported,
     journaled_runs,
     make_storable,
