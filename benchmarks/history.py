@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_pipeline.pipeline import summarize_grades
 from eval_pipeline.store import (
-    StoreLayout,
+    StateFolder,
     compact_store,
     ensure_database,
     publish_results,
@@ -153,7 +153,7 @@ def _partition_rows(
 
 def _write_model(args: tuple[str, int, date, int, int, int, float]) -> int:
     root, model, first_day, days, cases, k, rewrites = args
-    layout = StoreLayout(Path(root))
+    layout = StateFolder(Path(root))
     rng = random.Random(model)
     files = 0
     for offset in range(days):
@@ -170,7 +170,7 @@ def _write_model(args: tuple[str, int, date, int, int, int, float]) -> int:
 
 
 def write_history(
-    layout: StoreLayout, *, days: int, models: int, cases: int, k: int, rewrites: float
+    layout: StateFolder, *, days: int, models: int, cases: int, k: int, rewrites: float
 ) -> tuple[float, int, date]:
     """Write the history, one process per model; returns (seconds, files, last day)."""
     ensure_database(layout)
@@ -187,7 +187,7 @@ def _load() -> str:
     return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def time_publication(layout: StoreLayout, *, repeats: int) -> tuple[float, float, float, str]:
+def time_publication(layout: StateFolder, *, repeats: int) -> tuple[float, float, float, str]:
     """(first s, median of `repeats` forced rebuilds s, file MB, load average at the end)."""
     started = time.perf_counter()
     publish_results(layout, force=True)
@@ -201,7 +201,7 @@ def time_publication(layout: StoreLayout, *, repeats: int) -> tuple[float, float
 
 
 def time_queries(
-    layout: StoreLayout, last_day: date, *, repeats: int
+    layout: StateFolder, last_day: date, *, repeats: int
 ) -> list[tuple[str, int, float, float, float, float]]:
     """Per documented query: (query, rows, first s, median s) on results.duckdb opened read-only,
     then (first s, median s) through the package's views in memory (`query`)."""
@@ -243,7 +243,7 @@ def print_queries(results: list[tuple[str, int, float, float, float, float]]) ->
         )
 
 
-def print_publication(layout: StoreLayout, *, repeats: int) -> None:
+def print_publication(layout: StateFolder, *, repeats: int) -> None:
     first, median, size, load = time_publication(layout, repeats=repeats)
     print(
         f"  publishing results.duckdb: first {first:.1f} s, median of {repeats} {median:.1f} s;"
@@ -251,7 +251,7 @@ def print_publication(layout: StoreLayout, *, repeats: int) -> None:
     )
 
 
-def check_counts(layout: StoreLayout, *, days: int, models: int, cases: int, k: int) -> None:
+def check_counts(layout: StateFolder, *, days: int, models: int, cases: int, k: int) -> None:
     with duckdb.connect(str(layout.database), read_only=True) as connection:
         for table, expected in (
             ("grades", days * models * cases * k),
@@ -333,7 +333,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="eval-history-") as scratch:
-        layout = StoreLayout((args.store or Path(scratch) / ".eval").resolve())
+        layout = StateFolder((args.store or Path(scratch) / ".eval").resolve())
         runs = args.days * args.models * args.cases * args.k
         print(
             f"history: {args.days} days × {args.models} models × {args.cases} cases × k={args.k}"

@@ -34,8 +34,8 @@ import yaml
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.store import files_below, query
 from eval_pipeline_tests.cli.console import DEPLOY, production_env
+from eval_pipeline_tests.pipeline.services import LAUNCH_BACKFILL, dagster_services
 from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, open_small_suite, prepare
-from eval_pipeline_tests.pipeline.test_daemon_backfill import LAUNCH_BACKFILL, dagster_services
 from eval_pipeline_tests.store.buckets import AWS_ENV, Bucket, moto_endpoint
 from eval_pipeline_tests.warehouses.servers import postgres_server
 

@@ -36,7 +36,7 @@ class AgentFactory:
         config: the suite configuration.
         pool: the open provider pool (HTTP clients).
         context: the agent context (context files) for the built-in agent's system prompt.
-        record: when True, every completion of a real LLM is appended to
+        recording: when True, every completion of a real LLM is appended to
             `recordings/<model>.jsonl`, which `replay:<model>` serves back later.
         limits: turn and token bounds of the built-in agent.
         sandbox_limits: the SQL sandbox's time limit and caps; None means the suite's
@@ -51,7 +51,7 @@ class AgentFactory:
         pool: ProviderPool,
         *,
         context: AgentContext,
-        record: bool = False,
+        recording: bool = False,
         limits: AgentLimits | None = None,
         sandbox_limits: SandboxLimits | None = None,
         rekey: bool = False,
@@ -59,7 +59,7 @@ class AgentFactory:
         self.config = config
         self.pool = pool
         self.context = context
-        self.record = record
+        self.recording = recording
         self.limits = limits
         self.sandbox_limits = sandbox_limits
         self.rekey = rekey
@@ -81,7 +81,7 @@ class AgentFactory:
                 self._models[model_id] = ReplayChatModel(recording, model_id)
             else:
                 model = self.pool.chat_model(model_id)
-                if self.record:
+                if self.recording:
                     recorder = Recorder(recording_path(self.config, recording_name_for(model_id)))
                     model = RecordingChatModel(model, recorder)
                 self._models[model_id] = model

@@ -1,5 +1,5 @@
 """The `eval-pipeline` command line."""
 
-from eval_pipeline.cli._main import main
+from eval_pipeline.cli._main import build_parser, main
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]

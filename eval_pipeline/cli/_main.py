@@ -50,10 +50,10 @@ def cmd_import_csv(args: argparse.Namespace) -> int:
 def cmd_import_results(args: argparse.Namespace) -> int:
     """Bring results files (nao's or ours) into the store as the days they were run on."""
     from eval_pipeline.pipeline import import_results
-    from eval_pipeline.store import StoreLayout
+    from eval_pipeline.store import StateFolder
 
     config = load_config(suite_root(args))
-    report = import_results(args.files, layout=StoreLayout.of(config))
+    report = import_results(args.files, layout=StateFolder.of(config))
     for path in report.imported:
         print(f"imported {path}")
     for path in report.already_imported:
@@ -97,10 +97,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
             print(f"error: {flag} applies to results files (FILE FILE or --last)", file=sys.stderr)
             return ExitCode.USAGE
     from eval_pipeline.pipeline import diff_days, since_previous_day
-    from eval_pipeline.store import StoreLayout, graded_days, latest_graded_day, models_graded_on
+    from eval_pipeline.store import StateFolder, graded_days, latest_graded_day, models_graded_on
 
     config = load_config(suite_root(args))
-    layout = StoreLayout.of(config)
+    layout = StateFolder.of(config)
     head = parse_day(args.date) if args.date else latest_graded_day(layout)
     if head is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
@@ -152,12 +152,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Write a day's results as CSV (spreadsheet-safe)."""
     from eval_pipeline.cli._formats import results_csv
     from eval_pipeline.pipeline import build_results, read_run_rows
-    from eval_pipeline.store import StoreLayout, latest_graded_day, models_graded_on
+    from eval_pipeline.store import StateFolder, latest_graded_day, models_graded_on
 
     output = output_file(args.output)
     requested = parse_day(args.date) if args.date else None
     suite = load_suite(suite_root(args))
-    layout = StoreLayout.of(suite.config)
+    layout = StateFolder.of(suite.config)
     day = requested or latest_graded_day(layout)
     if day is None:
         print("error: no graded results yet; run `eval-pipeline test` first", file=sys.stderr)
@@ -188,13 +188,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_server(args: argparse.Namespace) -> int:
     """Serve the results viewer over the store's whole history."""
-    from eval_pipeline.store import StoreLayout
+    from eval_pipeline.store import StateFolder
     from eval_pipeline.viewer import serve
 
     config = load_config(suite_root(args))
     try:
         serve(
-            StoreLayout.of(config),
+            StateFolder.of(config),
             host=args.host,
             port=args.port,
             open_browser=not args.no_open,
@@ -207,9 +207,9 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     """Fold the store's older files into segments, so queries open a few files, not thousands."""
-    from eval_pipeline.store import StoreLayout, compact_store
+    from eval_pipeline.store import StateFolder, compact_store
 
-    report = compact_store(StoreLayout.of(load_config(suite_root(args))))
+    report = compact_store(StateFolder.of(load_config(suite_root(args))))
     print(report.message, file=sys.stdout if report.status != "busy" else sys.stderr)
     return ExitCode.NOT_RUN if report.status == "busy" else ExitCode.OK
 
@@ -217,9 +217,9 @@ def cmd_compact(args: argparse.Namespace) -> int:
 def cmd_store(args: argparse.Namespace) -> int:
     """`store check`: read every store file and set damaged ones aside. Exit 1 while a
     partition whose latest file was set aside (now or before) has not been rewritten."""
-    from eval_pipeline.store import StoreLayout, needs_rerun, quarantine_damaged, quarantined
+    from eval_pipeline.store import StateFolder, needs_rerun, quarantine_damaged, quarantined
 
-    layout = StoreLayout.of(load_config(suite_root(args)))
+    layout = StateFolder.of(load_config(suite_root(args)))
     found = quarantine_damaged(layout)
     for damaged in found:
         print(f"damaged: {damaged.describe()}; set aside in {damaged.moved_to}")
@@ -377,9 +377,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _error_log(args: argparse.Namespace) -> Path | None:
     """Where a stopped command's traceback goes: the suite's `.eval/logs/`, when it is known."""
     try:
-        from eval_pipeline.store import StoreLayout
+        from eval_pipeline.store import StateFolder
 
-        return StoreLayout(load_config(suite_root(args)).state_path).logs_dir / ERROR_LOG
+        return StateFolder(load_config(suite_root(args)).state_path).logs_dir / ERROR_LOG
     except Exception:  # the configuration itself may be what failed; the caller falls back
         return None
 

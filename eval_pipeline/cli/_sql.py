@@ -64,9 +64,9 @@ def read_limits(args: argparse.Namespace):
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL query on the results (read-only) and print it; no query: the prompt.
     Ctrl-C stops the query: exit 130, as for any command."""
-    from eval_pipeline.store import NotReadOnly, QueryTooSlow, StoreLayout, fetch_read_only
+    from eval_pipeline.store import NotReadOnly, QueryTooSlow, StateFolder, fetch_read_only
 
-    layout = StoreLayout.of(load_config(suite_root(args)))
+    layout = StateFolder.of(load_config(suite_root(args)))
     limits = read_limits(args)
     if args.query is None:
         return sql_prompt(layout, fmt=args.format, limit=args.limit, limits=limits)

@@ -212,7 +212,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         k=args.k,
         threads=args.threads,
         no_cache=args.no_cache,
-        record=args.record,
+        recording=args.record,
         rejudge=args.rejudge,
         rejudge_samples=args.rejudge_samples,
         spellings=spellings,

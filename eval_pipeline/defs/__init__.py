@@ -18,9 +18,9 @@ from eval_pipeline.defs.dbt_keys import warehouse_asset_keys
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, tag_run_launcher
 from eval_pipeline.defs.partitions import day_partitions, history_start
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.pipeline import remember_suite
-from eval_pipeline.store import StoreLayout
-from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config, load_suite
+from eval_pipeline.pipeline import load_suite_once, remember_suite
+from eval_pipeline.store import StateFolder
+from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
@@ -108,7 +108,7 @@ def build_definitions(
     if dbt and history:
         from eval_pipeline.defs.assets.history import build_history_assets
 
-        history_marts, history_dbt = build_history_assets(StoreLayout.of(config))
+        history_marts, history_dbt = build_history_assets(StateFolder.of(config))
         assets.append(history_marts)
         resources["history_dbt"] = history_dbt
     jobs += [
@@ -160,8 +160,8 @@ def _models_read(
 ) -> list[dg.AssetKey]:
     """The dbt models the evaluation depends on: those its reference SQL reads (the marts
     while a test file is broken: the definitions still load, the CLI names the problem)."""
-    try:
-        suite = load_suite(suite_root)
+    try:  # once per process: a command line evaluation handed its suite in (`remember_suite`)
+        suite = load_suite_once(suite_root)
     except SuiteError:
         suite = None
     return models_read(suite, models.keys(), models)

@@ -37,7 +37,7 @@ from eval_pipeline.pipeline import (
     planned_runs,
     require_day,
 )
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteConfig, SuiteError, describe_error, first_line
 
 __all__ = [
@@ -194,7 +194,7 @@ def run_evaluation(
             add_models(instance, request.models)
             if build:
                 assert warehouse is not None
-                log = StoreLayout(config.state_path).logs_dir / "warehouse-build.log"
+                log = StateFolder(config.state_path).logs_dir / "warehouse-build.log"
                 on_stage(f"building the warehouse with dbt, first run only (log: {log})")
                 log.parent.mkdir(parents=True, exist_ok=True)
                 # dagster-dbt echoes dbt's output to stdout; it belongs in a log, not the report.
@@ -212,7 +212,7 @@ def run_evaluation(
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,
-                "record": request.record,
+                "record": request.recording,  # AgentRunsConfig.record, a run config key
                 "k": request.k,
                 "threads": request.threads,
             }

@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.grading import Grade
-from eval_pipeline.store import TABLES, StoreLayout
+from eval_pipeline.store import TABLES, StateFolder
 from eval_pipeline.suite import redact
 
 #: Rows of a failures or warnings table; the rest are counted.
@@ -36,7 +36,7 @@ def table_definition(table: str) -> dict[str, Any]:
 
 
 def table_written(
-    layout: StoreLayout,
+    layout: StateFolder,
     table: str,
     rows: int,
     *,

@@ -8,7 +8,7 @@ from datetime import date
 import dagster as dg
 
 from eval_pipeline.pipeline import first_evaluated_day, today
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import SuiteConfig
 
 # Dagster tags the run of a MultiPartitionKey with its own `dagster/partition/<dimension>`
@@ -44,7 +44,7 @@ def history_start(config: SuiteConfig, *, include: date | None = None) -> date:
     evaluation, else today; moved back to an earlier evaluated day or `include` (an
     evaluation of an earlier day starting), so the UI shows no partition before the history
     begins and every evaluated day has one."""
-    first = first_evaluated_day(StoreLayout.of(config))
+    first = first_evaluated_day(StateFolder.of(config))
     days = [config.test.start_date or first or today(), first, include]
     return min(day for day in days if day is not None)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 
 from eval_pipeline.pipeline import load_suite_once
-from eval_pipeline.store import StoreLayout, ensure_schema_files
+from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import (
     AgentContext,
     Suite,
@@ -49,9 +49,9 @@ class SuiteResource(dg.ConfigurableResource):
     def agent_context(self) -> AgentContext:
         return load_agent_context(self.config())
 
-    def store(self) -> StoreLayout:
+    def store(self) -> StateFolder:
         """The suite's result store, its folders and schema files in place (results.duckdb is
         published at the end of an evaluation, `publish_results`: writers never need it)."""
-        layout = StoreLayout.of(self.config())
+        layout = StateFolder.of(self.config())
         ensure_schema_files(layout)
         return layout

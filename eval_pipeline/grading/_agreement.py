@@ -113,7 +113,7 @@ class JudgeNoise:
     agent_pass_at_1: float
     flips_on_judge: bool
 
-    def to_record(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, Any]:
         return asdict(self)
 
 

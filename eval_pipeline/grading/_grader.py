@@ -64,7 +64,7 @@ class Grade:
     def passed(self) -> bool:
         return self.status is GradeStatus.PASSED
 
-    def to_record(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "model": self.model,
@@ -88,7 +88,7 @@ class Grade:
 
     def outcome(self) -> RunOutcome:
         """What metrics need of this grade."""
-        return RunOutcome.from_grade_row(self.to_record())
+        return RunOutcome.from_grade_row(self.to_row())
 
 
 _ISO_DATE_TIME = (

@@ -25,7 +25,7 @@ class ReferenceResult:
     rows: list[list[Any]] = field(default_factory=list)
     truncated: bool = False
     error: str | None = None
-    #: Reference-health warnings (`ReferenceWarning.to_record()`), never a failure.
+    #: Reference-health warnings (`ReferenceWarning.to_row()`), never a failure.
     warnings: list[dict[str, str]] = field(default_factory=list)
     #: The `databases:` entry that answered (None in stores written before it was kept).
     database: str | None = None
@@ -60,7 +60,7 @@ class ReferenceResult:
     def to_frame(self) -> pd.DataFrame:
         return frame_from_rows(self.columns, self.rows)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "sql": self.sql,
@@ -75,16 +75,16 @@ class ReferenceResult:
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> ReferenceResult:
+    def from_row(cls, row: dict[str, Any]) -> ReferenceResult:
         return cls(
-            name=record["name"],
-            sql=record["sql"],
-            columns=record["columns"] or [],
-            rows=record["rows"] or [],
-            truncated=bool(record.get("truncated")),
-            error=record.get("error"),
-            warnings=list(record.get("warnings") or []),
-            database=record.get("database"),
+            name=row["name"],
+            sql=row["sql"],
+            columns=row["columns"] or [],
+            rows=row["rows"] or [],
+            truncated=bool(row.get("truncated")),
+            error=row.get("error"),
+            warnings=list(row.get("warnings") or []),
+            database=row.get("database"),
         )
 
 

@@ -36,7 +36,7 @@ class ReferenceWarning:
     kind: WarningKind
     message: str
 
-    def to_record(self) -> dict[str, str]:
+    def to_row(self) -> dict[str, str]:
         """As stored in `details.reference_warnings` of a result."""
         return {"kind": self.kind, "message": self.message}
 

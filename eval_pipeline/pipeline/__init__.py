@@ -1,6 +1,6 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
-from eval_pipeline.pipeline._cases import record_cases
+from eval_pipeline.pipeline._cases import snapshot_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (
     DAGSTER_HOME_ENV,
@@ -53,7 +53,6 @@ from eval_pipeline.pipeline._loaded_suite import (
 )
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
-from eval_pipeline.pipeline._records import run_from_row, run_to_row, tool_call_rows
 from eval_pipeline.pipeline._references import (
     EXPECTED_EMPTY_TAG,
     REFERENCE_LIMITS,
@@ -82,6 +81,7 @@ from eval_pipeline.pipeline._results_files import (
     results_entries,
     summarize_results,
 )
+from eval_pipeline.pipeline._rows import run_from_row, run_to_row, tool_call_rows
 from eval_pipeline.pipeline._runs import (
     PartitionRuns,
     attempts_for,
@@ -173,7 +173,6 @@ __all__ = [
     "publish",
     "read_results_file",
     "read_run_rows",
-    "record_cases",
     "references_by_database",
     "regressions_sql",
     "remember_suite",
@@ -186,6 +185,7 @@ __all__ = [
     "run_rows_sql",
     "run_to_row",
     "since_previous_day",
+    "snapshot_cases",
     "start_suite",
     "subscribe",
     "suite_files_digest",

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from eval_pipeline.store import StoreLayout, write_rows
+from eval_pipeline.store import StateFolder, write_rows
 from eval_pipeline.suite import Suite
 
 
-def record_cases(suite: Suite, layout: StoreLayout) -> None:
-    """Write the current cases as the `test_cases` table (the previous snapshots stay in history)."""
-    rows = [{**case.to_record(), "suite_hash": suite.hash} for case in suite.cases]
+def snapshot_cases(suite: Suite, layout: StateFolder) -> None:
+    """Snapshot the current cases as the `test_cases` table's rows (the previous snapshots stay
+    in history)."""
+    rows = [{**case.to_row(), "suite_hash": suite.hash} for case in suite.cases]
     write_rows(layout, "test_cases", rows)

@@ -17,7 +17,7 @@ from eval_pipeline.grading import (
     detectable_difference_sentence,
     pass_rate_interval,
 )
-from eval_pipeline.store import StoreLayout, query, write_rows
+from eval_pipeline.store import StateFolder, query, write_rows
 
 COMPARISON_COLUMNS = (
     "model_a",
@@ -60,7 +60,7 @@ def detectable_difference(comparisons: Sequence[Mapping[str, Any]]) -> str | Non
     return detectable_difference_sentence(tests, split / sum(int(c["tests"]) for c in comparisons))
 
 
-def day_outcomes(layout: StoreLayout, day: date) -> list[RunOutcome]:
+def day_outcomes(layout: StateFolder, day: date) -> list[RunOutcome]:
     """Every graded run of the day, each model's latest grades."""
     frame = query(
         layout,
@@ -71,8 +71,8 @@ def day_outcomes(layout: StoreLayout, day: date) -> list[RunOutcome]:
     return [RunOutcome.from_grade_row(row) for row in frame.to_dict("records")]
 
 
-def record_comparisons(
-    layout: StoreLayout, day: date, comparisons: Sequence[Mapping[str, Any]]
+def write_comparisons(
+    layout: StateFolder, day: date, comparisons: Sequence[Mapping[str, Any]]
 ) -> None:
     """Store the day's pairs in `model_comparisons` (the day's partition is rewritten whole,
     so a model dropped from the day drops its pairs)."""

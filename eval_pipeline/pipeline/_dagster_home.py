@@ -6,7 +6,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import SuiteConfig
 
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
@@ -19,7 +19,7 @@ def instance_home(config: SuiteConfig) -> Path:
     history with it, and `eval-pipeline ui` opens the instance `eval-pipeline test` wrote to.
     """
     configured = os.environ.get(DAGSTER_HOME_ENV)
-    home = Path(configured).resolve() if configured else StoreLayout(config.state_path).dagster_home
+    home = Path(configured).resolve() if configured else StateFolder(config.state_path).dagster_home
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
     if not target.exists():

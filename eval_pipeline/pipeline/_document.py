@@ -270,7 +270,7 @@ def _json(value: Any) -> Any:
     if isinstance(value, CaseMetrics):
         return {**asdict(value), "flaky": value.flaky}
     if isinstance(value, JudgeNoise):
-        return value.to_record()
+        return value.to_row()
     if is_dataclass(value) and not isinstance(value, type):
         rendered = {}
         for part in fields(value):

@@ -30,7 +30,7 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.pipeline._unchanged import LastEvaluation
-from eval_pipeline.store import StoreLayout, ensure_schema_files
+from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import Suite, ThresholdMode
 
 
@@ -64,7 +64,7 @@ class Evaluation:
     gate: AccuracyGate
     ran: EvaluationResult
     results_file: Path
-    layout: StoreLayout
+    layout: StateFolder
 
     def changes(self) -> dict[str, RunChanges]:
         """Per model: the tests whose verdict changed since its previous run, and why."""
@@ -126,7 +126,7 @@ def evaluate(
     else:
         ran = runner(suite, request, on_stage)
 
-    layout = StoreLayout.of(suite.config)
+    layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)  # a runner that stopped before its first write left none
     rows = read_run_rows(layout, request.models, request.run_date, list(names))
     if not rows:

@@ -19,7 +19,7 @@ class EvaluationRequest:
     k: int | None = None
     threads: int | None = None
     no_cache: bool = False
-    record: bool = False
+    recording: bool = False
     rejudge: bool = False
     #: Judge each run with judged checks this many times (`--rejudge-samples`); 1: once.
     rejudge_samples: int = 1

@@ -11,7 +11,7 @@ from importlib import resources
 
 from eval_pipeline.grading import CaseMetrics, PairedComparison, compare_models
 from eval_pipeline.pipeline._imported_runs import OURS
-from eval_pipeline.store import StoreLayout, previous_graded_day, query, read_latest
+from eval_pipeline.store import StateFolder, previous_graded_day, query, read_latest
 from eval_pipeline.suite import ThresholdMode
 
 
@@ -106,7 +106,7 @@ class DayDiff:
         return "no earlier evaluated day to compare with"
 
 
-def case_attempts(layout: StoreLayout, model: str, day: date) -> dict[str, list[bool]]:
+def case_attempts(layout: StateFolder, model: str, day: date) -> dict[str, list[bool]]:
     """Test → whether each of its attempts passed, in attempt order."""
     rows = sorted(
         read_latest(layout, "grades", model=model, run_date=day), key=lambda r: r["attempt"]
@@ -118,7 +118,7 @@ def case_attempts(layout: StoreLayout, model: str, day: date) -> dict[str, list[
 
 
 def diff_days(
-    layout: StoreLayout,
+    layout: StateFolder,
     model: str,
     base: date,
     head: date,
@@ -157,7 +157,7 @@ def diff_days(
 # * since the previous run (`since_previous_run`): the immediate feedback of `eval-pipeline test`.
 
 
-def first_evaluated_day(layout: StoreLayout) -> date | None:
+def first_evaluated_day(layout: StateFolder) -> date | None:
     """The first day any model has runs in the store (None before the suite's first evaluation)."""
     if not layout.tables_dir.exists():
         return None  # nothing stored yet: no need to create the results database to say so
@@ -167,7 +167,7 @@ def first_evaluated_day(layout: StoreLayout) -> date | None:
 
 
 def since_previous_day(
-    layout: StoreLayout,
+    layout: StateFolder,
     model: str,
     day: date,
     *,
@@ -210,7 +210,7 @@ class PartitionChecks:
 
 
 def check_partition(
-    layout: StoreLayout,
+    layout: StateFolder,
     model: str,
     day: date,
     cases: Sequence[CaseMetrics],
@@ -303,7 +303,7 @@ _GRADE_COLUMNS = (
 
 
 def since_previous_run(
-    layout: StoreLayout, model: str, day: date, names: Sequence[str]
+    layout: StateFolder, model: str, day: date, names: Sequence[str]
 ) -> RunChanges | None:
     """The immediate feedback of an evaluation: the tests `names` as graded now on `day`
     against the model's grades written just before these (any day, whatever was evaluated
@@ -381,7 +381,7 @@ def _judge(rows: Sequence[Mapping]) -> str | None:
     return max(judges) if judges else None
 
 
-def _run_inputs(layout: StoreLayout, keys: set[str]) -> dict[str, tuple[str, str]]:
+def _run_inputs(layout: StateFolder, keys: set[str]) -> dict[str, tuple[str, str]]:
     """Run key → (input hash, context hash) of those runs, from every run ever stored."""
     if not keys:
         return {}

@@ -16,12 +16,12 @@ from eval_pipeline.agents import (
 )
 from eval_pipeline.grading import Grade, Grader, GradingRules, with_judge_samples
 from eval_pipeline.pipeline._progress import publish
-from eval_pipeline.pipeline._records import is_imported, run_from_row
 from eval_pipeline.pipeline._references import load_references
+from eval_pipeline.pipeline._rows import is_imported, run_from_row
 from eval_pipeline.pipeline._variants import VariantSandboxes
 from eval_pipeline.store import (
     FileCompletionCache,
-    StoreLayout,
+    StateFolder,
     decode_json_rows,
     read_latest,
     updating_partition,
@@ -37,7 +37,7 @@ async def grade_runs(
     model: str,
     run_date: date,
     *,
-    layout: StoreLayout,
+    layout: StateFolder,
     context: AgentContext,
     rejudge: bool = False,
     rejudge_samples: int = 1,
@@ -85,7 +85,7 @@ async def grade_runs(
 def judge_model(
     factory: AgentFactory,
     model_id: str | None,
-    layout: StoreLayout,
+    layout: StateFolder,
     *,
     rejudge: bool = False,
     sample: int = 0,
@@ -106,7 +106,7 @@ async def grade_partition(
     model: str,
     run_date: date,
     *,
-    layout: StoreLayout,
+    layout: StateFolder,
     grader: Grader,
     resamplers: Sequence[Grader] = (),
     rules: Mapping[str, str] | None = None,
@@ -141,9 +141,9 @@ async def grade_partition(
         cases = [c for c in suite.cases if runs_by_case.get(c.name)]
         graded = await asyncio.gather(*(grade(c) for c in cases))
         grades = [g for case_grades in graded for g in case_grades]
-        records = [{**g.to_record(), "grading_rules": rules} for g in grades]
+        rows = [{**g.to_row(), "grading_rules": rules} for g in grades]
         if imported:  # their grades stay as they were imported
             stored = read_latest(layout, "grades", model=model, run_date=run_date)
-            records += [row for row in stored if row["run_key"] in imported]
-        write_rows(layout, "grades", records, model=model, run_date=run_date)
+            rows += [row for row in stored if row["run_key"] in imported]
+        write_rows(layout, "grades", rows, model=model, run_date=run_date)
     return grades

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.pipeline._imported_runs import ImportedRun, ResultsFileError, read_results_file
-from eval_pipeline.pipeline._records import IMPORTED_KEY_PREFIX
+from eval_pipeline.pipeline._rows import IMPORTED_KEY_PREFIX
 from eval_pipeline.pipeline._summaries import summarize_grades
 from eval_pipeline.store import (
-    StoreLayout,
+    StateFolder,
     ensure_schema_files,
     publish_results,
     query,
@@ -39,7 +39,7 @@ class ImportReport:
     days: list[date] = field(default_factory=list)
 
 
-def import_results(paths: Iterable[Path | str], *, layout: StoreLayout) -> ImportReport:
+def import_results(paths: Iterable[Path | str], *, layout: StateFolder) -> ImportReport:
     """Bring results files into the store as the days they were run on.
 
     Each file's runs become `agent_runs`, `tool_calls`, `grades` and a recomputed
@@ -102,7 +102,7 @@ def _check_storable(runs: Sequence[ImportedRun]) -> None:
                 ) from None
 
 
-def _store(layout: StoreLayout, digest: str, runs: Sequence[ImportedRun]) -> int:
+def _store(layout: StateFolder, digest: str, runs: Sequence[ImportedRun]) -> int:
     """Write the runs into their partitions; how many were new (0: already imported)."""
     by_partition: dict[tuple[str, date], list[tuple[int, ImportedRun]]] = defaultdict(list)
     for index, run in enumerate(runs):
@@ -119,7 +119,7 @@ def _store(layout: StoreLayout, digest: str, runs: Sequence[ImportedRun]) -> int
     return written
 
 
-def _imported_partitions(layout: StoreLayout, digest: str) -> set[tuple[str, date]]:
+def _imported_partitions(layout: StateFolder, digest: str) -> set[tuple[str, date]]:
     """The (model, day) partitions whose grades ever held this file's runs."""
     frame = query(
         layout,
@@ -131,7 +131,7 @@ def _imported_partitions(layout: StoreLayout, digest: str) -> set[tuple[str, dat
 
 
 def _store_partition(
-    layout: StoreLayout,
+    layout: StateFolder,
     digest: str,
     model: str,
     day: date,

@@ -9,7 +9,7 @@ from datetime import date, timedelta
 
 from eval_pipeline.grading import ReferenceResult, reference_health, run_references
 from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
-from eval_pipeline.store import StoreLayout, decode_json_rows, read_latest, write_rows
+from eval_pipeline.store import StateFolder, decode_json_rows, read_latest, write_rows
 from eval_pipeline.suite import Case, DatabaseConfig, Suite, SuiteConfig
 
 __all__ = [
@@ -27,22 +27,22 @@ EXPECTED_EMPTY_TAG = "empty-answer"
 
 
 def compute_references(
-    suite: Suite, run_date: date, *, layout: StoreLayout
+    suite: Suite, run_date: date, *, layout: StateFolder
 ) -> list[ReferenceResult]:
     """Run every reference SQL on its test's database and store the results for the day, each
     with its reference-health warnings (drift against the previous day's stored results)."""
     previous = load_references(layout, run_date - timedelta(days=1))
     results = references_by_database(suite.config, suite.cases, REFERENCE_LIMITS, previous=previous)
-    rows = [{**r.to_record(), "run_date": run_date} for r in results]
+    rows = [{**r.to_row(), "run_date": run_date} for r in results]
     write_rows(layout, "reference_results", rows, run_date=run_date)
     return results
 
 
-def load_references(layout: StoreLayout, run_date: date) -> dict[str, ReferenceResult]:
+def load_references(layout: StateFolder, run_date: date) -> dict[str, ReferenceResult]:
     rows = decode_json_rows(
         "reference_results", read_latest(layout, "reference_results", run_date=run_date)
     )
-    return {row["name"]: ReferenceResult.from_record(row) for row in rows}
+    return {row["name"]: ReferenceResult.from_row(row) for row in rows}
 
 
 def references_by_database(
@@ -104,7 +104,7 @@ def _with_health(
     )
     if EXPECTED_EMPTY_TAG in case.tags:
         warnings = [w for w in warnings if w.kind != "no_rows"]
-    return replace(result, warnings=[w.to_record() for w in warnings])
+    return replace(result, warnings=[w.to_row() for w in warnings])
 
 
 def _test_hash(reference: ReferenceResult, today: ReferenceResult) -> str:

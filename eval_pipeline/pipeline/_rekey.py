@@ -13,7 +13,7 @@ from eval_pipeline.grading import Grader
 from eval_pipeline.pipeline._grades import grade_partition
 from eval_pipeline.pipeline._references import compute_references
 from eval_pipeline.pipeline._runs import run_partition
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, load_agent_context
 
 
@@ -41,7 +41,7 @@ async def rekey_recordings(
     context = load_agent_context(config)
     judge_id = config.test.judge_model
     with tempfile.TemporaryDirectory(prefix="eval-rekey-") as folder:
-        layout = StoreLayout(Path(folder))
+        layout = StateFolder(Path(folder))
         compute_references(suite, day, layout=layout)
         async with ProviderPool(config, concurrency=config.test.threads) as pool:
             factory = AgentFactory(config, pool, context=context, rekey=True)

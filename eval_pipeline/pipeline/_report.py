@@ -16,9 +16,9 @@ from eval_pipeline.pipeline._comparisons import (
     day_outcomes,
     detectable_difference,
     model_intervals,
-    record_comparisons,
+    write_comparisons,
 )
-from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.store import StateFolder, query
 from eval_pipeline.suite import redact
 
 
@@ -37,7 +37,7 @@ def _table(frame: pd.DataFrame) -> str:
     return "\n".join([header, rule, *rows])
 
 
-def leaderboard(layout: StoreLayout, day: date) -> pd.DataFrame:
+def leaderboard(layout: StateFolder, day: date) -> pd.DataFrame:
     """The day's models ranked by pass rate, then cost (unknown cost last)."""
     return query(
         layout,
@@ -88,15 +88,17 @@ class Leaderboard:
         return "\n\n".join(parts)
 
 
-def day_leaderboard(layout: StoreLayout, day: date, *, record: bool = False) -> Leaderboard:
-    """The day's leaderboard with its statistics; `record` also stores the pairs in
+def day_leaderboard(
+    layout: StateFolder, day: date, *, store_comparisons: bool = False
+) -> Leaderboard:
+    """The day's leaderboard with its statistics; `store_comparisons` also writes the pairs to
     `model_comparisons` (the leaderboard asset does, once per day)."""
     frame = leaderboard(layout, day)
     outcomes = day_outcomes(layout, day)
     intervals = model_intervals(outcomes)
     comparisons = comparisons_of(outcomes, list(frame["model"]))
-    if record:
-        record_comparisons(layout, day, comparisons)
+    if store_comparisons:
+        write_comparisons(layout, day, comparisons)
     board = Leaderboard(frame, comparisons, detectable_difference(comparisons))
     if frame.empty:
         return board
@@ -120,11 +122,11 @@ def _versus(comparison: dict[str, Any] | None) -> str:
     return f"{verdict} {comparison['model_b']} (p_adj {comparison['p_adjusted']:.3f})"
 
 
-def leaderboard_markdown(layout: StoreLayout, day: date) -> str:
+def leaderboard_markdown(layout: StateFolder, day: date) -> str:
     return day_leaderboard(layout, day).markdown()
 
 
-def failure_kinds(layout: StoreLayout, day: date) -> pd.DataFrame:
+def failure_kinds(layout: StateFolder, day: date) -> pd.DataFrame:
     """Per model, how many of the day's failed data checks were each kind of mistake."""
     return query(
         layout,
@@ -137,11 +139,11 @@ def failure_kinds(layout: StoreLayout, day: date) -> pd.DataFrame:
     )
 
 
-def failure_kinds_markdown(layout: StoreLayout, day: date) -> str:
+def failure_kinds_markdown(layout: StateFolder, day: date) -> str:
     return _table(failure_kinds(layout, day))
 
 
-def pass_fail_grid(layout: StoreLayout, day: date) -> pd.DataFrame:
+def pass_fail_grid(layout: StateFolder, day: date) -> pd.DataFrame:
     """One row per test, one column per model: ✓ when every attempt passed, else ✗ (or E)."""
     grades = query(
         layout, "SELECT name, model, status FROM grades WHERE run_date = ? ORDER BY name", [day]
@@ -158,7 +160,7 @@ def pass_fail_grid(layout: StoreLayout, day: date) -> pd.DataFrame:
     return grid.reset_index().rename(columns={"name": "test"})
 
 
-def write_report(layout: StoreLayout, day: date) -> tuple[Path, str]:
+def write_report(layout: StateFolder, day: date) -> tuple[Path, str]:
     failures = query(
         layout,
         "SELECT name AS test, model, attempt, status, message FROM grades "

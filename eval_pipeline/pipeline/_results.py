@@ -43,7 +43,7 @@ from eval_pipeline.pipeline._nao_format import (
     nao_tool_calls,
     pass_metrics,
 )
-from eval_pipeline.store import StoreLayout, decode_json, query
+from eval_pipeline.store import StateFolder, decode_json, query
 from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
 
 
@@ -99,7 +99,7 @@ def decode_run_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def read_run_rows(
-    layout: StoreLayout, models: Sequence[str], day: date, names: Sequence[str]
+    layout: StateFolder, models: Sequence[str], day: date, names: Sequence[str]
 ) -> list[dict[str, Any]]:
     """One row per graded run of these models and tests on the day, with its run's transcript
     and, when it was judged several times (`--rejudge-samples`), its `judge_samples`."""

@@ -17,7 +17,7 @@ from eval_pipeline.agents import (
     execute_runs,
 )
 from eval_pipeline.pipeline._progress import publish
-from eval_pipeline.pipeline._records import (
+from eval_pipeline.pipeline._rows import (
     is_imported,
     journaled_runs,
     make_storable,
@@ -25,7 +25,7 @@ from eval_pipeline.pipeline._records import (
     run_to_row,
     tool_call_rows,
 )
-from eval_pipeline.store import JournaledPartition, StoreLayout, decode_json_rows, read_latest
+from eval_pipeline.store import JournaledPartition, StateFolder, decode_json_rows, read_latest
 from eval_pipeline.suite import AgentContext, Case, Suite
 
 
@@ -51,18 +51,18 @@ async def run_agents(
     model: str,
     run_date: date,
     *,
-    layout: StoreLayout,
+    layout: StateFolder,
     context: AgentContext,
     select: Sequence[str] | None = None,
     no_cache: bool = False,
-    record: bool = False,
+    recording: bool = False,
     k: int | None = None,
     threads: int | None = None,
 ) -> PartitionRuns:
     """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
     concurrency = threads or suite.config.test.threads
     async with ProviderPool(suite.config, concurrency=concurrency) as pool:
-        factory = AgentFactory(suite.config, pool, context=context, record=record)
+        factory = AgentFactory(suite.config, pool, context=context, recording=recording)
         try:
             return await run_partition(
                 suite,
@@ -86,7 +86,7 @@ async def run_partition(
     model: str,
     run_date: date,
     *,
-    layout: StoreLayout,
+    layout: StateFolder,
     agent_for: Callable[[str], Agent],
     context_hash: str,
     select: Sequence[str] | None = None,
@@ -212,7 +212,7 @@ def plan_requests(
     ]
 
 
-def _current_runs(layout: StoreLayout, model: str, run_date: date) -> list[AgentRun]:
+def _current_runs(layout: StateFolder, model: str, run_date: date) -> list[AgentRun]:
     """The partition's runs of ours. Runs imported from a results file are history: an
     evaluation of the day neither reuses nor carries them (they stay in `agent_runs_history`)."""
     rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)

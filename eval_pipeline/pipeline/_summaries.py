@@ -15,7 +15,7 @@ from eval_pipeline.grading import (
     summarize_models,
 )
 from eval_pipeline.pipeline._comparisons import model_intervals
-from eval_pipeline.store import StoreLayout, read_latest, updating_partition, write_rows
+from eval_pipeline.store import StateFolder, read_latest, updating_partition, write_rows
 from eval_pipeline.suite import Suite
 
 
@@ -42,7 +42,7 @@ def summarize_grades(grade_rows: Sequence[Mapping[str, Any]]) -> PartitionSummar
 
 
 def summarize_partition(
-    suite: Suite, model: str, run_date: date, *, layout: StoreLayout
+    suite: Suite, model: str, run_date: date, *, layout: StateFolder
 ) -> PartitionSummary | None:
     """Summarize the partition's stored grades into its `model_summaries` row (held like
     `grade_partition`, so the summary written last is of the grades written last)."""

@@ -32,7 +32,7 @@ from eval_pipeline.agents import answerer_identity
 from eval_pipeline.grading import PROMPTS_VERSION, may_vary_within_day
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
-from eval_pipeline.store import StoreLayout, day_state, read_latest
+from eval_pipeline.store import StateFolder, day_state, read_latest
 from eval_pipeline.suite import Suite, SuiteConfig, load_agent_context
 
 __all__ = ["LastEvaluation", "grades_complete", "partition_unchanged", "planned_runs"]
@@ -49,7 +49,7 @@ def planned_runs(suite: Suite, model: str, k: int, select: Sequence[str] = ()) -
 
 
 def grades_complete(
-    layout: StoreLayout,
+    layout: StateFolder,
     model: str,
     run_date: date,
     planned: int,
@@ -68,7 +68,7 @@ def grades_complete(
 def _asks_for_new(request: EvaluationRequest) -> bool:
     """The request asks for runs or verdicts made again whatever is stored (--no-cache,
     --record, --rejudge, --rejudge-samples)."""
-    return request.no_cache or request.record or request.rejudge or request.rejudge_samples > 1
+    return request.no_cache or request.recording or request.rejudge or request.rejudge_samples > 1
 
 
 def partition_unchanged(
@@ -103,7 +103,7 @@ def partition_unchanged(
         return False
     if last_runs.get("answerer") != answerer_identity(config, model):
         return False
-    layout = StoreLayout.of(config)
+    layout = StateFolder.of(config)
     return last_runs.get("runs") == planned and grades_complete(
         layout, model, request.run_date, planned
     )
@@ -190,7 +190,7 @@ class LastEvaluation:
         self._request = request
         self._home = home
         self._path = home / STAMP_FILE
-        self._layout = StoreLayout.of(suite.config)
+        self._layout = StateFolder.of(suite.config)
         self._captured: str | None = None
 
     def _all_graded(self) -> bool:

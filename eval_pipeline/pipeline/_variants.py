@@ -9,7 +9,7 @@ from pathlib import Path
 
 from eval_pipeline.grading import WarehouseVariants, build_variants, load_variants
 from eval_pipeline.sandbox import SandboxLimits, SqlSandbox
-from eval_pipeline.store import StoreLayout, file_lock, quote_part
+from eval_pipeline.store import StateFolder, file_lock, quote_part
 from eval_pipeline.suite import Case, DatabaseConfig, Suite
 
 __all__ = ["BuiltVariants", "VariantSandboxes", "build_suite_variants", "ensure_variants"]
@@ -37,7 +37,7 @@ class BuiltVariants:
 
 
 def ensure_variants(
-    database: DatabaseConfig, *, count: int, seed: int, layout: StoreLayout
+    database: DatabaseConfig, *, count: int, seed: int, layout: StateFolder
 ) -> BuiltVariants | str:
     """The database's variants for `seed`, at least `count` of them: reused when a whole build
     for the warehouse's current data version exists, built (under a lock, so parallel
@@ -69,7 +69,7 @@ def _needed(suite: Suite) -> dict[tuple[str, int], int]:
     return needed
 
 
-def build_suite_variants(suite: Suite, layout: StoreLayout) -> list[BuiltVariants | str]:
+def build_suite_variants(suite: Suite, layout: StateFolder) -> list[BuiltVariants | str]:
     """Every variant set the suite's semantic checks need (the `warehouse_variants` asset)."""
     found: list[BuiltVariants | str] = []
     for (name, seed), count in sorted(_needed(suite).items()):
@@ -83,7 +83,7 @@ class VariantSandboxes:
     """The grader's `variants` source: a case's variants, opened once per grading and closed
     after it (`with VariantSandboxes(...) as source: Grader(variants=source)`)."""
 
-    def __init__(self, suite: Suite, layout: StoreLayout) -> None:
+    def __init__(self, suite: Suite, layout: StateFolder) -> None:
         self._suite, self._layout = suite, layout
         self._needed = _needed(suite)
         self._open: dict[tuple[str, int], list[SqlSandbox] | str] = {}

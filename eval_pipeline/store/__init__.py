@@ -23,8 +23,10 @@ from eval_pipeline.store._files import (
     current_generation,
     day_state,
     ensure_schema_files,
+    journal_files,
     latest_file,
     latest_sources,
+    read_journals,
     require_storable_rows,
     write_rows,
 )
@@ -36,7 +38,6 @@ from eval_pipeline.store._history import (
     previous_graded_day,
 )
 from eval_pipeline.store._json import decode_json, decode_json_rows
-from eval_pipeline.store._layout import StoreLayout, quote_part
 from eval_pipeline.store._locks import (
     file_lock,
     reading_files,
@@ -58,6 +59,7 @@ from eval_pipeline.store._sandbox import (
     ReadLimits,
     fetch_read_only,
 )
+from eval_pipeline.store._state_folder import StateFolder, quote_part
 from eval_pipeline.store._tables import TABLES, TableSpec
 
 __all__ = [
@@ -72,7 +74,7 @@ __all__ = [
     "NotReadOnly",
     "QueryTooSlow",
     "ReadLimits",
-    "StoreLayout",
+    "StateFolder",
     "TableSpec",
     "compact_store",
     "connect",
@@ -88,6 +90,7 @@ __all__ = [
     "files_below",
     "fsspec_spec",
     "graded_days",
+    "journal_files",
     "latest_file",
     "latest_graded_day",
     "latest_sources",
@@ -100,6 +103,7 @@ __all__ = [
     "quarantined",
     "query",
     "quote_part",
+    "read_journals",
     "read_latest",
     "reading_config",
     "reading_files",

@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import Any
 
-from eval_pipeline.store._layout import StoreLayout
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.suite import redact_value
 
 
@@ -17,7 +17,7 @@ class FileCompletionCache:
     """Every process appends to a file of its own and reads everyone's, so concurrent
     materializations share answers without ever writing to the same file."""
 
-    def __init__(self, layout: StoreLayout) -> None:
+    def __init__(self, layout: StateFolder) -> None:
         self.folder = layout.cache_dir / "completions"
         self.folder.mkdir(parents=True, exist_ok=True)
         self._items: dict[str, dict[str, Any]] = {}

@@ -44,7 +44,6 @@ from eval_pipeline.store._files import (
     ensure_schema_files,
     write_generation,
 )
-from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import compaction_lock, deleting_files
 from eval_pipeline.store._objects import (
     children,
@@ -54,6 +53,7 @@ from eval_pipeline.store._objects import (
     remove,
     staging_file,
 )
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
 
 # Files written in the last few minutes are left alone: a write in flight is never folded.
@@ -107,7 +107,7 @@ def _columns(connection: duckdb.DuckDBPyConnection, name: str, source: str) -> s
 
 def _compact_table(
     connection: duckdb.DuckDBPyConnection,
-    layout: StoreLayout,
+    layout: StateFolder,
     name: str,
     files: list[Path],
     previous: str | None,
@@ -174,12 +174,12 @@ def data_files_names(names: list[str]) -> list[str]:
     return [n for n in names if n.endswith(".parquet") and not n.startswith((".", "_"))]
 
 
-def _segment_files(layout: StoreLayout, name: str) -> list[Path]:
+def _segment_files(layout: StateFolder, name: str) -> list[Path]:
     return [p for p in children(layout.segments_root / name) if p.name.endswith(".parquet")]
 
 
 def compact_store(
-    layout: StoreLayout,
+    layout: StateFolder,
     *,
     before: datetime | None = None,
     readers_wait_s: float = 30.0,
@@ -199,7 +199,7 @@ def compact_store(
 
 
 def _compact(
-    layout: StoreLayout, *, before: datetime | None, readers_wait_s: float
+    layout: StateFolder, *, before: datetime | None, readers_wait_s: float
 ) -> CompactionReport:
     ensure_schema_files(layout)
     moment = before or datetime.now(UTC) - SAFETY_MARGIN

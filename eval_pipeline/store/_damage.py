@@ -22,7 +22,6 @@ from eval_pipeline.store._files import (
 from eval_pipeline.store._files import (
     read_latest as _read_latest,
 )
-from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._objects import (
     append_record,
     files_below,
@@ -31,6 +30,7 @@ from eval_pipeline.store._objects import (
     parquet_file,
     record_lines,
 )
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
 
 log = logging.getLogger("eval_pipeline.store")
@@ -77,23 +77,23 @@ def parquet_problem(path: Path, *, full: bool = True) -> str | None:
     return None
 
 
-def store_files(layout: StoreLayout) -> list[Path]:
+def store_files(layout: StateFolder) -> list[Path]:
     """Every Parquet file the views may read: data, schema files and compacted segments."""
     return files_below(layout.tables_dir)
 
 
-def _where(layout: StoreLayout, path: Path) -> tuple[str, str]:
+def _where(layout: StateFolder, path: Path) -> tuple[str, str]:
     parts = path.relative_to(layout.tables_dir).parts
     if parts[0] == layout.segments_root.name:
         return parts[1], "compacted segment"
     return parts[0], "/".join(parts[1:-1])
 
 
-def _relative(layout: StoreLayout, path: Path) -> str:
+def _relative(layout: StateFolder, path: Path) -> str:
     return path.relative_to(layout.objects_root).as_posix()
 
 
-def _replace_with_empty(layout: StoreLayout, path: Path, table: str) -> None:
+def _replace_with_empty(layout: StateFolder, path: Path, table: str) -> None:
     """Views name schema files and segments explicitly: an empty one keeps them working."""
     if path.name == layout.empty_file(table).name:
         ensure_schema_files(layout)
@@ -104,7 +104,7 @@ def _replace_with_empty(layout: StoreLayout, path: Path, table: str) -> None:
     _write_atomically(schema.empty_table(), path)
 
 
-def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | None:
+def quarantine(layout: StateFolder, path: Path, reason: str) -> DamagedFile | None:
     """Move a damaged file into the quarantine folder, record it and warn once (None when
     another process moved it first). A compacted segment or schema file is replaced by an
     empty one, since the views name them; a partition file is not, so the partition shows
@@ -135,7 +135,7 @@ def quarantine(layout: StoreLayout, path: Path, reason: str) -> DamagedFile | No
     return damaged
 
 
-def quarantined(layout: StoreLayout) -> list[DamagedFile]:
+def quarantined(layout: StateFolder) -> list[DamagedFile]:
     """Every file set aside so far, oldest first."""
     path = layout.quarantine_records
     if not path.exists():
@@ -149,7 +149,7 @@ def quarantined(layout: StoreLayout) -> list[DamagedFile]:
     return records
 
 
-def needs_rerun(layout: StoreLayout, damaged: DamagedFile) -> bool:
+def needs_rerun(layout: StateFolder, damaged: DamagedFile) -> bool:
     """Whether the damaged file was its partition's latest and nothing was written since.
     (A compacted segment's rows cannot be rewritten as such: rerun the days you need.)"""
     if damaged.partition == "compacted segment" or Path(damaged.file).name.startswith("_"):
@@ -158,7 +158,7 @@ def needs_rerun(layout: StoreLayout, damaged: DamagedFile) -> bool:
     return not any(p.name > path.name for p in data_files(path.parent))
 
 
-def quarantine_damaged(layout: StoreLayout, *, full: bool = True) -> list[DamagedFile]:
+def quarantine_damaged(layout: StateFolder, *, full: bool = True) -> list[DamagedFile]:
     """Read every store file (`full`: every page; else the footers) and set aside the
     damaged ones; what was set aside now."""
     found = []
@@ -171,7 +171,7 @@ def quarantine_damaged(layout: StoreLayout, *, full: bool = True) -> list[Damage
     return found
 
 
-def recover(layout: StoreLayout, error: BaseException) -> list[DamagedFile]:
+def recover(layout: StateFolder, error: BaseException) -> list[DamagedFile]:
     """Set aside the damaged files that made a read fail: the files the error names when it
     names any in the store, else whatever a check of every file finds. Empty when none is
     damaged (the error has another cause)."""
@@ -203,7 +203,7 @@ def _may_be_damage(error: BaseException) -> bool:
     return isinstance(error, (pa.ArrowException, OSError))
 
 
-def with_recovery(layout: StoreLayout, action: Callable[[], T]) -> T:
+def with_recovery(layout: StateFolder, action: Callable[[], T]) -> T:
     """`action()`, retried after setting aside the damaged files that made it fail, so one
     damaged file never stops a read of the rest. Other errors are raised as they are."""
     for _ in range(_MAX_RECOVERIES):
@@ -216,7 +216,7 @@ def with_recovery(layout: StoreLayout, action: Callable[[], T]) -> T:
 
 
 def read_latest(
-    layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
+    layout: StateFolder, table: str, *, model: str | None = None, run_date: date | None = None
 ) -> list[dict[str, Any]]:
     """`read_latest` that sets aside a damaged file and reads the partition's previous state."""
     return with_recovery(

@@ -13,9 +13,9 @@ import pandas as pd
 
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._files import current_generation
-from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import reading_files
 from eval_pipeline.store._objects import register
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
 
 
@@ -23,7 +23,7 @@ def _sql_string(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _path_sql(layout: StoreLayout, path: Any) -> str:
+def _path_sql(layout: StateFolder, path: Any) -> str:
     """A store path as a SQL string relative to the state folder (`layout.root`).
 
     DuckDB resolves a relative path in a view against the connection's `file_search_path`,
@@ -35,12 +35,12 @@ def _path_sql(layout: StoreLayout, path: Any) -> str:
     return _sql_string(Path(path).relative_to(layout.root).as_posix())
 
 
-def reading_config(layout: StoreLayout) -> dict[str, str]:
+def reading_config(layout: StateFolder) -> dict[str, str]:
     """The DuckDB settings a connection needs to read the views (`duckdb.connect(config=…)`)."""
     return {"file_search_path": layout.root.resolve().as_posix()}
 
 
-def _latest_files(layout: StoreLayout, name: str) -> str:
+def _latest_files(layout: StateFolder, name: str) -> str:
     """SQL listing each partition's newest file, its current state. Files are named by the
     moment they were written, so the newest is the greatest name in its folder (the rule
     `latest_file` follows), and a partition whose newest write holds no row shows no row."""
@@ -52,8 +52,8 @@ def _latest_files(layout: StoreLayout, name: str) -> str:
     )
 
 
-def relative_dir_sql(layout: StoreLayout, name: str, column: str) -> str:
-    """SQL for the partition key (`StoreLayout.partition_key`) of the file in `column`.
+def relative_dir_sql(layout: StateFolder, name: str, column: str) -> str:
+    """SQL for the partition key (`StateFolder.partition_key`) of the file in `column`.
 
     The glob spells a file from wherever the path was resolved (the search path, or the
     working folder), so the key is what follows the table's folder, matched from the end: a
@@ -66,7 +66,7 @@ def relative_dir_sql(layout: StoreLayout, name: str, column: str) -> str:
     return f"regexp_extract(parse_dirpath({column}), {pattern}, 3)"
 
 
-def _compacted_statements(layout: StoreLayout, name: str, cutoff: str) -> list[str]:
+def _compacted_statements(layout: StateFolder, name: str, cutoff: str) -> list[str]:
     """The views of one table once compacted at `cutoff`: the files named at or after the
     cutoff, plus the generation's segments for everything written before it.
 
@@ -107,7 +107,7 @@ def _compacted_statements(layout: StoreLayout, name: str, cutoff: str) -> list[s
     return statements
 
 
-def view_statements(layout: StoreLayout, cutoff: str | None = None) -> list[str]:
+def view_statements(layout: StateFolder, cutoff: str | None = None) -> list[str]:
     """`<table>_history` (every file ever written) and `<table>` (each partition's latest file).
 
     An "append" table keeps every row in `<table>` too (each write is a new fact, such as a
@@ -175,7 +175,7 @@ def named_views(sql: str) -> set[str] | None:
     return named | {f"{name}_history" for name in TABLES if named & {name, f"{name}_latest"}}
 
 
-def _open_in_memory(layout: StoreLayout, views: set[str] | None) -> duckdb.DuckDBPyConnection:
+def _open_in_memory(layout: StateFolder, views: set[str] | None) -> duckdb.DuckDBPyConnection:
     """A connection of this process alone with the store's views (all, or those named).
 
     Creating a view lists and reads the schema of its files (seconds over thousands of
@@ -191,7 +191,7 @@ def _open_in_memory(layout: StoreLayout, views: set[str] | None) -> duckdb.DuckD
 
 @contextlib.contextmanager
 def connect(
-    layout: StoreLayout, *, views: set[str] | None = None
+    layout: StateFolder, *, views: set[str] | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection reading the store as it is now: the views of the SQL surface (`views`:
     only these) over its Parquet files, in memory. Any number may be open at once, in any
@@ -206,7 +206,7 @@ def connect(
             connection.close()
 
 
-def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.DataFrame:
+def query(layout: StateFolder, sql: str, parameters: list | None = None) -> pd.DataFrame:
     """Run one SQL query on the results and return it as a DataFrame (a damaged file is set
     aside, and the query runs again over the rest)."""
 
@@ -218,7 +218,7 @@ def query(layout: StoreLayout, sql: str, parameters: list | None = None) -> pd.D
 
 
 def fetch(
-    layout: StoreLayout, sql: str, parameters: list | None = None
+    layout: StateFolder, sql: str, parameters: list | None = None
 ) -> tuple[list[str], list[tuple]]:
     """Run one SQL query on the results; column names and rows with DuckDB's own types."""
 

@@ -17,13 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.store import _objects
-from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import (
     journal_in_use,
     journal_lock,
     reading_files,
     updating_partition,
 )
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
 from eval_pipeline.suite import IDENTITY_FIELDS, first_line, redact_value
 
@@ -80,7 +80,7 @@ def _write_atomically(table: pa.Table, path: Path) -> None:
 
 
 def write_rows(
-    layout: StoreLayout,
+    layout: StateFolder,
     table: str,
     rows: Sequence[dict[str, Any]],
     *,
@@ -105,7 +105,7 @@ def write_rows(
     return path
 
 
-def ensure_schema_files(layout: StoreLayout) -> None:
+def ensure_schema_files(layout: StateFolder) -> None:
     """A zero-row file per table, so `read_parquet` globs always match and carry the schema."""
     for name, spec in TABLES.items():
         path = layout.empty_file(name)
@@ -122,7 +122,7 @@ def _has_columns(path: Path, names: Sequence[str]) -> bool:
         return False
 
 
-def current_generation(layout: StoreLayout) -> str | None:
+def current_generation(layout: StateFolder) -> str | None:
     """The cutoff (a file-name timestamp) of the current compaction generation, if any.
 
     Data files named before it live on in its segments (and are deleted once the views no
@@ -133,7 +133,7 @@ def current_generation(layout: StoreLayout) -> str | None:
         return None
 
 
-def write_generation(layout: StoreLayout, cutoff: str) -> None:
+def write_generation(layout: StateFolder, cutoff: str) -> None:
     _objects.write_text(layout.generation_file, json.dumps({"cutoff": cutoff}))
 
 
@@ -147,7 +147,7 @@ def data_files(folder: Path) -> list[Path]:
 
 
 def latest_file(
-    layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
+    layout: StateFolder, table: str, *, model: str | None = None, run_date: date | None = None
 ) -> Path | None:
     """A partition's newest data file still read from its folder: None when it was never
     written, or when its newest write is older than the current compaction generation (its
@@ -172,7 +172,7 @@ def _segment_rows(segment: Path, partitions: Sequence[str]) -> pa.Table:
 
 
 def latest_sources(
-    layout: StoreLayout, table: str, partitions: Iterable[tuple[str | None, date | None]]
+    layout: StateFolder, table: str, partitions: Iterable[tuple[str | None, date | None]]
 ) -> tuple[list[Path], Path | None, list[str]]:
     """Where some partitions' current rows are: their newest files, plus the current segment
     and the partition keys (`partition_key`) to read from it for partitions that have no file
@@ -191,7 +191,7 @@ def latest_sources(
 
 
 def read_latest(
-    layout: StoreLayout, table: str, *, model: str | None = None, run_date: date | None = None
+    layout: StateFolder, table: str, *, model: str | None = None, run_date: date | None = None
 ) -> list[dict[str, Any]]:
     """The current rows of one partition (empty when it was never written, or when its newest
     write held no row), from its newest file or, once compacted, the current segment."""
@@ -250,7 +250,7 @@ class Journal:
         self.close()
 
 
-def day_state(layout: StoreLayout, models: Sequence[str], run_date: date) -> str:
+def day_state(layout: StateFolder, models: Sequence[str], run_date: date) -> str:
     """A token of the files a day's results are read from: it changes when any writer (this
     machine or another, the CLI, the UI or a schedule) adds a file to one of the day's
     partitions (any model's), a journal of these models appears or goes, a file is set aside,
@@ -276,7 +276,7 @@ def day_state(layout: StoreLayout, models: Sequence[str], run_date: date) -> str
     return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
 
 
-def journal_files(layout: StoreLayout, table: str, model: str, run_date: date) -> list[Path]:
+def journal_files(layout: StateFolder, table: str, model: str, run_date: date) -> list[Path]:
     folder = layout.journal_path(table, model, run_date, "x").parent
     return [p for p in _objects.children(folder) if p.name.endswith(".jsonl")]
 
@@ -334,7 +334,7 @@ class JournaledPartition:
     journal for the next attempt, and a journal another evaluation is writing now stays.
     """
 
-    def __init__(self, layout: StoreLayout, table: str, model: str, run_date: date) -> None:
+    def __init__(self, layout: StateFolder, table: str, model: str, run_date: date) -> None:
         self.layout, self.model, self.run_date = layout, model, run_date
         #: Stamped on this attempt's journal and on every file it writes.
         self.materialization_id = new_materialization_id()

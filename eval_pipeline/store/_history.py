@@ -15,7 +15,7 @@ from typing import Any
 import duckdb
 
 from eval_pipeline.store._database import query
-from eval_pipeline.store._layout import StoreLayout
+from eval_pipeline.store._state_folder import StateFolder
 
 #: A statement and its parameters in, the rows out.
 Rows = Callable[[str, Sequence[Any]], list[tuple[Any, ...]]]
@@ -75,22 +75,22 @@ class GradesHistory:
         return [m for (m,) in found]
 
 
-def graded_days(layout: StoreLayout) -> list[date]:
+def graded_days(layout: StateFolder) -> list[date]:
     """Every day with grades in the store, newest first."""
     return GradesHistory.of_store(layout).days()
 
 
-def latest_graded_day(layout: StoreLayout) -> date | None:
+def latest_graded_day(layout: StateFolder) -> date | None:
     """The latest day with grades in the store, None when there is none."""
     return GradesHistory.of_store(layout).latest_day()
 
 
-def previous_graded_day(layout: StoreLayout, model: str, day: date) -> date | None:
+def previous_graded_day(layout: StateFolder, model: str, day: date) -> date | None:
     """The last day before `day` on which the model has grades (None before its first)."""
     return GradesHistory.of_store(layout).previous_day(model, day)
 
 
-def models_graded_on(layout: StoreLayout, day: date) -> list[str]:
+def models_graded_on(layout: StateFolder, day: date) -> list[str]:
     """The models with grades on `day`, in name order."""
     return GradesHistory.of_store(layout).models_on(day)
 

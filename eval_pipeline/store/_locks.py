@@ -15,7 +15,7 @@ The store coordinates writers with locks, never by making anyone wait on results
   crash left behind;
 * `file_lock` / `try_file_lock` for any other file (the Dagster instance, a dbt parse).
 
-These are POSIX `flock` locks on lock files (the store's are named by `StoreLayout`, below
+These are POSIX `flock` locks on lock files (the store's are named by `StateFolder`, below
 the state folder): they hold between processes of one machine and vanish with their holder,
 so a crash never leaves a stale lock. This module is the seam an object-storage store replaces: a replacement keeps
 these names and their contracts (a blocking shape that returns once held; a non-blocking
@@ -23,7 +23,7 @@ shape that yields False instead of waiting past `wait_s`; shared readers against
 exclusive deleter; released on exit and when the holder dies, e.g. leases with an expiry),
 or makes a lock unnecessary (immutable objects under unique names need none to be written).
 
-A bucket store (`StoreLayout.remote`) takes none of the store's cross-process locks, since
+A bucket store (`StateFolder.remote`) takes none of the store's cross-process locks, since
 its writers may be on other machines: objects are immutable under unique names; two
 evaluations of one (model, day) are kept apart by Dagster (one run per partition at a time,
 docs/results-in-sql.md "Object storage"); compaction deletes files one generation late instead
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
-from eval_pipeline.store._layout import StoreLayout
+from eval_pipeline.store._state_folder import StateFolder
 
 _POLL_S = 0.05
 
@@ -85,7 +85,7 @@ def try_file_lock(path: Path, *, shared: bool = False, wait_s: float = 0.0) -> I
 
 
 @contextlib.contextmanager
-def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Iterator[None]:
+def updating_partition(layout: StateFolder, model: str, run_date: date) -> Iterator[None]:
     """The partition lock (exclusive, blocking): hold while reading a (model, day)
     partition's current rows and writing its next ones.
 
@@ -101,19 +101,19 @@ def updating_partition(layout: StoreLayout, model: str, run_date: date) -> Itera
         yield
 
 
-def publishing_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
+def publishing_lock(layout: StateFolder) -> contextlib.AbstractContextManager[None]:
     """Exclusive, blocking: one process of this machine publishes results.duckdb."""
     return file_lock(layout.publishing_lock_file)
 
 
-def next_publication(layout: StoreLayout) -> contextlib.AbstractContextManager[bool]:
+def next_publication(layout: StateFolder) -> contextlib.AbstractContextManager[bool]:
     """Exclusive, non-blocking: True for the one process waiting to publish after the one
     publishing now; False when another already waits (its publication will read the store
     after this caller's writes, so this caller need not publish)."""
     return try_file_lock(layout.publishing_lock_file.with_name(".results-next.lock"))
 
 
-def reading_files(layout: StoreLayout) -> contextlib.AbstractContextManager[None]:
+def reading_files(layout: StateFolder) -> contextlib.AbstractContextManager[None]:
     """The readers lock, shared and blocking: hold while resolving and reading data files
     (the views in memory, the viewer, the pipeline's reuse), so compaction does not delete
     them meanwhile."""
@@ -123,7 +123,7 @@ def reading_files(layout: StoreLayout) -> contextlib.AbstractContextManager[None
 
 
 def deleting_files(
-    layout: StoreLayout, *, wait_s: float
+    layout: StateFolder, *, wait_s: float
 ) -> contextlib.AbstractContextManager[bool]:
     """The readers lock, exclusive, waiting at most `wait_s`: True once no reader holds
     it (files may be deleted), False when readers kept it that long. (A bucket store's
@@ -133,7 +133,7 @@ def deleting_files(
     return try_file_lock(layout.readers_lock_file, wait_s=wait_s)
 
 
-def compaction_lock(layout: StoreLayout) -> contextlib.AbstractContextManager[bool]:
+def compaction_lock(layout: StateFolder) -> contextlib.AbstractContextManager[bool]:
     """Exclusive, non-blocking: True for the one compaction that runs, False for the others."""
     return try_file_lock(layout.compaction_lock_file)
 

@@ -28,9 +28,9 @@ from pathlib import Path
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._database import connect, table_names
 from eval_pipeline.store._files import current_generation, ensure_schema_files
-from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._locks import next_publication, publishing_lock
 from eval_pipeline.store._objects import files_below
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
 
 # Readable by every DuckDB release since 1.0 (June 2024), including the 1.x line before the
@@ -41,7 +41,7 @@ STORAGE_VERSION = "v1.0.0"
 PUBLISHED_VERSION = 1
 
 
-def _store_state(layout: StoreLayout) -> str:
+def _store_state(layout: StateFolder) -> str:
     """A token of the store's content as files: it changes with every file written, set
     aside or compacted (names are unique and files immutable, so listing them is enough)."""
     root = layout.tables_dir
@@ -52,7 +52,7 @@ def _store_state(layout: StoreLayout) -> str:
     return hashlib.sha256("\n".join(names).encode()).hexdigest()[:16]
 
 
-def _marker_text(layout: StoreLayout, state: str) -> str:
+def _marker_text(layout: StateFolder, state: str) -> str:
     return json.dumps(
         {
             "version": PUBLISHED_VERSION,
@@ -67,17 +67,17 @@ def _marker_text(layout: StoreLayout, state: str) -> str:
     )
 
 
-def _current(layout: StoreLayout, marker: str) -> bool:
+def _current(layout: StateFolder, marker: str) -> bool:
     published = layout.published_marker
     return layout.database.exists() and published.exists() and published.read_text() == marker
 
 
-def published_current(layout: StoreLayout) -> bool:
+def published_current(layout: StateFolder) -> bool:
     """Whether results.duckdb holds the store as it is now."""
     return _current(layout, _marker_text(layout, _store_state(layout)))
 
 
-def publish_results(layout: StoreLayout, *, force: bool = False) -> bool:
+def publish_results(layout: StateFolder, *, force: bool = False) -> bool:
     """Rebuild results.duckdb from the store unless it is current; True when rebuilt.
 
     One process of a machine publishes at a time and one more waits for it; any other
@@ -102,7 +102,7 @@ def publish_results(layout: StoreLayout, *, force: bool = False) -> bool:
         return True
 
 
-def _rebuild(layout: StoreLayout) -> None:
+def _rebuild(layout: StateFolder) -> None:
     target = layout.database
     # A publication killed mid-way left its temporary file (and WAL): under the publishing
     # lock no other is being written.
@@ -151,6 +151,6 @@ def _fsync_folder(folder: Path) -> None:
         os.close(descriptor)
 
 
-def ensure_database(layout: StoreLayout) -> None:
+def ensure_database(layout: StateFolder) -> None:
     """Create the store's folders and schema files and make results.duckdb current."""
     publish_results(layout)

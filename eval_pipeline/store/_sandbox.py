@@ -12,8 +12,8 @@ import duckdb
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._database import connect, named_views
 from eval_pipeline.store._files import ensure_schema_files
-from eval_pipeline.store._layout import StoreLayout
 from eval_pipeline.store._published import published_current
+from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
 
 # One statement that reads (DESCRIBE, SHOW, SUMMARIZE and FROM-first queries parse as
@@ -53,7 +53,7 @@ class ReadLimits:
 
 
 def fetch_read_only(
-    layout: StoreLayout, sql: str, limits: ReadLimits | None = None
+    layout: StateFolder, sql: str, limits: ReadLimits | None = None
 ) -> tuple[list[str], list[tuple]]:
     """Run one reading statement on the results, with no file access beyond the store.
 
@@ -136,7 +136,7 @@ def _fetch_interruptibly(
     return outcome["result"]  # type: ignore[return-value]
 
 
-def _reading(layout: StoreLayout, sql: str) -> contextlib.AbstractContextManager:
+def _reading(layout: StateFolder, sql: str) -> contextlib.AbstractContextManager:
     # Opened and closed per statement: this process never holds two connections to the file,
     # so DuckDB's per-process cache of open databases never serves a replaced one.
     if published_current(layout):
@@ -144,7 +144,7 @@ def _reading(layout: StoreLayout, sql: str) -> contextlib.AbstractContextManager
     return connect(layout, views=named_views(sql))
 
 
-def _store_directories(layout: StoreLayout) -> list[str]:
+def _store_directories(layout: StateFolder) -> list[str]:
     """The folders `fetch_read_only` may read: the tables folder, and each table's and the
     segments' folder as the views spell them (relative). DuckDB checks the path as written,
     and looks a relative path up in the working folder too when the store lacks it, so the

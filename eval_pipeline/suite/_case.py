@@ -189,7 +189,7 @@ class Case:
             fields["semantic"] = asdict(self.semantic)
         return fields
 
-    def to_record(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, Any]:
         """A flat, JSON-friendly description of the case for the store and reports."""
         return {
             "name": self.name,

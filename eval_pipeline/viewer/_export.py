@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 
-from eval_pipeline.store import StoreLayout, with_recovery
+from eval_pipeline.store import StateFolder, with_recovery
 from eval_pipeline.viewer import _data as data
 from eval_pipeline.viewer._charts import model_colors
 from eval_pipeline.viewer._html import badge, el, join, section
@@ -20,7 +20,7 @@ class NoResults(LookupError):
 
 
 def render_html_export(
-    layout: StoreLayout, day: date | None = None, *, models: list[str] | None = None
+    layout: StateFolder, day: date | None = None, *, models: list[str] | None = None
 ) -> str:
     """The day's results as one HTML document (default: the latest day with results).
 
@@ -33,7 +33,7 @@ def render_html_export(
     return with_recovery(layout, lambda: _render(layout, day, models))
 
 
-def _render(layout: StoreLayout, day: date | None, models: list[str] | None) -> str:
+def _render(layout: StateFolder, day: date | None, models: list[str] | None) -> str:
     reader = StoreReader(layout)
     try:
         with reader.cursor() as con:

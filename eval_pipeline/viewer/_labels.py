@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from eval_pipeline.grading import Agreement, agreement
-from eval_pipeline.store import StoreLayout, write_rows
+from eval_pipeline.store import StateFolder, write_rows
 
 MAX_NOTE = 4000
 MAX_AUTHOR = 80
@@ -35,7 +35,7 @@ def parse_label_form(form: dict[str, list[str]]) -> tuple[bool, str, str]:
 
 
 def add_label(
-    layout: StoreLayout, run: dict[str, Any], *, passed: bool, note: str, author: str = ""
+    layout: StateFolder, run: dict[str, Any], *, passed: bool, note: str, author: str = ""
 ) -> dict[str, Any]:
     """Store a person's verdict on a run as a new file: labels are never overwritten, so the
     history of who said what stays, and `labels_latest` shows the newest per run."""

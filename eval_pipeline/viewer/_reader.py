@@ -11,7 +11,7 @@ from datetime import date
 import duckdb
 
 from eval_pipeline.store import (
-    StoreLayout,
+    StateFolder,
     current_generation,
     ensure_schema_files,
     files_below,
@@ -57,7 +57,7 @@ class StoreReader:
     immutable, so a table's snapshot is rebuilt only when its set of files changes: a run just
     graded or a label just given shows on the next page."""
 
-    def __init__(self, layout: StoreLayout) -> None:
+    def __init__(self, layout: StateFolder) -> None:
         ensure_schema_files(layout)
         self.layout = layout
         self._database = duckdb.connect(":memory:", config=reading_config(layout))

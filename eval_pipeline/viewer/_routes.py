@@ -9,7 +9,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from eval_pipeline.store import StoreLayout, with_recovery
+from eval_pipeline.store import StateFolder, with_recovery
 from eval_pipeline.viewer import _data as data
 from eval_pipeline.viewer._charts import model_colors
 from eval_pipeline.viewer._html import Markup, el, join
@@ -108,7 +108,7 @@ def _day(value: str | None, name: str = "date") -> date | None:
 class ViewerApp:
     """Routes: `/` overview, `/runs`, `/run/<id>`, POST `/run/<id>/label`, `/trends`, `/labels`."""
 
-    def __init__(self, layout: StoreLayout) -> None:
+    def __init__(self, layout: StateFolder) -> None:
         self.layout = layout
         self.reader = StoreReader(layout)
 

@@ -7,7 +7,7 @@ import threading
 import webbrowser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.viewer._routes import (
     SECURITY_HEADERS,
     Request,
@@ -31,7 +31,7 @@ class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, address: tuple[str, int], layout: StoreLayout, *, quiet: bool = False
+        self, address: tuple[str, int], layout: StateFolder, *, quiet: bool = False
     ) -> None:
         self.app = ViewerApp(layout)  # before binding: a store that cannot be read fails first
         self.bound_host = address[0]
@@ -117,14 +117,14 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def make_server(
-    layout: StoreLayout, *, host: str = "127.0.0.1", port: int = 8765, quiet: bool = False
+    layout: StateFolder, *, host: str = "127.0.0.1", port: int = 8765, quiet: bool = False
 ) -> ViewerServer:
     """A server for the store, bound but not yet serving (port 0 picks a free port)."""
     return ViewerServer((host, port), layout, quiet=quiet)
 
 
 def serve(
-    layout: StoreLayout,
+    layout: StateFolder,
     *,
     host: str = "127.0.0.1",
     port: int = 8765,

@@ -47,12 +47,12 @@ from eval_pipeline_tests.agents.tiny_suite import (
 
 
 def run_all(
-    suite: Suite, model: str, *, record: bool = False, k: int = 1, concurrency: int = 6
+    suite: Suite, model: str, *, recording: bool = False, k: int = 1, concurrency: int = 6
 ) -> list[AgentRun]:
     """Every case (k attempts each) by `model`, all at once, as a materialization makes them."""
 
     async def go() -> list[AgentRun]:
-        async with open_factory(suite, record=record) as factory:
+        async with open_factory(suite, recording=recording) as factory:
             requests = requests_for(suite, model, k=k, context=factory.context)
             return await execute_runs(requests, factory.agent, concurrency=concurrency)
 
@@ -91,7 +91,7 @@ def test_a_recorded_run_replays_offline_as_the_same_run(tmp_path, protocol):
             tool_calls(execute_sql("SELECT sum(amount_usd) AS revenue FROM orders"), tokens=tokens),
             answer("Revenue is 780 USD.", tokens=tokens),
         )
-        (recorded,) = run_all(suite, f"{protocol}:gpt-4.1", record=True)
+        (recorded,) = run_all(suite, f"{protocol}:gpt-4.1", recording=True)
     # The server is gone: whatever follows is served from the file.
 
     path = suite.root / "recordings" / f"{protocol}-gpt-4.1.jsonl"
@@ -119,7 +119,7 @@ def test_a_recorded_cut_reply_replays_as_the_same_error(tmp_path, openai_server)
         tool_calls(execute_sql("SELECT sum(amount_usd) AS revenue FROM orders")),
         answer("Revenue is 7", cut=True),
     )
-    (recorded,) = run_all(suite, "openai:gpt-4.1", record=True)
+    (recorded,) = run_all(suite, "openai:gpt-4.1", recording=True)
     (replayed,) = run_all(suite, "replay:openai-gpt-4.1")
 
     assert recorded.status is replayed.status is RunStatus.ERROR
@@ -138,7 +138,7 @@ def test_concurrent_runs_of_different_tests_replay_their_own_turns(tmp_path, ope
         for i, question in enumerate(QUESTIONS.values())
     }
     openai_server.set_script(by_prompt(scripts))
-    recorded = run_all(suite, "openai:gpt-4.1", record=True)
+    recorded = run_all(suite, "openai:gpt-4.1", recording=True)
 
     lines = (suite.root / "recordings" / "openai-gpt-4.1.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["test"] for line in lines) == sorted(list(QUESTIONS) * 2)
@@ -283,7 +283,7 @@ def test_a_conversation_case_replays_only_the_turns_the_agent_generated(tmp_path
     }
     suite = make_suite(tmp_path, openai_server, cases={"follow_up": conversation})
     openai_server.script(tool_calls(execute_sql("SELECT 2 AS month")), answer("Also 780 USD."))
-    (recorded,) = run_all(suite, "openai:gpt-4.1", record=True)
+    (recorded,) = run_all(suite, "openai:gpt-4.1", recording=True)
     (replayed,) = run_all(suite, "replay:openai-gpt-4.1")
 
     assert replayed.status is RunStatus.COMPLETED
@@ -307,7 +307,7 @@ def test_a_conversation_case_replays_only_the_turns_the_agent_generated(tmp_path
 def test_a_recorded_line_is_not_served_for_another_request(tmp_path, openai_server):
     suite = make_suite(tmp_path, openai_server, cases={"revenue": "What is our revenue?"})
     openai_server.script(answer("Revenue is 780 USD."))
-    run_all(suite, "openai:gpt-4.1", record=True)
+    run_all(suite, "openai:gpt-4.1", recording=True)
     path = suite.root / "recordings" / "openai-gpt-4.1.jsonl"
     assert all(len(json.loads(line)["request"]) == 64 for line in path.read_text().splitlines())
     assert run_all(suite, "replay:openai-gpt-4.1")[0].final_text == "Revenue is 780 USD."

@@ -223,7 +223,7 @@ async def open_factory(
     suite: Suite,
     *,
     policy: RetryPolicy = FAST_RETRY,
-    record: bool = False,
+    recording: bool = False,
     limits: AgentLimits | None = None,
     sandbox_limits: SandboxLimits | None = None,
     concurrency: int | None = None,
@@ -240,7 +240,7 @@ async def open_factory(
             suite.config,
             pool,
             context=load_agent_context(suite.config),
-            record=record,
+            recording=recording,
             limits=limits,
             sandbox_limits=sandbox_limits,
         )

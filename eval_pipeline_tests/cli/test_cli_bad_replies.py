@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.store import StoreLayout, fetch_read_only
+from eval_pipeline.store import StateFolder, fetch_read_only
 from eval_pipeline.suite import load_config
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, agent_reply
 from eval_pipeline_tests.agents.tiny_suite import write_suite
@@ -33,7 +33,7 @@ def by_test(request: RecordedRequest, _index: int) -> Step:
 
 def read_results(root: Path, sql: str) -> list[dict]:
     """Rows of the results, read by the query function `eval-pipeline sql` prints from."""
-    columns, rows = fetch_read_only(StoreLayout.of(load_config(root)), sql)
+    columns, rows = fetch_read_only(StateFolder.of(load_config(root)), sql)
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
 

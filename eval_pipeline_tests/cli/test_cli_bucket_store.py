@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import s3fs
 
-from eval_pipeline.store import StoreLayout, compact_store, fetch_read_only, write_rows
+from eval_pipeline.store import StateFolder, compact_store, fetch_read_only, write_rows
 from eval_pipeline.suite import SuiteError, load_config
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
 from eval_pipeline_tests.agents.tiny_suite import write_suite as write_agent_suite
@@ -42,7 +42,7 @@ DAY = "2026-04-01"
 def read_rows(root: Path, query: str) -> list[list[str]]:
     """`sql_rows` in this process: the read `eval-pipeline sql` makes (`fetch_read_only` on the
     suite's store), each value as its CSV shows it. A CLI run costs seconds of start-up."""
-    _, rows = fetch_read_only(StoreLayout.of(load_config(root)), query)
+    _, rows = fetch_read_only(StateFolder.of(load_config(root)), query)
     return [[str(value) for value in row] for row in rows]
 
 
@@ -107,7 +107,7 @@ def test_an_unchanged_rerun_reuses_the_runs_it_finds_in_the_bucket(evaluated):
 
 def test_compaction_over_the_bucket_keeps_every_answer_and_sql_reads_the_segments(evaluated):
     root, bucket, _ = evaluated
-    layout = StoreLayout.of(load_config(root))
+    layout = StateFolder.of(load_config(root))
     before = read_rows(root, GRADES_SQL)
     report = compact_store(layout, before=datetime.now(UTC) + timedelta(seconds=1))
     assert report.status == "compacted", report.message

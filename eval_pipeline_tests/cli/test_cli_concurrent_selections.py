@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.store import StateFolder, query
 from eval_pipeline_tests.agents.servers import RecordedRequest, ScriptedServer, Step, agent_reply
 from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 from eval_pipeline_tests.cli.replay_suite import write_suite
@@ -46,7 +46,7 @@ class HeldUntilBoth:
 
 def names_on_the_day(root: Path, table: str) -> list[str]:
     frame = query(
-        StoreLayout(root / ".eval"),
+        StateFolder(root / ".eval"),
         f"SELECT name FROM {table} WHERE run_date = ? AND model = ? ORDER BY name",
         [DAY, MODEL],
     )
@@ -83,7 +83,7 @@ def test_two_selections_evaluated_at_once_both_stay_on_the_day(tmp_path):
     assert names_on_the_day(root, "agent_runs") == everything
     assert names_on_the_day(root, "grades") == everything
     summary = query(
-        StoreLayout(root / ".eval"),
+        StateFolder(root / ".eval"),
         "SELECT total FROM model_summaries WHERE run_date = ? AND model = ?",
         [DAY, MODEL],
     )

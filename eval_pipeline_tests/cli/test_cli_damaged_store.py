@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.store import NotReadOnly, StoreLayout, fetch_read_only
+from eval_pipeline.store import NotReadOnly, StateFolder, fetch_read_only
 from eval_pipeline_tests.cli.console import run_cli
 from eval_pipeline_tests.cli.replay_suite import DAY, NEXT_DAY, write_suite
 
@@ -80,7 +80,7 @@ def test_store_check_lists_the_partition_until_a_rerun_rewrites_it(damaged_suite
     assert "0 partition(s) to rerun" in check.stdout
     # What `eval-pipeline sql` reads (its query function): the day's four grades are back.
     day = fetch_read_only(
-        StoreLayout(root / ".eval"), f"SELECT count(*) AS n FROM grades WHERE run_date = '{DAY}'"
+        StateFolder(root / ".eval"), f"SELECT count(*) AS n FROM grades WHERE run_date = '{DAY}'"
     )
     assert day == (["n"], [(4,)])
 
@@ -110,7 +110,7 @@ def test_sql_runs_one_reading_statement_and_reaches_no_file(damaged_suite: Path,
     done = run_cli("sql", f"COPY (SELECT * FROM grades) TO '{outside}'", cwd=root)
     assert done.returncode == 2, done.stdout
     assert "not COPY" in done.stderr and "Traceback" not in done.stderr, done.stderr
-    layout = StoreLayout(root / ".eval")
+    layout = StateFolder(root / ".eval")
     for statement, said in (
         (f"COPY (SELECT 1) TO '{root}/.eval/store/grades/x.parquet'", "not COPY"),
         ("SELECT * FROM read_text('/etc/hostname')", "file system operations are disabled"),

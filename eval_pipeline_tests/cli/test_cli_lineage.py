@@ -14,7 +14,7 @@ from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key, today
 from eval_pipeline_tests.cli.console import no_traceback, run_cli
 from eval_pipeline_tests.cli.replay_suite import write_suite
-from eval_pipeline_tests.pipeline.test_lineage_automation import evaluate_conditions
+from eval_pipeline_tests.pipeline.automation import evaluate_conditions
 
 pytestmark = pytest.mark.slow
 

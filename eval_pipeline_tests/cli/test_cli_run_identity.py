@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.store import StateFolder, query
 from eval_pipeline.viewer import _data as viewer_data
 from eval_pipeline.viewer._reader import StoreReader
 from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
@@ -55,7 +55,7 @@ def fresh_suite(written: Path, tmp_path: Path) -> Path:
 
 
 def stored_runs(root: Path) -> dict[str, int]:
-    layout = StoreLayout(root / ".eval")
+    layout = StateFolder(root / ".eval")
     frame = query(
         layout, "SELECT name, count(*) AS n FROM agent_runs WHERE run_date = ? GROUP BY name", [DAY]
     )
@@ -63,14 +63,14 @@ def stored_runs(root: Path) -> dict[str, int]:
 
 
 def stored_grades(root: Path) -> dict[str, bool]:
-    layout = StoreLayout(root / ".eval")
+    layout = StateFolder(root / ".eval")
     frame = query(layout, "SELECT name, passed FROM grades WHERE run_date = ?", [DAY])
     assert frame["name"].is_unique, frame
     return dict(zip(frame["name"], frame["passed"].astype(bool), strict=True))
 
 
 def viewer_results(root: Path) -> list[str]:
-    reader = StoreReader(StoreLayout(root / ".eval"))
+    reader = StoreReader(StateFolder(root / ".eval"))
     try:
         with reader.cursor() as con:
             day = date.fromisoformat(DAY)

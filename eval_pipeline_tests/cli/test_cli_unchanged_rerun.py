@@ -29,7 +29,7 @@ import yaml
 
 from eval_pipeline.pipeline import EvaluationRequest
 from eval_pipeline.pipeline import _unchanged as unchanged
-from eval_pipeline.store import StoreLayout, read_latest, write_rows
+from eval_pipeline.store import StateFolder, read_latest, write_rows
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn, error
 from eval_pipeline_tests.agents.tiny_suite import prompt_of, write_suite
@@ -119,7 +119,7 @@ def _rebuild_warehouse(root: Path) -> None:
 def _another_writer(root: Path, model: str = "local:a") -> None:
     # Another process (the UI, a schedule, another machine on a bucket) writes the day's
     # grades of a model again: the same rows, a new file.
-    layout = StoreLayout(root / ".eval")
+    layout = StateFolder(root / ".eval")
     day = date.fromisoformat(DAY)
     rows = [
         {k: v for k, v in row.items() if k not in ("written_at", "materialization_id")}
@@ -252,7 +252,7 @@ def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_
     done = run_cli("test", "--date", DAY, "-m", "local:a", "--format", "json", "-q", cwd=root)
     assert done.returncode == 1, done.stderr
     [reference] = read_latest(
-        StoreLayout(root / ".eval"), "reference_results", run_date=date.fromisoformat(DAY)
+        StateFolder(root / ".eval"), "reference_results", run_date=date.fromisoformat(DAY)
     )
     assert "file system operations are disabled" in reference["error"]
     assert str(archive) in reference["error"]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.store import StoreLayout, fetch_read_only
+from eval_pipeline.store import StateFolder, fetch_read_only
 from eval_pipeline.suite import load_config, load_suite
 from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 from eval_pipeline_tests.conftest import copy_sample_suite
@@ -319,7 +319,7 @@ def _imports_the_results_file(result: Result, cwd: Path) -> None:
     # (counted by the query function of `eval-pipeline sql`, which the command above ran).
     assert "already in the store: " in result.stdout, result.stdout
     assert "0 run(s) from 0 file(s) imported; days: none" in result.stdout, result.stdout
-    layout = StoreLayout.of(load_config(cwd / "tests_suite"))
+    layout = StateFolder.of(load_config(cwd / "tests_suite"))
     assert fetch_read_only(layout, "SELECT count(*) AS runs FROM grades") == (["runs"], [(47,)])
 
 

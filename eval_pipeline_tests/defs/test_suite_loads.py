@@ -15,6 +15,7 @@ from eval_pipeline.defs import INPUTS_JOB, build_definitions
 from eval_pipeline.defs.evaluate import EvaluationFailed, EvaluationRequest, run_evaluation
 from eval_pipeline.defs.instance import DAGSTER_HOME_ENV
 from eval_pipeline.suite import load_suite
+from eval_pipeline_tests.conftest import copy_sample_suite
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
     MODELS,
@@ -44,7 +45,6 @@ def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         return load_suite(root)
 
     monkeypatch.setattr(pipeline._loaded_suite, "load_suite", counting)
-    monkeypatch.setattr(eval_pipeline.defs, "load_suite", counting)
     return parsed
 
 
@@ -59,6 +59,25 @@ def test_a_command_line_evaluation_grades_the_suite_it_loaded(
     result = run_evaluation(suite, _request())
     assert result.executed == len(suite.cases) * len(MODELS)
     assert loads == []  # every stage of both models read the suite it was handed
+
+
+def test_the_definitions_of_a_suite_with_a_dbt_warehouse_read_the_suite_handed_in(
+    tmp_path: Path, loads, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Which dbt models the reference SQL reads is asked of the suite the command loaded.
+    root = copy_sample_suite(tmp_path / "suite")
+    suite = load_suite(root)
+    assert suite.config.warehouse is not None and suite.config.warehouse.dbt_project is not None
+    monkeypatch.setattr(eval_pipeline.defs, "warehouse_asset_keys", lambda warehouse: {})
+    asked = []
+
+    def models_read(read, *args):
+        asked.append(read)
+        return []
+
+    monkeypatch.setattr(eval_pipeline.defs, "models_read", models_read)
+    build_definitions(root, dbt=False, history=False, suite=suite)
+    assert loads == [] and asked == [suite] and asked[0] is suite
 
 
 @pytest.mark.parametrize("stage", ["reading the suite", f"evaluating {MODELS[0]}"])

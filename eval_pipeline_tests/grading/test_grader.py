@@ -17,7 +17,7 @@ import pytest
 from eval_pipeline.agents import AgentRun, QueryRecord, RunStatus, ToolCallRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, ReferenceResult, run_references
 from eval_pipeline.sandbox import SqlSandbox
-from eval_pipeline.store import FileCompletionCache, StoreLayout
+from eval_pipeline.store import FileCompletionCache, StateFolder
 from eval_pipeline.suite import Case, Consistency, Evaluator, Tolerance, ToolCallAssertion
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,
@@ -96,8 +96,8 @@ def test_a_right_answer_passes_with_match(warehouse):
         EXPECTED.items()
     )
     assert check.details["diff"] == []
-    record = graded.to_record()
-    assert record["status"] == "passed" and record["checks"][0]["status"] == "passed"
+    row = graded.to_row()
+    assert row["status"] == "passed" and row["checks"][0]["status"] == "passed"
 
 
 def test_a_wrong_value_fails_naming_the_differing_cell(warehouse):
@@ -428,7 +428,7 @@ def test_judge_and_extraction_answers_are_cached_across_gradings_and_processes(
         make_run(queries=queries, attempt=1, final_text="North is first: $250.50."),
     ]
     judge_server.set_script(judge_by_purpose(reply_ok=True))
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     cache = FileCompletionCache(layout)
 
     def grade_all(cache_now, tolerance: Tolerance | None = None):
@@ -446,12 +446,12 @@ def test_judge_and_extraction_answers_are_cached_across_gradings_and_processes(
     assert len(cache) == 4
 
     second = grade_all(cache)
-    assert [g.to_record()["checks"] for g in second] == [g.to_record()["checks"] for g in first]
+    assert [g.to_row()["checks"] for g in second] == [g.to_row()["checks"] for g in first]
     assert len(judge_server.requests) == 4
 
     # another process: a new cache over the same folder answers from what the first wrote,
     # so regrading with a looser tolerance changes the verdict at no model cost
-    reopened = FileCompletionCache(StoreLayout(tmp_path / ".eval"))
+    reopened = FileCompletionCache(StateFolder(tmp_path / ".eval"))
     assert len(reopened) == 4
     third = grade_all(reopened, tolerance=Tolerance(decimals=2, atol=0.02))
     assert [g.status for g in third] == [GradeStatus.PASSED, GradeStatus.PASSED]

@@ -127,7 +127,7 @@ def test_a_failed_data_check_names_its_failure_kind(shop):
     grade = graded(base, variants, queried(base, COUNT), reference_sql=PAID, semantic=False)
     assert grade.status is GradeStatus.FAILED
     assert grade.failure_kind == "filter"
-    assert grade.to_record()["failure_kind"] == "filter"
+    assert grade.to_row()["failure_kind"] == "filter"
     assert "[filter: " in grade.message
     assert graded(base, variants, queried(base, PAID), reference_sql=PAID).failure_kind is None
 

@@ -111,7 +111,7 @@ def test_drift_when_the_answer_moved_but_the_test_did_not(sandbox: SqlSandbox) -
     )
     assert [w.kind for w in warnings] == ["drift"]
     assert "changed since the previous day (2 rows then, 3 rows now)" in warnings[0].message
-    assert warnings[0].to_record()["kind"] == "drift"
+    assert warnings[0].to_row()["kind"] == "drift"
     # an edited test is expected to change its answer; an unchanged answer is no drift
     assert drift_warning(yesterday, today, previous_test_hash="h0", test_hash="h1") is None
     assert drift_warning(today, today, previous_test_hash="h1", test_hash="h1") is None

@@ -21,7 +21,7 @@ import yaml
 
 from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.partitions import model_day_key
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import load_config
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,
@@ -145,8 +145,8 @@ class SmallSuite:
     config: dict = field(default_factory=dict)
 
     @property
-    def layout(self) -> StoreLayout:
-        return StoreLayout.of(load_config(self.root))
+    def layout(self) -> StateFolder:
+        return StateFolder.of(load_config(self.root))
 
     @property
     def results(self) -> Path:

@@ -20,8 +20,8 @@ from eval_pipeline.defs.partitions import model_day_key, today
 from eval_pipeline.defs.unchanged import Freshness
 from eval_pipeline.pipeline import EvaluationRequest
 from eval_pipeline.suite import load_suite
+from eval_pipeline_tests.pipeline.automation import drive, materialized
 from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, NEXT_DAY, evaluate, materialize
-from eval_pipeline_tests.pipeline.test_lineage_automation import drive, materialized
 
 pytestmark = pytest.mark.slow  # Dagster runs, in the suite's own SQLite instance
 

@@ -6,13 +6,8 @@ three would; each run is a worker and a process per step, each loading the defin
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -21,74 +16,18 @@ import pytest
 
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.cli.console import DEPLOY, production_env
+from eval_pipeline_tests.pipeline.processes import READ_BUCKET_IN_A_LOOP, count, finish, start
+from eval_pipeline_tests.pipeline.services import LAUNCH_BACKFILL, dagster_services, wait_for
 from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite, prepare
-from eval_pipeline_tests.pipeline.test_processes import count, finish, start
-from eval_pipeline_tests.pipeline.test_processes_bucket import READ_IN_A_LOOP
 from eval_pipeline_tests.store.buckets import Bucket
 from eval_pipeline_tests.warehouses.servers import (
     Server,
-    _stop,
-    free_port,
 )
 
 pytestmark = pytest.mark.slow
 
 MODELS = ("openai:gpt-a", "openai:gpt-b")
 WAITING = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED)
-BIN = Path(sys.executable).parent
-LAUNCH_BACKFILL = """
-mutation($params: LaunchBackfillParams!) {
-  launchPartitionBackfill(backfillParams: $params) {
-    __typename
-    ... on LaunchBackfillSuccess { backfillId }
-    ... on PythonError { message }
-    ... on InvalidSubsetError { message }
-  }
-}
-"""
-
-
-@contextlib.contextmanager
-def service(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
-    with open(log, "w") as output:
-        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        yield process
-    finally:
-        _stop(process)
-
-
-def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError):
-            if ready():
-                return
-        time.sleep(1)
-    tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
-    raise AssertionError(f"{what} within {timeout_s} s\n{tails}")
-
-
-@contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path, *, timeout_s: float = 300) -> Iterator[int]:
-    """`dagster-webserver` and `dagster-daemon` on deploy/workspace.yaml with `env`, their
-    output in `logs/`; yields the webserver's port once it answers."""
-    port = free_port()
-    workspace = str(DEPLOY / "workspace.yaml")
-    files = [logs / "webserver.log", logs / "daemon.log"]
-    logs.mkdir(parents=True, exist_ok=True)
-    webserver = [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1"]
-    with (
-        service([*webserver, "-p", str(port)], env, files[0]),
-        service([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, files[1]),
-    ):
-        wait_for(
-            "the webserver did not answer",
-            lambda: httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success,
-            timeout_s=timeout_s,
-            logs=files,
-        )
-        yield port
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
@@ -159,7 +98,10 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
                 wait_for("no run of the backfill started", started, timeout_s=300, logs=logs)
                 stop = tmp_path / "stop"
                 reader = start(
-                    READ_IN_A_LOOP, str(small_suite.root), str(stop), log=tmp_path / "reader.log"
+                    READ_BUCKET_IN_A_LOOP,
+                    str(small_suite.root),
+                    str(stop),
+                    log=tmp_path / "reader.log",
                 )
                 try:
                     wait_for("the backfill did not finish", finished, timeout_s=420, logs=logs)

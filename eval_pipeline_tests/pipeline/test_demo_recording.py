@@ -22,7 +22,7 @@ import pytest
 from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.pipeline import attempts_for
-from eval_pipeline.store import StoreLayout, query
+from eval_pipeline.store import StateFolder, query
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.conftest import SAMPLE_SUITE_DIR, SampleWarehouse
 from eval_pipeline_tests.pipeline.small_suite import materialize
@@ -57,7 +57,7 @@ def demo(sample_warehouse: SampleWarehouse, tmp_path_factory: pytest.TempPathFac
     root = _copy_suite(tmp_path_factory.mktemp("demo") / "suite", sample_warehouse)
     # an evaluation of a day before the suite's history, as `test --date` makes one
     defs = build_definitions(root, include_day=date.fromisoformat(DAY))
-    layout = StoreLayout(root / ".eval")
+    layout = StateFolder(root / ".eval")
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("models", [MODEL])
         assert materialize(defs, ["test_cases", "agent_context"], instance=instance).success

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.pipeline import check_partition, summarize_grades
-from eval_pipeline.store import StoreLayout, ensure_database, write_rows
+from eval_pipeline.store import StateFolder, ensure_database, write_rows
 
 MODEL = "openai:gpt-4.1"
 DAY = date(2026, 6, 2)
@@ -31,13 +31,13 @@ def _grade(name: str, attempt: int, passed: bool, day: date) -> dict:
 
 
 @pytest.fixture
-def layout(tmp_path: Path) -> StoreLayout:
-    layout = StoreLayout(tmp_path / ".eval")
+def layout(tmp_path: Path) -> StateFolder:
+    layout = StateFolder(tmp_path / ".eval")
     ensure_database(layout)
     return layout
 
 
-def _write_day(layout: StoreLayout, day: date, verdicts: dict[str, list[bool]]) -> list[dict]:
+def _write_day(layout: StateFolder, day: date, verdicts: dict[str, list[bool]]) -> list[dict]:
     rows = [
         _grade(name, attempt, passed, day)
         for name, attempts in verdicts.items()
@@ -97,7 +97,7 @@ def test_a_day_without_grades_has_no_accuracy_and_no_regression(layout):
 # --- issue 18: is a drop real? -------------------------------------------------------------
 
 
-def _checks(layout: StoreLayout, today: list[dict], *, significant_only: bool):
+def _checks(layout: StateFolder, today: list[dict], *, significant_only: bool):
     return check_partition(
         layout,
         MODEL,

@@ -14,12 +14,11 @@ import dagster as dg
 import duckdb
 import pytest
 
-from eval_pipeline.pipeline import summarize_partition
-from eval_pipeline.pipeline._gates import since_previous_day
+from eval_pipeline.pipeline import since_previous_day, summarize_partition
 from eval_pipeline.store import ensure_database, table_names, write_rows
 from eval_pipeline.suite import load_suite
-from eval_pipeline.viewer import _data as viewer_data
-from eval_pipeline.viewer._reader import StoreReader
+from eval_pipeline.viewer import StoreReader
+from eval_pipeline.viewer import _data as viewer_data  # its day-changes query, an internal one
 from eval_pipeline_tests.pipeline.small_suite import (
     SmallSuite,
     materialize,

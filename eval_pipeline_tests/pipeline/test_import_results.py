@@ -19,9 +19,9 @@ from eval_pipeline.pipeline import (
     read_results_file,
     write_results_file,
 )
-from eval_pipeline.store import StoreLayout, ensure_schema_files, query, write_rows
+from eval_pipeline.store import StateFolder, ensure_schema_files, query, write_rows
 from eval_pipeline.suite import load_suite
-from eval_pipeline_tests.pipeline.test_results_document import MODEL, row
+from eval_pipeline_tests.pipeline.graded_rows import MODEL, row
 from eval_pipeline_tests.suite.nao_project import write_nao_project
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
@@ -29,11 +29,11 @@ DAY = date(2026, 1, 5)
 
 
 @pytest.fixture
-def layout(tmp_path: Path) -> StoreLayout:
-    return StoreLayout(tmp_path / "shop" / ".eval")
+def layout(tmp_path: Path) -> StateFolder:
+    return StateFolder(tmp_path / "shop" / ".eval")
 
 
-def _grades(layout: StoreLayout) -> list[tuple]:
+def _grades(layout: StateFolder) -> list[tuple]:
     frame = query(
         layout,
         "SELECT name, model, run_date, attempt, status, passed, message, "

@@ -10,7 +10,7 @@ import pytest
 import eval_pipeline
 from eval_pipeline.pipeline import EvaluationRequest, LastEvaluation
 from eval_pipeline.pipeline import _unchanged as unchanged  # only to swap its judge prompts
-from eval_pipeline.store import StoreLayout, ensure_schema_files, write_rows
+from eval_pipeline.store import StateFolder, ensure_schema_files, write_rows
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.tiny_suite import DAY, write_suite
 
@@ -21,7 +21,7 @@ MODEL = "replay:demo"
 def last(tmp_path: Path) -> LastEvaluation:
     """The record of a complete evaluation of one test, as it ended."""
     suite = load_suite(write_suite(tmp_path / "suite", cases={"q0": "Revenue?"}, dbt=False))
-    layout = StoreLayout.of(suite.config)
+    layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)
     grade = {"name": "q0", "status": "passed"}
     write_rows(layout, "grades", [grade], model=MODEL, run_date=DAY, materialization_id="m1")

@@ -7,13 +7,20 @@ this process against the same instance, tick after tick, as the daemon's runs wo
 
 from __future__ import annotations
 
-import warnings
-
 import dagster as dg
 import pytest
 from dagster._core.definitions.data_version import StaleStatus
 
 from eval_pipeline.defs.partitions import model_day_key, today
+from eval_pipeline_tests.pipeline.automation import (
+    drive,
+    materialized,
+    run_partition,
+    run_requested,
+    status,
+    tick,
+    watch_tick,
+)
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
     MODELS,
@@ -22,75 +29,10 @@ from eval_pipeline_tests.pipeline.small_suite import (
     materialize,
     prepare,
 )
-from eval_pipeline_tests.pipeline.test_staleness import status
 
 pytestmark = pytest.mark.slow  # each test starts Dagster runs
 
 INPUTS = ["test_cases", "agent_context", "grading_rules"]
-
-
-def watch_tick(defs: dg.Definitions, instance: dg.DagsterInstance):
-    sensor = defs.resolve_sensor_def("watch_suite_files")
-    with dg.build_sensor_context(instance=instance, definitions=defs) as context:
-        return sensor.evaluate_tick(context)
-
-
-def run_requested(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest):
-    """Execute a sensor's run request, as the daemon would launch it."""
-    result = materialize(
-        defs,
-        [key.to_user_string() for key in request.asset_selection or []],
-        instance=instance,
-        tags=dict(request.tags),
-    )
-    assert result.success, [e.message for e in result.all_events if e.is_failure]
-
-
-def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, asset: str, partition):
-    """Materialize what automation requested of one asset, as the daemon's run would."""
-    if partition is not None and "|" in partition:
-        grid = defs.resolve_asset_graph().get(dg.AssetKey(asset)).partitions_def
-        partition = grid.get_partition_key_from_str(partition)
-    result = materialize(defs, [asset], instance=instance, partition_key=partition)
-    assert result.success, [e.message for e in result.all_events if e.is_failure]
-
-
-def evaluate_conditions(defs, instance, cursor=None):
-    """What the daemon's tick of the automation sensor decides."""
-    with warnings.catch_warnings():
-        # Dagster's own test helper selects sources with a beta parameter and warns about it.
-        warnings.simplefilter("ignore", dg.BetaWarning)
-        return dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
-
-
-def tick(defs, instance, cursor):
-    """One evaluation of the automation conditions, with the (asset, partition)s it requests."""
-    result = evaluate_conditions(defs, instance, cursor)
-    asked = {
-        (key.to_user_string(), partition)
-        for key in defs.resolve_asset_graph().get_all_asset_keys()
-        for partition in result.get_requested_partitions(key)
-    }
-    return result, asked
-
-
-def drive(defs, instance, cursor=None, *, max_ticks: int = 12):
-    """Tick and run what each tick requests until a tick requests nothing; every tick's
-    requests, in order."""
-    ticks: list[set[tuple[str, str | None]]] = []
-    for _ in range(max_ticks):
-        result, asked = tick(defs, instance, cursor)
-        cursor = result.cursor
-        if not asked:
-            return cursor, ticks
-        ticks.append(asked)
-        for asset, partition in sorted(asked, key=str):
-            run_partition(defs, instance, asset, partition)
-    raise AssertionError(f"automation never settled: {ticks}")
-
-
-def materialized(instance: dg.DagsterInstance, asset: str) -> set[str]:
-    return set(instance.get_materialized_partitions(dg.AssetKey(asset)))
 
 
 def test_an_edited_test_file_marks_every_models_runs_unsynced_naming_the_test(

@@ -24,8 +24,8 @@ import pytest
 
 from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline_tests.pipeline.automation import run_requested, watch_tick
 from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, evaluate, prepare
-from eval_pipeline_tests.pipeline.test_lineage_automation import run_requested, watch_tick
 from eval_pipeline_tests.warehouses.servers import free_port
 
 pytestmark = pytest.mark.slow

@@ -12,10 +12,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipeline.agents._types import RunStatus
-from eval_pipeline.pipeline import PartitionRuns, grade_runs, run_partition, summarize_partition
-from eval_pipeline.pipeline._report import write_report
-from eval_pipeline.store import StoreLayout, ensure_database, query
+from eval_pipeline.agents import RunStatus
+from eval_pipeline.pipeline import (
+    PartitionRuns,
+    grade_runs,
+    run_partition,
+    summarize_partition,
+    write_report,
+)
+from eval_pipeline.store import StateFolder, ensure_database, query
 from eval_pipeline.suite import Suite, load_agent_context, load_suite
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,
@@ -110,13 +115,13 @@ def suite(tmp_path, monkeypatch, openai_server, agent_server) -> Suite:
 
 def evaluate(suite: Suite) -> list[PartitionRuns]:
     """Runs (recorded) of both models, then grades, summaries, the report and the SQL views."""
-    layout = StoreLayout(suite.config.state_path)
+    layout = StateFolder(suite.config.state_path)
     ensure_database(layout)
     context = load_agent_context(suite.config)
 
     async def go() -> list[PartitionRuns]:
         outcomes = []
-        async with open_factory(suite, record=True) as factory:
+        async with open_factory(suite, recording=True) as factory:
             for model in MODELS:
                 outcome = await run_partition(
                     suite,
@@ -160,7 +165,7 @@ def test_no_key_in_any_file_log_or_error(suite, openai_server, agent_server, cap
         assert "after 3 attempts" in errors["overloaded"]
         for text in errors.values():
             assert not any(secret in text for secret in SECRETS), text
-    layout = StoreLayout(suite.config.state_path)
+    layout = StateFolder(suite.config.state_path)
     grades = query(layout, "SELECT model, name, status, message FROM grades ORDER BY 1, 2")
     assert grades.status.tolist() == ["passed", "error", "error", "error"] * 2
     assert "retrying" in caplog.text  # the 500s were logged...

@@ -2,59 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import time
-from pathlib import Path
 
 import duckdb
 import pytest
 
-from eval_pipeline.store import publish_results, query
-from eval_pipeline.store._files import read_journals
+from eval_pipeline.store import publish_results, query, read_journals
+from eval_pipeline_tests.pipeline.processes import (
+    MATERIALIZE,
+    count,
+    finish,
+    rerun_completes_only_the_missing_runs,
+    start,
+)
 from eval_pipeline_tests.pipeline.small_suite import (
-    CASES,
     DAY,
-    EVALUATION,
     MODELS,
-    SmallSuite,
     agent_requests,
-    evaluate,
     prepare,
-    run_counts,
 )
 
 pytestmark = pytest.mark.slow
-
-# Materializes one partition in a process of its own and prints what its agent_runs step did.
-# The instance is ephemeral (a SQLite one costs seconds per process here): what these tests are
-# about is the result store the processes share.
-MATERIALIZE = textwrap.dedent(
-    """
-    import json, sys
-    from pathlib import Path
-    import dagster as dg
-    from eval_pipeline.defs import build_definitions
-    from eval_pipeline_tests.pipeline.small_suite import materialize
-    from eval_pipeline.defs.partitions import model_day_key
-
-    root, model, day = sys.argv[1:4]
-    defs = build_definitions(Path(root))
-    with dg.DagsterInstance.ephemeral() as instance:
-        instance.add_dynamic_partitions("models", [model])
-        result = materialize(
-            defs, {assets!r}, partition_key=model_day_key(model, day), instance=instance
-        )
-        (event,) = result.asset_materializations_for_node("agent_runs")
-        counts = {{k: v.value for k, v in event.metadata.items() if k in ("executed", "reused")}}
-    print()  # ends any progress bar's line
-    print(json.dumps({{"success": result.success, **counts}}))
-    """
-).format(assets=EVALUATION)
 
 # Counts rows through results.duckdb, read-only, in a loop until told to stop.
 READ_IN_A_LOOP = textwrap.dedent(
@@ -75,50 +46,6 @@ READ_IN_A_LOOP = textwrap.dedent(
     print(json.dumps({"reads": reads}))
     """
 )
-
-
-def start(code: str, *args: str, log: Path) -> subprocess.Popen:
-    """A Python process running `code`; its logs go to `log` (Dagster logs a lot)."""
-    with open(log, "w") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=stderr, text=True
-        )
-
-
-def finish(process: subprocess.Popen, log: Path, timeout: float = 120) -> dict:
-    """The JSON the process printed last, on a line of its own: DuckDB draws a progress bar
-    on stdout for a query slower than 2 s (a loaded machine), with no line end."""
-    out, _ = process.communicate(timeout=timeout)
-    assert process.returncode == 0, log.read_text()[-3000:]
-    return json.loads(out.strip().splitlines()[-1])
-
-
-def count(suite: SmallSuite, table: str) -> int:
-    return int(query(suite.layout, f"SELECT count(*) AS n FROM {table}").n[0])
-
-
-def rerun_completes_only_the_missing_runs(
-    suite: SmallSuite, defs, instance, survived: list[dict]
-) -> None:
-    """Re-execute the killed partition: only the runs its journal lacks reach the agent, and
-    the store then holds all four runs and grades."""
-    suite.agent.latency_s = 0.0
-    requests = agent_requests(suite.agent)
-    result = evaluate(defs, instance, MODELS[0])
-
-    done = {run["case_name"] for run in survived}
-    missing = [name for name in (*CASES, "greets_the_team") if name not in done]
-    assert run_counts(result) == {
-        "runs": 4,
-        "executed": len(missing),
-        "reused": len(survived),
-        "carried_over": 0,
-    }
-    assert agent_requests(suite.agent) - requests == sum(
-        2 if name in CASES else 1 for name in missing
-    )
-    assert count(suite, "agent_runs") == 4
-    assert count(suite, "grades") == 4
 
 
 def test_two_models_in_parallel_processes_beside_a_reader(small_suite, tmp_path, instance):

@@ -5,50 +5,28 @@ from __future__ import annotations
 
 import os
 import signal
-import textwrap
 import time
 
 import pytest
 
-from eval_pipeline.store._files import read_journals
+from eval_pipeline.store import read_journals
+from eval_pipeline_tests.pipeline.processes import (
+    MATERIALIZE,
+    READ_BUCKET_IN_A_LOOP,
+    count,
+    finish,
+    rerun_completes_only_the_missing_runs,
+    start,
+)
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
     MODELS,
     SmallSuite,
     prepare,
 )
-from eval_pipeline_tests.pipeline.test_processes import (
-    MATERIALIZE,
-    count,
-    finish,
-    rerun_completes_only_the_missing_runs,
-    start,
-)
 from eval_pipeline_tests.store.buckets import Bucket
 
 pytestmark = pytest.mark.slow
-
-# Queries the history through the store's own connection (DuckDB with the bucket registered),
-# as `eval-pipeline sql` does, in a loop until told to stop; every answer must be whole.
-READ_IN_A_LOOP = textwrap.dedent(
-    """
-    import json, sys, time
-    from pathlib import Path
-    from eval_pipeline.store import StoreLayout, fetch
-    from eval_pipeline.suite import load_config
-
-    layout = StoreLayout.of(load_config(Path(sys.argv[1])))
-    stop = Path(sys.argv[2])
-    reads, partial = 0, []
-    while not stop.exists():
-        _, rows = fetch(layout, "SELECT model, count(*) FROM agent_runs GROUP BY model")
-        partial += [n for _, n in rows if n != 4]  # a partition is there whole or not at all
-        reads += 1
-        time.sleep(0.05)
-    print()  # ends any progress bar's line
-    print(json.dumps({"reads": reads, "partial": partial}))
-    """
-)
 
 
 @pytest.fixture
@@ -64,7 +42,9 @@ def test_two_models_in_parallel_processes_write_to_the_bucket_beside_a_reader(
     prepare(bucket_suite, instance)
     bucket_suite.agent.latency_s = 0.05
     stop = tmp_path / "stop"
-    reader = start(READ_IN_A_LOOP, str(bucket_suite.root), str(stop), log=tmp_path / "reader.log")
+    reader = start(
+        READ_BUCKET_IN_A_LOOP, str(bucket_suite.root), str(stop), log=tmp_path / "reader.log"
+    )
     writers = [
         start(MATERIALIZE, str(bucket_suite.root), model, DAY, log=tmp_path / f"writer-{i}.log")
         for i, model in enumerate(MODELS)

@@ -7,40 +7,14 @@ import json
 from dataclasses import FrozenInstanceError
 from datetime import date
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from eval_pipeline.pipeline import Threshold, build_results, ungraded_rows
+from eval_pipeline_tests.pipeline.graded_rows import MODEL, row
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
 DAY = date(2026, 1, 5)
-MODEL = "vllm:qwen3"
-
-
-def row(name: str, attempt: int, status: str, cost: float | None = None) -> dict[str, Any]:
-    return {
-        "name": name,
-        "model": MODEL,
-        "attempt": attempt,
-        "status": status,
-        "passed": status == "passed",
-        "message": "error" if status == "error" else status,
-        "verified": True,
-        "checks": [],
-        "tokens": 100,
-        "cost_usd": float("nan") if cost is None else cost,  # a query's missing cost
-        "duration_ms": 1000.0,
-        "tool_call_count": 0,
-        "final_text": None,
-        "run_tool_calls": [],
-        "run_queries": [],
-        "run_error": "Request failed: 502 Bad Gateway" if status == "error" else None,
-        "reference_sql": "SELECT 1",
-        "database": None,
-    }
-
-
 RUNS = [
     row("total_revenue", 0, "passed"),
     row("total_revenue", 1, "passed"),

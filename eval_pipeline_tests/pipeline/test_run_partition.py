@@ -10,10 +10,9 @@ from typing import Any
 
 import pytest
 
-from eval_pipeline.agents._types import AgentRun, RunStatus
+from eval_pipeline.agents import AgentRun, RunStatus
 from eval_pipeline.pipeline import PartitionRuns, run_partition
-from eval_pipeline.store import StoreLayout, read_latest
-from eval_pipeline.store._files import journal_files, read_journals
+from eval_pipeline.store import StateFolder, journal_files, read_journals, read_latest
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import ScriptedServer, error
 from eval_pipeline_tests.agents.tiny_suite import (
@@ -49,7 +48,7 @@ def materialize(
                 suite,
                 MODEL,
                 DAY,
-                layout=StoreLayout(suite.config.state_path),
+                layout=StateFolder(suite.config.state_path),
                 agent_for=factory.agent,
                 context_hash=factory.context.hash,
                 on_finished=on_finished,
@@ -61,12 +60,12 @@ def materialize(
 
 def stored_runs(suite: Suite) -> list[dict[str, Any]]:
     return read_latest(
-        StoreLayout(suite.config.state_path), "agent_runs", model=MODEL, run_date=DAY
+        StateFolder(suite.config.state_path), "agent_runs", model=MODEL, run_date=DAY
     )
 
 
 def journaled_keys(suite: Suite) -> list[str]:
-    layout = StoreLayout(suite.config.state_path)
+    layout = StateFolder(suite.config.state_path)
     return [r["key"] for r in read_journals(journal_files(layout, "agent_runs", MODEL, DAY))]
 
 

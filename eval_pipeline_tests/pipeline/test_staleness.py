@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 
-import dagster as dg
 import pytest
 from dagster._core.definitions.data_version import StaleStatus
-from dagster._utils.test.data_versions import get_stale_status_resolver
 
-from eval_pipeline.defs.partitions import model_day_key
-from eval_pipeline.grading._judges import PROMPTS_VERSION
+from eval_pipeline.grading import PROMPTS_VERSION
 from eval_pipeline.store import query
+from eval_pipeline_tests.pipeline.automation import status
 from eval_pipeline_tests.pipeline.small_suite import (
-    DAY,
     EVALUATOR_CASE,
     MODELS,
     evaluate,
@@ -22,19 +19,6 @@ from eval_pipeline_tests.pipeline.small_suite import (
 )
 
 pytestmark = pytest.mark.slow  # each test starts Dagster runs
-
-
-def status(
-    defs: dg.Definitions, instance: dg.DagsterInstance, asset: str, model: str
-) -> tuple[StaleStatus, list[tuple[str, str]]]:
-    """The asset partition's status as the Dagster UI computes it, with its root causes."""
-    resolver = get_stale_status_resolver(instance, list(defs.resolve_asset_graph().assets_defs))
-    key, partition = dg.AssetKey(asset), model_day_key(model, DAY)
-    causes = [
-        (cause.key.asset_key.to_user_string(), cause.reason)
-        for cause in resolver.get_stale_root_causes(key, partition)
-    ]
-    return resolver.get_status(key, partition), causes
 
 
 def test_editing_a_test_turns_the_runs_stale_until_they_are_rematerialized(small_suite, instance):

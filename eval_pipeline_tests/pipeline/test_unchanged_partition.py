@@ -9,7 +9,7 @@ import pytest
 
 from eval_pipeline.agents import answerer_identity
 from eval_pipeline.pipeline import EvaluationRequest, partition_unchanged
-from eval_pipeline.store import StoreLayout, ensure_schema_files, write_rows
+from eval_pipeline.store import StateFolder, ensure_schema_files, write_rows
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.tiny_suite import DAY, write_suite
 
@@ -24,7 +24,7 @@ def suite(tmp_path: Path) -> Suite:
 
 
 def _grade(suite: Suite, statuses: dict[str, str]) -> None:
-    layout = StoreLayout.of(suite.config)
+    layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)
     rows = [{"name": name, "status": status} for name, status in statuses.items()]
     write_rows(layout, "grades", rows, model=MODEL, run_date=DAY, materialization_id="m1")
@@ -75,7 +75,7 @@ def test_stale_or_never_materialized_runs_run_again(suite: Suite) -> None:
 
 @pytest.mark.parametrize(
     "option",
-    [{"no_cache": True}, {"record": True}, {"rejudge": True}, {"rejudge_samples": 3}],
+    [{"no_cache": True}, {"recording": True}, {"rejudge": True}, {"rejudge_samples": 3}],
 )
 def test_an_option_asking_for_new_runs_or_verdicts_runs_again(suite: Suite, option) -> None:
     _grade(suite, {"q0": "passed", "q1": "failed"})

@@ -6,14 +6,14 @@ from datetime import date
 
 import pytest
 
-from eval_pipeline.store import StoreLayout, ensure_database
+from eval_pipeline.store import StateFolder, ensure_database
 
 DAY = date(2026, 6, 1)
 
 
 @pytest.fixture
 def layout(tmp_path):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     ensure_database(layout)
     return layout
 

@@ -11,7 +11,7 @@ import pytest
 
 from eval_pipeline.store import (
     TABLES,
-    StoreLayout,
+    StateFolder,
     TableSpec,
     compact_store,
     ensure_database,
@@ -37,13 +37,13 @@ def _older_release(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(TABLES, "model_comparisons")
 
 
-def _rows(layout: StoreLayout, sql: str) -> list[tuple]:
+def _rows(layout: StateFolder, sql: str) -> list[tuple]:
     with duckdb.connect(str(layout.database), read_only=True) as connection:
         return connection.execute(sql).fetchall()
 
 
 def test_a_compacted_older_store_gains_the_new_table_and_columns(tmp_path, monkeypatch):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     with monkeypatch.context() as older:
         _older_release(older)
         ensure_database(layout)
@@ -80,7 +80,7 @@ def test_a_compacted_older_store_gains_the_new_table_and_columns(tmp_path, monke
 
 
 def test_an_uncompacted_older_store_shows_the_new_column_at_once(tmp_path, monkeypatch):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     with monkeypatch.context() as older:
         _older_release(older)
         ensure_database(layout)
@@ -102,7 +102,7 @@ def test_a_store_written_before_runs_and_references_kept_their_database_still_re
 ):
     """Issue 14 added `database` to `reference_results` and `agent_runs`: an older
     partition reads with NULL there, beside new rows naming theirs, compacted or not."""
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     with monkeypatch.context() as older:
         for table in ("reference_results", "agent_runs"):
             spec = TABLES[table]
@@ -135,7 +135,7 @@ def test_a_store_written_before_runs_and_references_kept_their_database_still_re
 
 
 def test_a_release_that_adds_a_column_publishes_it_with_no_new_write(tmp_path, monkeypatch):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     with monkeypatch.context() as older:
         spec = TABLES["model_summaries"]
         columns = pa.schema([f for f in spec.schema if f.name not in NEW])

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from eval_pipeline.store import StoreLayout, read_latest, write_rows
+from eval_pipeline.store import StateFolder, read_latest, write_rows
 from eval_pipeline_tests.store.buckets import Bucket
 
 DAY = date(2026, 6, 1)
@@ -18,7 +18,7 @@ ROW = {"name": "t", "model": "m:x", "run_date": DAY, "attempt": 0, "status": "pa
 def test_a_write_that_fails_midway_leaves_the_partition_as_it_was(
     bucket: Bucket, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    layout = StoreLayout(
+    layout = StateFolder(
         tmp_path / ".eval", bucket_url=bucket.url, endpoint_url=bucket.endpoint_url
     )
     write_rows(layout, "grades", [ROW], model="m:x", run_date=DAY)

@@ -14,7 +14,7 @@ import pytest
 
 from eval_pipeline.store import (
     TABLES,
-    StoreLayout,
+    StateFolder,
     compact_store,
     connect,
     current_generation,
@@ -35,7 +35,7 @@ MODELS = ("m1", "provider/m:2")
 DAYS = (DAY, DAY + timedelta(days=1))
 
 
-def populate(layout: StoreLayout, start: datetime, *, tag: str = "") -> None:
+def populate(layout: StateFolder, start: datetime, *, tag: str = "") -> None:
     """Every table written, with superseded writes and an empty newest write."""
     at = iter(start + timedelta(seconds=i) for i in range(10_000))
     write_rows(layout, "test_cases", [{"name": "a", "kinds": ["data"]}], written_at=next(at))
@@ -75,7 +75,7 @@ def populate(layout: StoreLayout, start: datetime, *, tag: str = "") -> None:
                        written_at=next(at))  # fmt: skip
 
 
-def snapshot(layout: StoreLayout, *, published: bool = False) -> dict[str, list]:
+def snapshot(layout: StateFolder, *, published: bool = False) -> dict[str, list]:
     """Every row of every view (`published`: of results.duckdb's tables), in a stable order."""
     views = [v for name in TABLES for v in (name, f"{name}_history")] + ["labels_latest"]
     result = {}
@@ -89,7 +89,7 @@ def snapshot(layout: StoreLayout, *, published: bool = False) -> dict[str, list]
     return result
 
 
-def partitions_latest(layout: StoreLayout) -> dict:
+def partitions_latest(layout: StateFolder) -> dict:
     result = {("test_cases",): read_latest(layout, "test_cases")}
     for day in DAYS:
         result[("reference_results", day)] = read_latest(layout, "reference_results", run_date=day)
@@ -100,13 +100,13 @@ def partitions_latest(layout: StoreLayout) -> dict:
     return result
 
 
-def data_files(layout: StoreLayout) -> list:
+def data_files(layout: StateFolder) -> list:
     return sorted(
         p for p in layout.tables_dir.rglob("[0-9]*.parquet") if "_segments" not in p.parts
     )
 
 
-def segments(layout: StoreLayout) -> list:
+def segments(layout: StateFolder) -> list:
     return sorted(p.name for p in layout.segments_root.rglob("*.parquet"))
 
 
@@ -228,8 +228,8 @@ def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout
         f"""
         import sys, datetime, time
         from pathlib import Path
-        from eval_pipeline.store import StoreLayout, write_rows
-        layout = StoreLayout(Path({str(layout.root)!r}))
+        from eval_pipeline.store import StateFolder, write_rows
+        layout = StateFolder(Path({str(layout.root)!r}))
         model = sys.argv[1]
         for day in range(1, 31):
             d = datetime.date(2026, 6, day)
@@ -244,9 +244,9 @@ def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout
         f"""
         import duckdb, datetime, time
         from pathlib import Path
-        from eval_pipeline.store import StoreLayout, connect, read_latest
+        from eval_pipeline.store import StateFolder, connect, read_latest
         from eval_pipeline.viewer._reader import StoreReader
-        layout = StoreLayout(Path({str(layout.root)!r}))
+        layout = StateFolder(Path({str(layout.root)!r}))
         viewer = StoreReader(layout)
         print("ready", flush=True)  # imported: the writers start now
         deadline = time.time() + 90

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import date
 
-from eval_pipeline.store import StoreLayout, decode_json, read_latest, write_rows
+from eval_pipeline.store import StateFolder, decode_json, read_latest, write_rows
 
 DAY = date(2026, 1, 5)
 
 
 def test_json_columns_read_back_as_values_and_other_text_stays_text(tmp_path):
-    layout = StoreLayout(tmp_path)
+    layout = StateFolder(tmp_path)
     write_rows(
         layout,
         "reference_results",

@@ -7,7 +7,7 @@ from datetime import date
 from pathlib import Path
 
 from eval_pipeline.store import (
-    StoreLayout,
+    StateFolder,
     file_lock,
     reading_files,
     try_file_lock,
@@ -59,7 +59,7 @@ def test_a_waiting_lock_gets_the_lock_once_its_holder_lets_go(tmp_path: Path):
 
 
 def test_the_store_locks_are_the_shapes_their_users_rely_on(tmp_path: Path):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     # Compaction deletes files only while no reader holds the readers lock.
     with (
         reading_files(layout),
@@ -83,7 +83,7 @@ def test_the_store_locks_are_the_shapes_their_users_rely_on(tmp_path: Path):
 
 
 def test_a_journal_being_written_is_not_abandoned_and_a_closed_one_is(tmp_path: Path):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     path = layout.journal_path("agent_runs", "openai:gpt-4.1", DAY, "m1")
     with Journal(path) as journal:
         journal.append({"key": "k"})
@@ -93,11 +93,11 @@ def test_a_journal_being_written_is_not_abandoned_and_a_closed_one_is(tmp_path: 
 
 
 def test_every_path_of_the_layout_is_below_the_state_folder(tmp_path: Path):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     properties = [
         name
-        for name in dir(StoreLayout)
-        if isinstance(getattr(StoreLayout, name), property)
+        for name in dir(StateFolder)
+        if isinstance(getattr(StateFolder, name), property)
         and name not in {"root", "remote", "location"}
     ]
     paths = [getattr(layout, name) for name in properties]

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from eval_pipeline.store import (
-    StoreLayout,
+    StateFolder,
     connect,
     fetch_read_only,
     publish_results,
@@ -27,7 +27,7 @@ from eval_pipeline_tests.store.conftest import DAY, grade
 from eval_pipeline_tests.store.older_duckdb import DuckDBCli
 
 
-def write_day(layout: StoreLayout, model: str, cases: int = 10) -> None:
+def write_day(layout: StateFolder, model: str, cases: int = 10) -> None:
     rows = [grade(f"case{i}", model, "passed" if i % 2 else "failed") for i in range(cases)]
     write_rows(layout, "grades", rows, model=model, run_date=DAY)
 
@@ -81,10 +81,10 @@ def test_it_answers_from_any_folder(tmp_path, layout):
 
 @pytest.mark.slow  # subprocesses
 def test_a_copied_suite_reads_its_own_data_never_the_original(tmp_path):
-    original = StoreLayout(tmp_path / "suite" / ".eval")
+    original = StateFolder(tmp_path / "suite" / ".eval")
     write_day(original, "m")
     publish_results(original)
-    copy = StoreLayout(shutil.copytree(tmp_path / "suite", tmp_path / "copy") / ".eval")
+    copy = StateFolder(shutil.copytree(tmp_path / "suite", tmp_path / "copy") / ".eval")
     # The original goes on; the copy shows what it was copied with.
     write_day(original, "n")
     publish_results(original)

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from eval_pipeline.store import JournaledPartition, StoreLayout, query, read_latest, write_rows
+from eval_pipeline.store import JournaledPartition, StateFolder, query, read_latest, write_rows
 from eval_pipeline.store._files import Journal, journal_files, read_journals
 from eval_pipeline_tests.store.conftest import DAY, grade
 
@@ -57,7 +57,7 @@ def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
 
 def test_views_follow_the_store_when_the_suite_folder_moves(tmp_path, layout):
     write_rows(layout, "grades", [grade("a", "m", "passed")], model="m", run_date=DAY)
-    moved = StoreLayout(tmp_path / "elsewhere" / ".eval")
+    moved = StateFolder(tmp_path / "elsewhere" / ".eval")
     os.renames(layout.root, moved.root)
     assert query(moved, "SELECT count(*) AS n FROM grades").n[0] == 1
 
@@ -117,8 +117,8 @@ def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
         f"""
         import sys, datetime
         from pathlib import Path
-        from eval_pipeline.store import StoreLayout, write_rows
-        layout = StoreLayout(Path({str(layout.root)!r}))
+        from eval_pipeline.store import StateFolder, write_rows
+        layout = StateFolder(Path({str(layout.root)!r}))
         model = sys.argv[1]
         for day in range(1, 21):
             d = datetime.date(2026, 6, day)
@@ -131,8 +131,8 @@ def test_writes_from_parallel_processes_and_a_reader_lose_nothing(layout):
         f"""
         import time
         from pathlib import Path
-        from eval_pipeline.store import StoreLayout, connect
-        layout = StoreLayout(Path({str(layout.root)!r}))
+        from eval_pipeline.store import StateFolder, connect
+        layout = StateFolder(Path({str(layout.root)!r}))
         deadline = time.time() + 60
         seen = 0
         while seen < 2000 and time.time() < deadline:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from eval_pipeline.store import StoreLayout
+from eval_pipeline.store import StateFolder
 from eval_pipeline.viewer import ViewerServer, make_server
 from eval_pipeline_tests.viewer.history import build_store
 
@@ -41,7 +41,7 @@ def fetch(
         connection.close()
 
 
-def start(layout: StoreLayout) -> tuple[ViewerServer, threading.Thread]:
+def start(layout: StateFolder) -> tuple[ViewerServer, threading.Thread]:
     server = make_server(layout, port=0, quiet=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -49,12 +49,12 @@ def start(layout: StoreLayout) -> tuple[ViewerServer, threading.Thread]:
 
 
 @pytest.fixture(scope="module")
-def layout(tmp_path_factory: pytest.TempPathFactory) -> StoreLayout:
+def layout(tmp_path_factory: pytest.TempPathFactory) -> StateFolder:
     return build_store(tmp_path_factory.mktemp("suite") / ".eval")
 
 
 @pytest.fixture(scope="module")
-def server(layout: StoreLayout) -> Iterator[ViewerServer]:
+def server(layout: StateFolder) -> Iterator[ViewerServer]:
     server, thread = start(layout)
     yield server
     server.shutdown()

@@ -20,9 +20,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.agents._types import run_key
+from eval_pipeline.agents import run_key
 from eval_pipeline.pipeline import summarize_grades
-from eval_pipeline.store import StoreLayout, ensure_database, write_rows
+from eval_pipeline.store import StateFolder, ensure_database, write_rows
 
 GPT, CLAUDE = "openai:gpt-4.1", "anthropic:claude-sonnet-4-5"
 MODELS = (GPT, CLAUDE)
@@ -346,9 +346,9 @@ def _run_and_grade(
     return run, grade, tool_rows
 
 
-def build_store(root: Path) -> StoreLayout:
+def build_store(root: Path) -> StateFolder:
     """Write the history under `root` (a suite's `.eval` folder) and return its layout."""
-    layout = StoreLayout(root)
+    layout = StateFolder(root)
     ensure_database(layout)
     write_rows(
         layout,

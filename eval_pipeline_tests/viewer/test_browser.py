@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.viewer._data import run_id
+from eval_pipeline.viewer import run_id
 from eval_pipeline_tests.viewer.history import CLAUDE, DAY2, DAY3, GPT, HOSTILE, REUSED
 
 CHROMIUM = Path("/usr/bin/chromium")

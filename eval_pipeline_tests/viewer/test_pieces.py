@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from datetime import date
 
-from eval_pipeline.store import StoreLayout, ensure_database, query
+from eval_pipeline.store import StateFolder, ensure_database, query
+
+# The viewer's internal pieces, each tested on its own (the face is the server and export).
 from eval_pipeline.viewer._diffs import diff_marks, map_columns
 from eval_pipeline.viewer._html import Markup, el, esc, join
 from eval_pipeline.viewer._labels import add_label, agreement_rows, parse_label_form
@@ -92,7 +94,7 @@ def test_label_form_is_validated():
 
 
 def test_labels_table_keeps_every_label_and_labels_latest_the_newest_per_run(tmp_path):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     ensure_database(layout)
     run = {"run_key": "k1", "name": "t", "model": "m", "run_date": date(2026, 6, 1), "attempt": 0}
     add_label(layout, run, passed=True, note="first")

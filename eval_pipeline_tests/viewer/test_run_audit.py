@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eval_pipeline.viewer._run_page import audit_panel
+from eval_pipeline.viewer._run_page import audit_panel  # an internal piece of the run page
 from eval_pipeline_tests.viewer.history import HOSTILE
 
 

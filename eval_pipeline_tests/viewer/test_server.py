@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.cli._main import build_parser, main
-from eval_pipeline.store import StoreLayout, ensure_database, query
-from eval_pipeline.viewer import make_server, render_html_export
-from eval_pipeline.viewer._data import run_id
+from eval_pipeline.cli import build_parser, main
+from eval_pipeline.store import StateFolder, ensure_database, query
+from eval_pipeline.viewer import make_server, render_html_export, run_id
 from eval_pipeline_tests.viewer.conftest import fetch, start
 from eval_pipeline_tests.viewer.history import CLAUDE, DAY1, DAY2, DAY3, GPT, build_store
 
@@ -319,7 +318,7 @@ def test_labels_page_before_any_label(server):
 
 
 def test_an_empty_store_says_how_to_get_results(tmp_path):
-    layout = StoreLayout(tmp_path / ".eval")
+    layout = StateFolder(tmp_path / ".eval")
     ensure_database(layout)
     server, thread = start(layout)
     try:

@@ -130,7 +130,7 @@ def test_references_name_their_database_and_its_definition_moves_the_data_versio
         return result
 
     first = reference()
-    assert first.database == "shop" and first.to_record()["database"] == "shop"
+    assert first.database == "shop" and first.to_row()["database"] == "shop"
     assert reference().data_version == first.data_version  # nothing changed: same version
     config.write_text("databases:\n  - {name: shop, type: duckdb, path: b.duckdb}\n")
     moved = reference()

@@ -11,7 +11,7 @@ from dagster_dbt import DagsterDbtTranslator, DbtCliResource, dbt_assets
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.warehouse import dbt_executable, prepare_dbt_project
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.store import StoreLayout, publish_results
+from eval_pipeline.store import StateFolder, publish_results
 
 POOL = "duckdb_history"  # one build at a time writes history.duckdb
 PROJECT_DIR = Path(__file__).resolve().parents[2] / "history_dbt"
@@ -35,7 +35,7 @@ class HistoryTranslator(DagsterDbtTranslator):
         return groups.HISTORY
 
 
-def history_vars(layout: StoreLayout) -> str:
+def history_vars(layout: StateFolder) -> str:
     """The `--vars` pointing the profile at this suite's results and history files (a bucket
     store's too: results.duckdb holds copies of its tables, read with no S3 access)."""
     values: dict[str, Any] = {
@@ -45,7 +45,7 @@ def history_vars(layout: StoreLayout) -> str:
     return json.dumps(values)
 
 
-def build_history_assets(layout: StoreLayout) -> tuple[dg.AssetsDefinition, DbtCliResource]:
+def build_history_assets(layout: StateFolder) -> tuple[dg.AssetsDefinition, DbtCliResource]:
     """The history marts as Dagster assets, and the dbt resource that builds them.
 
     The project ships in the package and is parsed once per suite, into its state folder

@@ -32,7 +32,7 @@ def leaderboard_asset(
     ) -> dg.MaterializeResult:
         day = date.fromisoformat(context.partition_key)
         layout = suite.store()
-        board = day_leaderboard(layout, day, record=True)
+        board = day_leaderboard(layout, day, store_comparisons=True)
         return dg.MaterializeResult(
             metadata={
                 "leaderboard": dg.MetadataValue.md(board.markdown()),

@@ -19,6 +19,8 @@ class AgentRunsConfig(dg.Config):
 
     select: list[str] = Field(default_factory=list, description="test names, file stems or folders")
     no_cache: bool = False
+    #: Record the LLM completions (`--record`). Named `record`, not `recording`: a config
+    #: field's name is a run config key that launchpad YAML may use, a contract.
     record: bool = False
     k: int | None = None
     threads: int | None = None
@@ -52,7 +54,7 @@ def agent_runs_asset(
                 context=suite.agent_context(),
                 select=config.select or None,
                 no_cache=config.no_cache,
-                record=config.record,
+                recording=config.record,
                 k=config.k,
                 threads=config.threads,
             )

@@ -10,7 +10,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.metadata import table_definition, table_written
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.grading import PROMPTS_VERSION, GradingRules
-from eval_pipeline.pipeline import record_cases
+from eval_pipeline.pipeline import snapshot_cases
 from eval_pipeline.suite import AgentContext, Case, Suite
 
 
@@ -69,7 +69,7 @@ def context_hashes(loaded: AgentContext) -> dict[str, str]:
 )
 def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
     loaded, layout = suite.load(), suite.store()
-    record_cases(loaded, layout)
+    snapshot_cases(loaded, layout)
     cases = list(loaded.cases)
     kinds = Counter(kind for case in cases for kind in case.kinds)
     unverified = [case.name for case in cases if not case.kinds]

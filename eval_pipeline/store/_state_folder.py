@@ -1,4 +1,4 @@
-"""The one place that knows where results live, on disk or in a bucket."""
+"""A suite's state folder (`.eval/`): the one place that knows every path below it."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ def quote_part(value: str) -> str:
 
 
 @dataclass(frozen=True)
-class StoreLayout:
-    """Every path below a suite's state folder (default `<suite>/.eval/`): the one place that
-    knows where results, journals, caches, reports, logs, the Dagster home and lock files live.
+class StateFolder:
+    """A suite's state folder (default `<suite>/.eval/`) and every path below it: the one place
+    that knows where results.duckdb, the store's tables (or bucket), journals, caches, reports,
+    logs, the Dagster home and lock files live.
 
     With a bucket (`store: {url: s3://…}`), the tables, segments, journals and quarantine are
     objects below `bucket_url` (`objects_root`, a `UPath`), under the same names; the local
@@ -36,8 +37,8 @@ class StoreLayout:
     endpoint_url: str | None = None
 
     @classmethod
-    def of(cls, config: SuiteConfig) -> StoreLayout:
-        """The store a suite's configuration names (`state_dir`, `store:`)."""
+    def of(cls, config: SuiteConfig) -> StateFolder:
+        """The state folder (and store) a suite's configuration names (`state_dir`, `store:`)."""
         store = config.store
         if store is None:
             return cls(config.state_path)

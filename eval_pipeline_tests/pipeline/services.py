@@ -1,0 +1,72 @@
+"""Dagster's webserver and daemon started as a deployment runs them, and the UI's backfill query."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from eval_pipeline_tests.cli.console import DEPLOY
+from eval_pipeline_tests.warehouses.servers import _stop, free_port
+
+BIN = Path(sys.executable).parent
+
+
+LAUNCH_BACKFILL = """
+mutation($params: LaunchBackfillParams!) {
+  launchPartitionBackfill(backfillParams: $params) {
+    __typename
+    ... on LaunchBackfillSuccess { backfillId }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+  }
+}
+"""
+
+
+@contextlib.contextmanager
+def service(command: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    with open(log, "w") as output:
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        yield process
+    finally:
+        _stop(process)
+
+
+def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(httpx.HTTPError):
+            if ready():
+                return
+        time.sleep(1)
+    tails = "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
+    raise AssertionError(f"{what} within {timeout_s} s\n{tails}")
+
+
+@contextlib.contextmanager
+def dagster_services(env: dict[str, str], logs: Path, *, timeout_s: float = 300) -> Iterator[int]:
+    """`dagster-webserver` and `dagster-daemon` on deploy/workspace.yaml with `env`, their
+    output in `logs/`; yields the webserver's port once it answers."""
+    port = free_port()
+    workspace = str(DEPLOY / "workspace.yaml")
+    files = [logs / "webserver.log", logs / "daemon.log"]
+    logs.mkdir(parents=True, exist_ok=True)
+    webserver = [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1"]
+    with (
+        service([*webserver, "-p", str(port)], env, files[0]),
+        service([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, files[1]),
+    ):
+        wait_for(
+            "the webserver did not answer",
+            lambda: httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success,
+            timeout_s=timeout_s,
+            logs=files,
+        )
+        yield port
