@@ -30,7 +30,7 @@ class GradesHistory:
     relation: str = "grades"
 
     @classmethod
-    def of_store(cls, layout: StoreLayout) -> GradesHistory:
+    def of_store(cls, layout: StateFolder) -> GradesHistory:
         def rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
             return list(query(layout, sql, list(params)).itertuples(index=False, name=None))
 
