@@ -146,9 +146,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print(json.dumps({"file": str(path), **summary}, indent=2))
         return ExitCode.OK
     overall = summary["summary"]
-    cost = f"${overall['total_cost']:.4f}"
-    if overall["unpriced_runs"]:
-        cost += f" (cost unknown for {_plural(overall['unpriced_runs'], 'run', 'runs')})"
+    # Never "$0" for what has no price: nao's total counts an unknown cost as 0, ours says so.
+    unpriced = overall["unpriced_runs"]
+    if unpriced == overall["total"]:
+        cost = "cost unknown"
+    else:
+        cost = f"${overall['total_cost']:.4f}"
+        if unpriced:
+            cost += f" (cost unknown for {_plural(unpriced, 'run', 'runs')})"
     print(
         f"{path}: {overall['passed']} passed, {overall['failed']} failed, "
         f"{overall['total']} total, {cost}, {overall['total_duration_s']}s, "
@@ -157,10 +162,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
     rows = summary["by_model"]
     width = max((len(row["model"]) for row in rows), default=5)
     for row in rows:
+        cost = "cost unknown" if row["unpriced_runs"] else f"${row['total_cost']:.4f}"
         print(
             f"  {row['model']:<{width}}  {row['passed']}/{row['total']} passed "
             f"({row['pass_rate']:.1f}%)  pass@1 {row['pass_at_1']:.2f}  "
-            f"pass^{row['k']} {row['pass_hat_k']:.2f}  ${row['total_cost']:.4f}  "
+            f"pass^{row['k']} {row['pass_hat_k']:.2f}  {cost}  "
             f"{row['total_tokens']:,} tokens  {row['avg_duration_ms']:.0f} ms/run"
         )
     return ExitCode.OK

@@ -175,4 +175,5 @@ def _model_row(model: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "total_tool_calls": int(tool_calls),
         "avg_tool_calls": round(tool_calls / total, 1) if total else 0.0,
         **_pass_metrics(runs),
+        "unpriced_runs": sum(1 for r in runs if r.get("cost") is None),  # ours
     }

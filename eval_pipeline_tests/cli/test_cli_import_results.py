@@ -245,6 +245,6 @@ def test_the_first_native_run_after_naos_results_names_the_grading_rules_not_the
     out = " ".join(native.stdout.split())
     assert "regressed since" not in out and "improved since" not in out, out
     assert (
-        "changed by grading rules (imported from nao 0.3.29), not by vllm:qwen3: "
+        "changed by grading rules (imported from nao 0.3.29), not by openaiCompatible/vllm:qwen3: "
         "order_count (passed → not passed), total_revenue (not passed → passed)"
     ) in out, out

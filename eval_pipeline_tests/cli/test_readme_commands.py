@@ -110,6 +110,10 @@ SYNOPSES = {
     ],
     "eval-pipeline compact": ["eval-pipeline compact"],
     "eval-pipeline warehouse": ["eval-pipeline warehouse"],
+    "eval-pipeline diff FILE FILE | --last [--model M] [--test T] [-q] [--no-fail]": [
+        "eval-pipeline diff --last"
+    ],
+    "eval-pipeline summary [-f FILE] [--json]": ["eval-pipeline summary"],
 }
 
 
@@ -294,6 +298,18 @@ def _pass_rate_of_the_day(result: Result, _: Path) -> None:
     assert re.search(rf"replay:demo\s+│\s+{TODAY}\s+│\s+0\.7234", result.stdout), result.stdout
 
 
+def _the_two_files_agree(result: Result, _: Path) -> None:
+    # The first command's results file and its rerun's: the same 43 tests of replay:demo.
+    last = result.stdout.splitlines()[-1]
+    assert last == "Summary: 0 regressions, 0 fixes, 43 unchanged, 0 added, 0 removed", last
+
+
+def _sums_up_the_last_file(result: Result, _: Path) -> None:
+    first_line = result.stdout.splitlines()[0]
+    assert ": 34 passed, 13 failed, 47 total, cost unknown, " in first_line, first_line
+    assert re.search(r"^  replay:demo  34/47 passed \(72\.3%\)", result.stdout, re.M), result.stdout
+
+
 def _runs_as_csv(result: Result, _: Path) -> None:
     assert result.stdout == "runs\n47\n", result.stdout
 
@@ -361,6 +377,8 @@ CHECKS: dict[str, tuple[int, Callable[[Result, Path], None]]] = {
         _starts_a_suite_that_list_accepts,
     ),
     "eval-pipeline warehouse": (0, _builds_the_warehouse),
+    "eval-pipeline diff --last": (0, _the_two_files_agree),
+    "eval-pipeline summary": (0, _sums_up_the_last_file),
 }
 
 
@@ -398,9 +416,19 @@ def test_the_readme_command_runs_as_documented(clone, first, command, request):
             timeout=120,
         )  # fmt: skip
     else:
+        if command == "eval-pipeline diff --last":
+            request.getfixturevalue("two_results_files")
         result = run_cli(command, clone)
     assert result.returncode == code, result.stdout + result.stderr
     check(result, clone)
+
+
+@pytest.fixture(scope="module")
+def two_results_files(clone: Path, first) -> None:
+    """The first command's results file and a second one: the README's rerun writes it (its
+    test may have run already)."""
+    if len(list((clone / "tests_suite" / "outputs").glob("results_*.json"))) < 2:
+        assert run_cli("eval-pipeline test", clone).returncode == 1
 
 
 def test_every_command_that_runs_is_checked():

@@ -176,9 +176,10 @@ def test_summary_totals_and_ranks_models_and_says_when_a_cost_is_unknown(tmp_pat
         ("openai:gpt-a", 50.0),
     ]
     code, out, _ = run(capsys, "summary", "-f", str(path))
-    first = out.splitlines()[0]
-    assert code == 0 and "3 passed, 1 failed, 4 total" in first
-    assert "cost unknown for 2 runs" in first
+    first, nao_row, ours_row = out.splitlines()
+    assert code == 0 and "3 passed, 1 failed, 4 total, $0.0200 (cost unknown for 2 runs)" in first
+    assert "cost unknown" in nao_row and "$0.0200" in ours_row  # never $0 for no price
+    assert [m["unpriced_runs"] for m in summary["by_model"]] == [2, 0]
 
 
 def test_summary_reads_the_file_written_last_by_default(suite, capsys):
