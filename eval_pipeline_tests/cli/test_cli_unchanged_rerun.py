@@ -7,9 +7,11 @@ from the store, prints the same report and writes the same results file, without
 Dagster. Each change a user (or another writer) makes is checked to send the next command
 through the pipeline again: a new Dagster run in the instance.
 
-One evaluated suite is shared by the tests that need one: the changes are made to it in turn,
-each from a state where the next command takes the shortcut (checked before each change); the
-selection, then the options (which ask for new attempts and another day) come after them.
+Every change is checked in-process, on the decision the command makes (`LastEvaluation`, for
+the request the CLI builds), and a change of each kind through the CLI. One evaluated suite is
+shared by the tests that need one: the changes are made to it in turn, each from a state where
+the next command takes the shortcut (checked before each change); the options and the
+selection come after them.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ import duckdb
 import pytest
 import yaml
 
-from eval_pipeline.pipeline import EvaluationRequest
+from eval_pipeline.cli import build_parser
+from eval_pipeline.cli._test_command import _request  # the request the CLI builds, in-process
+from eval_pipeline.pipeline import EvaluationRequest, LastEvaluation, instance_home
 from eval_pipeline.pipeline import _unchanged as unchanged
 from eval_pipeline.store import StateFolder, read_latest, write_rows
 from eval_pipeline.suite import load_suite
@@ -58,8 +62,7 @@ def server():
 
 @pytest.fixture(scope="module")
 def evaluated(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The suite after one evaluation, shared by the module (the options test, which leaves
-    it holding a second attempt and another day, comes last)."""
+    """The suite after one evaluation, shared by the module's tests in their order."""
     root = write_suite(
         tmp_path_factory.mktemp("unchanged") / "suite",
         cases=CASES,
@@ -179,13 +182,59 @@ CHANGES: dict[str, Callable[[Path], None]] = {
 }
 
 
-def test_any_change_sends_the_next_command_through_the_pipeline(evaluated: Path):
+# One change of each kind made through the CLI: an input the agent reads, a store file, a
+# file DuckDB itself leaves changed (its write-ahead log, replayed by the next reader), the
+# instance. Every change is also checked in-process, on the decision the CLI makes.
+THROUGH_THE_CLI = (
+    "a context file edited",
+    "another writer in the day's partitions",
+    "rows in the warehouse's write-ahead log",
+    "the Dagster instance wiped",
+)
+
+
+def _decision(root: Path, *options: str) -> int | None:
+    """What `eval-pipeline test ARGS options` decides in `root`, in-process, as the command
+    does: the stored runs an unchanged rerun reuses, or None (it runs the pipeline)."""
+    suite = load_suite(root)
+    request = _request(suite, build_parser().parse_args([*ARGS, *options]))
+    return LastEvaluation(suite, request, instance_home(suite.config)).reused()
+
+
+def _record_evaluation(root: Path) -> None:
+    """What a complete evaluation of ARGS records at its end: the inputs it saw (`capture`,
+    once the warehouse is built) and the store's files of the day (`save`)."""
+    suite = load_suite(root)
+    home = instance_home(suite.config)
+    home.mkdir(parents=True, exist_ok=True)  # a wiped instance: the evaluation makes it anew
+    last = LastEvaluation(suite, _request(suite, build_parser().parse_args(ARGS)), home)
+    last.capture()
+    last.save()
+
+
+def test_any_change_ends_the_shortcut_until_an_evaluation_records_it(
+    evaluated: Path, tmp_path: Path
+):
+    """Each change in turn, in-process, on a copy of the evaluated suite recorded as
+    evaluated where it lives: after it, the command's decision is to run the pipeline; once an
+    evaluation records what it saw, the decision is the shortcut again."""
+    suite = shutil.copytree(evaluated, tmp_path / "suite")
+    _record_evaluation(suite)
+    assert _decision(suite) == 2, "the recorded copy does not take the shortcut"
+    for change, make in CHANGES.items():
+        make(suite)
+        assert _decision(suite) is None, f"{change}: the shortcut was still taken"
+        _record_evaluation(suite)
+        assert _decision(suite) == 2, f"{change}: no shortcut once recorded"
+
+
+def test_a_change_of_each_kind_sends_the_next_command_through_the_pipeline(evaluated: Path):
     """Each change in turn, made where the next command would take the shortcut: the command
     after it runs the pipeline, and the one after that takes the shortcut again."""
     suite = evaluated
     assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout, "the suite starts evaluated"
-    for change, make in CHANGES.items():
-        make(suite)
+    for change in THROUGH_THE_CLI:
+        CHANGES[change](suite)
         before = len(runs_of(suite)) if (suite / ".eval" / "dagster_home").exists() else 0
         after = run_cli(*ARGS, cwd=suite)
         no_traceback(after)
@@ -199,6 +248,24 @@ def test_any_change_sends_the_next_command_through_the_pipeline(evaluated: Path)
         # and once through, the next command takes the shortcut again
         again = run_cli(*ARGS, cwd=suite)
         assert SHORTCUT in again.stdout, f"{change}: no shortcut after it\n{again.stdout}"
+
+
+OPTIONS = (["--no-cache"], ["--rejudge"], ["-k", "2"], ["--date", "2026-03-03"])
+
+
+def test_options_that_ask_for_something_new_always_run(evaluated: Path):
+    """From a suite where the plain command takes the shortcut, each option's decision is to
+    run (in-process, as the command decides), and through the CLI `--no-cache` does run (it
+    records nothing, so an option after it would run whatever it decided)."""
+    suite = evaluated
+    assert _decision(suite) == 2, "without an option: the shortcut"
+    for options in OPTIONS:
+        assert _decision(suite, *options) is None, options
+    assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout, "without an option: the shortcut"
+    done = run_cli(*ARGS, "--no-cache", cwd=suite)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "nothing changed since" not in done.stdout
+    assert json.loads(written_results(done.stdout).read_text())["executed_runs"] == 2
 
 
 def test_a_run_in_error_is_retried_even_when_nothing_changed(
@@ -339,14 +406,3 @@ def test_a_selection_is_decided_by_its_own_runs_whatever_the_others_are(tmp_path
         again.stdout
     )
     assert len(runs_of(root)) == before, "the selection's unchanged rerun started Dagster"
-
-
-def test_options_that_ask_for_something_new_always_run(evaluated: Path):
-    """From a suite where the plain command takes the shortcut, each option runs instead."""
-    suite = evaluated
-    run_cli(*ARGS, cwd=suite)  # after the selection's evaluation, the whole suite's again
-    assert SHORTCUT in run_cli(*ARGS, cwd=suite).stdout, "without an option: the shortcut"
-    for options in (["--no-cache"], ["--rejudge"], ["-k", "2"], ["--date", "2026-03-03"]):
-        done = run_cli(*ARGS, *options, cwd=suite)
-        assert done.returncode == 0, done.stdout + done.stderr
-        assert "nothing changed since" not in done.stdout, options
