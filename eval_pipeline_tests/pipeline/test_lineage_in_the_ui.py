@@ -32,9 +32,10 @@ pytestmark = pytest.mark.slow
 
 WEBSERVER = Path(sys.executable).with_name("dagster-webserver")
 CHROMIUM = Path("/usr/bin/chromium")
+SAVING = os.environ.get("EVAL_SAVE_SCREENSHOTS") == "1"
 SCREENSHOTS = (
     Path(__file__).resolve().parents[2] / "docs" / "screenshots"
-    if os.environ.get("EVAL_SAVE_SCREENSHOTS") == "1"
+    if SAVING
     else Path(tempfile.gettempdir()) / "eval_pipeline_screenshots"
 )
 STALE = """
@@ -99,7 +100,9 @@ def webserver(suite: Path, home: Path) -> Iterator[str]:
 
 
 def screenshots(base: str, pages: dict[str, str]) -> None:
-    """Save each page (path → file name) as the UI renders it, when a browser is at hand."""
+    """Save each page (path → file name) as the UI renders it, when a browser is at hand.
+    The pauses that let the graph lay itself out (and close the first-visit box) are for the
+    pictures the docs keep: only when saving them (EVAL_SAVE_SCREENSHOTS=1)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -115,10 +118,11 @@ def screenshots(base: str, pages: dict[str, str]) -> None:
         skip = page.get_by_role("button", name="Skip")
         for path, name in pages.items():
             page.goto(f"{base}{path}", wait_until="networkidle", timeout=120_000)
-            page.wait_for_timeout(6000)  # the graph lays itself out after the data arrives
-            if skip.count() and skip.first.is_visible():  # the UI's first-visit newsletter box
-                skip.first.click()
-                page.wait_for_timeout(1500)
+            if SAVING:
+                page.wait_for_timeout(6000)  # the graph lays itself out after the data arrives
+                if skip.count() and skip.first.is_visible():  # the first-visit newsletter box
+                    skip.first.click()
+                    page.wait_for_timeout(1500)
             page.screenshot(path=str(SCREENSHOTS / name))
         browser.close()
 
