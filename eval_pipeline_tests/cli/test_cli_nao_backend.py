@@ -433,6 +433,8 @@ def test_our_file_has_every_key_path_naos_cli_writes_and_naos_viewer_shows_it(
     wrong = {p: (found[p], expected[p]) for p in expected if not found[p] <= expected[p]}
     assert not wrong, wrong
     assert {r["attempt"] for r in theirs["results"]} == {r["attempt"] for r in mine["results"]}
+    # An unpriced model: no cost in nao's reply, null in both files, never a made-up 0.
+    assert {r["cost"] for r in theirs["results"]} == {r["cost"] for r in mine["results"]} == {None}
 
     _naos_viewer_shows(nao_python(), our_file, tmp_path)
 
