@@ -75,41 +75,26 @@ def dbt_doc_files(dbt_project: Path) -> list[Path]:
 def load_agent_context(config: SuiteConfig) -> AgentContext:
     """Read the configured context files, the dbt project's model documentation and the
     synced docs folder (a nao project's `databases/`)."""
-    files = tuple(
-        ContextFile(
-            path,
-            path.relative_to(config.root).as_posix()
-            if path.is_relative_to(config.root)
-            else str(path),
-            path.read_text(encoding="utf-8"),
-        )
-        for path in config.context
-    )
+    files = tuple(_read(path, config.root) for path in config.context)
     docs: tuple[ContextFile, ...] = ()
     warehouse = config.warehouse
     if warehouse is not None and warehouse.dbt_project is not None:
-        docs = tuple(
-            ContextFile(
-                path,
-                path.relative_to(warehouse.dbt_project).as_posix(),
-                path.read_text(encoding="utf-8"),
-            )
-            for path in dbt_doc_files(warehouse.dbt_project)
-        )
+        project = warehouse.dbt_project
+        docs = tuple(_read(path, project) for path in dbt_doc_files(project))
     synced: tuple[ContextFile, ...] = ()
     if config.synced_docs is not None and config.synced_docs.is_dir():
+        # A sync tool's output, not the user's writing: a stray byte is shown, not fatal.
         synced = tuple(
-            # A sync tool's output, not the user's writing: a stray byte is shown, not fatal.
-            ContextFile(
-                path,
-                path.relative_to(config.root).as_posix()
-                if path.is_relative_to(config.root)
-                else str(path),
-                path.read_text(encoding="utf-8", errors="replace"),
-            )
+            _read(path, config.root, errors="replace")
             for path in synced_doc_files(config.synced_docs)
         )
     return AgentContext(files=files, dbt_docs=docs, synced_docs=synced)
+
+
+def _read(path: Path, base: Path, *, errors: str = "strict") -> ContextFile:
+    """A context file labelled by its path below `base` (its full path when outside it)."""
+    label = path.relative_to(base).as_posix() if path.is_relative_to(base) else str(path)
+    return ContextFile(path, label, path.read_text(encoding="utf-8", errors=errors))
 
 
 def synced_doc_files(folder: Path) -> list[Path]:
