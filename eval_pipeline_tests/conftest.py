@@ -18,7 +18,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from eval_pipeline import pipeline
 from eval_pipeline.store import file_lock
+from eval_pipeline.suite import load_suite
 
 # The S3 endpoint (moto_server) and a fresh bucket per test, for the bucket-store tests.
 from eval_pipeline_tests.store.buckets import bucket, s3_endpoint  # noqa: F401
@@ -135,6 +137,20 @@ def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: py
 
         monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
     yield
+
+
+@pytest.fixture
+def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The folders `load_suite` parsed from here on, as the once-per-process loader
+    (`pipeline/_loaded_suite.py`, behind the Dagster layer's suite resource) calls it."""
+    parsed: list[Path] = []
+
+    def counting(root):
+        parsed.append(root)
+        return load_suite(root)
+
+    monkeypatch.setattr(pipeline._loaded_suite, "load_suite", counting)
+    return parsed
 
 
 @pytest.fixture(autouse=True)

@@ -27,6 +27,7 @@ from eval_pipeline_tests.agents.servers import (
 from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
 from eval_pipeline_tests.cli.nao_files import key_paths
 from eval_pipeline_tests.cli.replay_suite import DAY
+from eval_pipeline_tests.warehouses.servers import free_port
 
 MODEL = "nao:openaiCompatible/vllm:qwen3"
 NEXT_DAY, THIRD_DAY = "2026-01-02", "2026-01-03"
@@ -457,7 +458,7 @@ def _naos_viewer_shows(python: Path, results_file: Path, tmp_path: Path) -> None
     outputs = tmp_path / "outputs"
     outputs.mkdir()
     (outputs / results_file.name).write_bytes(results_file.read_bytes())
-    port = _free_port()
+    port = free_port()
     serve = (
         "import functools, socketserver, sys; from pathlib import Path; "
         "from nao_core.commands.test.server import TestResultsHandler; "
@@ -505,14 +506,6 @@ def _naos_viewer_shows(python: Path, results_file: Path, tmp_path: Path) -> None
     assert errors == [], (
         errors
     )  # React's error #31 blanked the page when `comparison` was an object
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -10,7 +10,6 @@ import dagster as dg
 import pytest
 
 import eval_pipeline.defs
-from eval_pipeline import pipeline
 from eval_pipeline.defs import INPUTS_JOB, build_definitions
 from eval_pipeline.defs.evaluate import EvaluationFailed, EvaluationRequest, run_evaluation
 from eval_pipeline.defs.instance import DAGSTER_HOME_ENV
@@ -33,19 +32,6 @@ def small_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Sma
     monkeypatch.setenv(DAGSTER_HOME_ENV, str(tmp_path / "dagster_home"))
     with open_small_suite(tmp_path / "suite") as suite:
         yield suite
-
-
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The folders `load_suite` parsed for the Dagster layer (its runs, the definitions)."""
-    parsed: list[Path] = []
-
-    def counting(root):
-        parsed.append(root)
-        return load_suite(root)
-
-    monkeypatch.setattr(pipeline._loaded_suite, "load_suite", counting)
-    return parsed
 
 
 def _request() -> EvaluationRequest:

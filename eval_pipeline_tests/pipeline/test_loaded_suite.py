@@ -7,7 +7,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval_pipeline import pipeline
 from eval_pipeline.pipeline import (
     SuiteChanged,
     load_suite_once,
@@ -27,19 +26,6 @@ def _edit(root: Path, name: str = "q0", prompt: str = "Revenue, please?") -> Non
     path = root / "cases" / f"{name}.yml"
     case = yaml.safe_load(path.read_text())
     path.write_text(yaml.safe_dump({**case, "prompt": prompt}, sort_keys=False))
-
-
-@pytest.fixture
-def loads(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
-    """The folders `load_suite` parsed, as the cache calls it."""
-    parsed: list[Path] = []
-
-    def counting(root):
-        parsed.append(root)
-        return load_suite(root)
-
-    monkeypatch.setattr(pipeline._loaded_suite, "load_suite", counting)
-    return parsed
 
 
 def test_an_unchanged_suite_is_parsed_once_and_an_edited_one_again(root: Path, loads) -> None:
