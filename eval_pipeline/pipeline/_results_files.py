@@ -112,6 +112,32 @@ def _total(entries: Sequence[Mapping[str, Any]], field: str) -> float:
     return sum(entry.get(field) or 0 for entry in entries)
 
 
+@dataclass(frozen=True)
+class _Sums:
+    """What the file's totals and each model's row count alike."""
+
+    total: int
+    passed: int
+    duration_ms: float
+    tool_calls: float
+
+    @classmethod
+    def of(cls, entries: Sequence[Mapping[str, Any]]) -> _Sums:
+        return cls(
+            total=len(entries),
+            passed=sum(1 for entry in entries if entry["passed"]),
+            duration_ms=_total(entries, "duration_ms"),
+            tool_calls=_total(entries, "tool_call_count"),
+        )
+
+    def per_run(self, value: float, digits: int) -> float:
+        return round(value / self.total, digits) if self.total else 0
+
+
+def _unpriced(entries: Sequence[Mapping[str, Any]]) -> int:
+    return sum(1 for entry in entries if entry.get("cost") is None)
+
+
 def _pass_metrics(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
     """k and the mean over tests of pass@1, pass@k and pass^k (each test counts once)."""
     by_test: dict[tuple[str, str], list[bool]] = {}
@@ -132,22 +158,19 @@ def summarize_results(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """What `nao test summary` reports of a file: the totals over every run, then one row per
     model (best pass rate first, the cheaper first on a tie). `unpriced_runs` is ours: runs
     whose cost is unknown (null), counted as 0 in the totals as nao counts them."""
-    total = len(entries)
-    passed = sum(1 for e in entries if e["passed"])
-    duration = _total(entries, "duration_ms")
-    tool_calls = _total(entries, "tool_call_count")
+    sums = _Sums.of(entries)
     overall = {
-        "total": total,
-        "passed": passed,
-        "failed": total - passed,
+        "total": sums.total,
+        "passed": sums.passed,
+        "failed": sums.total - sums.passed,
         "total_tokens": int(_total(entries, "tokens")),
         "total_cost": _total(entries, "cost"),
-        "total_duration_ms": int(duration),
-        "total_duration_s": round(duration / 1000, 2),
-        "total_tool_calls": int(tool_calls),
-        "avg_duration_ms": round(duration / total, 0) if total else 0,
-        "avg_tool_calls": round(tool_calls / total, 1) if total else 0,
-        "unpriced_runs": sum(1 for e in entries if e.get("cost") is None),
+        "total_duration_ms": int(sums.duration_ms),
+        "total_duration_s": round(sums.duration_ms / 1000, 2),
+        "total_tool_calls": int(sums.tool_calls),
+        "avg_duration_ms": sums.per_run(sums.duration_ms, 0),
+        "avg_tool_calls": sums.per_run(sums.tool_calls, 1),
+        "unpriced_runs": _unpriced(entries),
     }
     models: dict[str, list[Mapping[str, Any]]] = {}
     for entry in entries:
@@ -158,22 +181,19 @@ def summarize_results(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _model_row(model: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    total = len(runs)
-    passed = sum(1 for r in runs if r["passed"])
-    duration = _total(runs, "duration_ms")
-    tool_calls = _total(runs, "tool_call_count")
+    sums = _Sums.of(runs)
     return {
         "model": model,
-        "total": total,
-        "passed": passed,
-        "failed": total - passed,
-        "pass_rate": round(passed / total * 100, 1) if total else 0.0,  # a percentage, as nao's
+        "total": sums.total,
+        "passed": sums.passed,
+        "failed": sums.total - sums.passed,
+        "pass_rate": round(sums.passed / sums.total * 100, 1),  # a percentage, as nao's
         "total_tokens": int(_total(runs, "tokens")),
         "total_cost": round(_total(runs, "cost"), 6),
-        "total_duration_ms": int(duration),
-        "avg_duration_ms": round(duration / total, 0) if total else 0.0,
-        "total_tool_calls": int(tool_calls),
-        "avg_tool_calls": round(tool_calls / total, 1) if total else 0.0,
+        "total_duration_ms": int(sums.duration_ms),
+        "avg_duration_ms": sums.per_run(sums.duration_ms, 0),
+        "total_tool_calls": int(sums.tool_calls),
+        "avg_tool_calls": sums.per_run(sums.tool_calls, 1),
         **_pass_metrics(runs),
-        "unpriced_runs": sum(1 for r in runs if r.get("cost") is None),  # ours
+        "unpriced_runs": _unpriced(runs),  # ours
     }
