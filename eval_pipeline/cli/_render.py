@@ -17,6 +17,7 @@ from rich.text import Text
 from eval_pipeline.grading import CaseMetrics, JudgeNoise
 from eval_pipeline.pipeline import (
     CAUSES,
+    BudgetOutcome,
     ModelComparison,
     ModelEntry,
     ResultEntry,
@@ -425,6 +426,33 @@ def reuse_line(
     return f"No agent run executed: all {reused} runs reused{tail}."
 
 
+def print_budget(console: Console, budget: BudgetOutcome) -> None:
+    """Where an attempt budget went (the tests given more than one attempt, and why) and what
+    it decided."""
+    extra = [entry for entry in budget.attempts if entry[2] > 1]
+    if extra:
+        table = Table(title="Attempt budget: tests given more attempts", title_justify="left")
+        for column in ("Model", "Test", "Attempts", "Why"):
+            table.add_column(column, justify="right" if column == "Attempts" else "left")
+        for model, test, attempts, reason in extra:
+            table.add_row(model, test, str(attempts), reason or "")
+        console.print(table)
+    spent = (
+        f"{budget.spent_runs} of {budget.budget.runs} runs"
+        if budget.budget.runs
+        else (f"{budget.spent_runs} runs")
+    )
+    if budget.budget.usd is not None and budget.spent_usd is not None:
+        spent += f", ${budget.spent_usd:.4f} of ${budget.budget.usd:g}"
+    console.print(
+        f"Attempt budget: {spent} in {budget.rounds} round(s), question: {budget.question.kind}",
+        highlight=False,
+        markup=False,
+    )
+    for sentence in budget.sentences():
+        console.print(sentence, highlight=False, markup=False)
+
+
 def print_report(
     console: Console,
     document: ResultsDocument,
@@ -480,6 +508,8 @@ def print_report(
         console.print(judge_noise_table(document.judge_noise, label))
     for line in [*changes_lines(changes), *nao_disagreement_lines(results)]:
         console.print(line)
+    if document.budget is not None:
+        print_budget(console, document.budget)
     summary = document.summary
     console.print(
         f"[bold]{summary.passed}/{summary.total} passed[/bold] ({summary.pass_rate:.1f}%), "

@@ -7,8 +7,10 @@ import contextlib
 import io
 import json
 import logging
+import math
 import os
 import sys
+from dataclasses import replace
 from datetime import date
 from functools import partial
 from pathlib import Path
@@ -41,6 +43,7 @@ from eval_pipeline.pipeline import (
 )
 from eval_pipeline.suite import (
     MAX_ATTEMPTS,
+    AttemptBudget,
     Problem,
     Suite,
     SuiteError,
@@ -83,6 +86,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         metavar="K",
         help="attempts per test and model, for pass@k (default: test.k)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        metavar="RUNS",
+        help="an attempt budget instead of -k: each test once per model, then further attempts "
+        "where the answer is still open, until it is decided or RUNS runs are spent "
+        "(default: test.budget)",
+    )
+    parser.add_argument(
+        "--budget-usd",
+        type=float,
+        metavar="USD",
+        help="the same budget in dollars, for models with known prices",
+    )
+    parser.add_argument(
+        "--decide",
+        choices=("compare", "pass-rate"),
+        help="what the budget decides: which model is better (each pair; the default with "
+        "several models) or each model's pass rate within --width (the default with one)",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=float,
+        metavar="A",
+        help="the budget's error rate over all its decisions, anytime-valid (default: 0.05)",
+    )
+    parser.add_argument(
+        "--width",
+        type=float,
+        metavar="W",
+        help="--decide pass-rate: the width each model's interval must reach (default: 0.2)",
     )
     parser.add_argument(
         "--date", metavar="YYYY-MM-DD", help="the day the results belong to (default: today, UTC)"
@@ -178,6 +213,7 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         )
     if args.min_accuracy is not None and not 0 <= args.min_accuracy <= 1:
         problems.append(Problem("--min-accuracy", None, "expected a fraction between 0 and 1"))
+    budget = _budget(settings.budget, args, problems)
     if problems:
         raise SuiteError(problems, headline="bad option")
     # The account of nao's backend lives in this process's environment only, where the `nao:`
@@ -216,6 +252,47 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
         rejudge=args.rejudge,
         rejudge_samples=args.rejudge_samples,
         spellings=spellings,
+        budget=budget,
+    )
+
+
+def _budget(
+    configured: AttemptBudget | None, args: argparse.Namespace, problems: list[Problem]
+) -> AttemptBudget | None:
+    """The attempt budget: the command line's over `test.budget`; None for `k` attempts."""
+    if args.budget is not None and args.budget < 1:
+        problems.append(Problem("--budget", None, "expected a number of runs ≥ 1"))
+    if args.budget_usd is not None and not (math.isfinite(args.budget_usd) and args.budget_usd > 0):
+        problems.append(Problem("--budget-usd", None, "expected a positive number of dollars"))
+    for option, value in (("--alpha", args.alpha), ("--width", args.width)):
+        if value is not None and not 0 < value < 1:
+            problems.append(Problem(option, None, "expected a fraction between 0 and 1"))
+    given = args.budget is not None or args.budget_usd is not None
+    budget = AttemptBudget(runs=args.budget, usd=args.budget_usd) if given else configured
+    tuning = [
+        option
+        for option, value in (
+            ("--decide", args.decide),
+            ("--alpha", args.alpha),
+            ("--width", args.width),
+        )
+        if value is not None
+    ]
+    if budget is None:
+        if tuning:
+            problems.append(
+                Problem(tuning[0], None, "applies to an attempt budget: add --budget RUNS")
+            )
+        return None
+    if args.k is not None:
+        problems.append(
+            Problem("-k", None, "an attempt budget decides the attempts: give -k or --budget")
+        )
+    return replace(
+        budget,
+        question=(args.decide.replace("-", "_") if args.decide else budget.question),
+        alpha=args.alpha if args.alpha is not None else budget.alpha,
+        width=args.width if args.width is not None else budget.width,
     )
 
 
@@ -288,7 +365,9 @@ def cmd_test(args: argparse.Namespace) -> int:
     warnings.insert(0, replayed_judge_warning(suite.config.test.judge_model, request.models))
     for warning in filter(None, warnings):
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
-    total = len(planned_attempts(suite, request))
+    # Under a budget, the runs it may spend (its rounds stop sooner once decided).
+    planned = len(planned_attempts(suite, request))
+    total = request.budget.runs or planned if request.budget else planned
     # A model as the user spelled it, everywhere it is shown (the store keeps our ids).
     label = partial(request.model_label, fallback=suite.config.model_label)
     with Progress(progress_console, total, quiet=args.quiet, label=label) as progress:

@@ -207,8 +207,14 @@ def run_evaluation(
             # files and the warehouse may have changed however the store looks, so this run
             # always happens.
             inputs = [*SUITE_ASSETS, "reference_results", "warehouse_variants"]
-            on_stage("reading the suite and running the reference SQL")
-            step("reading the suite and running the reference SQL", INPUTS_JOB, day, assets=inputs)
+            if request.budget_round < 2:  # a budget's later rounds: its first read them
+                on_stage("reading the suite and running the reference SQL")
+                step(
+                    "reading the suite and running the reference SQL",
+                    INPUTS_JOB,
+                    day,
+                    assets=inputs,
+                )
             agent_config = {
                 "select": list(request.select),
                 "no_cache": request.no_cache,
@@ -220,12 +226,13 @@ def run_evaluation(
             k = request.k or config.test.k
             evaluated, unchanged = [], []
             for model in request.models:
-                if not _unchanged(freshness, request, config, model, planned_runs(suite, model, k)):
+                planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
+                if not _unchanged(freshness, request, config, model, planned):
                     on_stage(f"evaluating {model}")
                     evaluated.append(model)
                     continue
                 # Reused as the results show them: the selected tests' runs.
-                reused = planned_runs(suite, model, k, request.select)
+                reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
                 on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
                 unchanged.append(model)
                 result.reused += reused
@@ -236,7 +243,9 @@ def run_evaluation(
                     EVALUATE_JOB,
                     model_day_key(model, day),
                     ops={
-                        "agent_runs": {"config": agent_config},
+                        "agent_runs": {
+                            "config": {**agent_config, "attempts": request.attempts_of(model)}
+                        },
                         "grades": {
                             "config": {
                                 "rejudge": request.rejudge,

@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.grading import Grade
+from eval_pipeline.pipeline import BudgetOutcome
 from eval_pipeline.store import TABLES, StateFolder
 from eval_pipeline.suite import redact
 
@@ -49,6 +50,29 @@ def table_written(
             layout.partition_uri(table, model=model, run_date=run_date)
         ),
         "dagster/row_count": rows,
+    }
+
+
+def budget_metadata(budget: BudgetOutcome | None, *, model: str | None = None) -> dict[str, Any]:
+    """An attempt budget's part (`--budget`): the budget, what it spent, the attempts each
+    test got and why (one model's, with `model`) and what it decided. Empty without one."""
+    if budget is None:
+        return {}
+    attempts = [entry for entry in budget.attempts if model is None or entry[0] == model]
+    rows = [
+        f"| {md_escape(m)} | {md_escape(test)} | {n} | {md_escape(reason or 'first round')} |"
+        for m, test, n, reason in attempts
+    ]
+    table = "\n".join(["| model | test | attempts | why |", "|---|---|---|---|", *rows])
+    return {
+        "budget": dg.MetadataValue.json(
+            {"runs": budget.budget.runs, "usd": budget.budget.usd, "question": budget.question.kind}
+        ),
+        "budget_spent_runs": sum(entry[2] for entry in attempts),
+        "budget_attempts": dg.MetadataValue.md(table),
+        "budget_decision": dg.MetadataValue.md(
+            "\n".join(f"- {md_escape(line)}" for line in budget.sentences())
+        ),
     }
 
 

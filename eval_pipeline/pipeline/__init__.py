@@ -1,5 +1,6 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
+from eval_pipeline.pipeline._budget import BudgetOutcome, BudgetSpent, stored_budget
 from eval_pipeline.pipeline._cases import snapshot_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (
@@ -114,6 +115,8 @@ __all__ = [
     "REFERENCE_LIMITS",
     "REGRESSION",
     "URL_VARIABLE",
+    "BudgetOutcome",
+    "BudgetSpent",
     "BuiltVariants",
     "Evaluation",
     "EvaluationRequest",
@@ -187,6 +190,7 @@ __all__ = [
     "since_previous_day",
     "snapshot_cases",
     "start_suite",
+    "stored_budget",
     "subscribe",
     "suite_files_digest",
     "summarize_grades",

@@ -30,6 +30,7 @@ from datetime import date, datetime
 from typing import Any
 
 from eval_pipeline.grading import CaseMetrics, JudgeNoise
+from eval_pipeline.pipeline._budget import BudgetOutcome
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.suite import ThresholdMode
 
@@ -226,13 +227,27 @@ class ResultsDocument:
     executed_runs: int | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
     reused_runs: int | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
     threshold: Threshold | None = field(default=None, metadata=_OMITTED_WHEN_EMPTY)
+    #: What an attempt budget spent and decided (`--budget`); its models keep our ids.
+    budget: BudgetOutcome | None = field(
+        default=None,
+        metadata={"omitted_when_empty": True, "rendered": lambda b: b.to_json()},
+    )
 
     def with_evaluation(
-        self, *, executed_runs: int, reused_runs: int, threshold: Threshold
+        self,
+        *,
+        executed_runs: int,
+        reused_runs: int,
+        threshold: Threshold,
+        budget: BudgetOutcome | None = None,
     ) -> ResultsDocument:
-        """This document with what the evaluation ran and reused, and its gate."""
+        """This document with what the evaluation ran and reused, its gate and its budget."""
         return replace(
-            self, executed_runs=executed_runs, reused_runs=reused_runs, threshold=threshold
+            self,
+            executed_runs=executed_runs,
+            reused_runs=reused_runs,
+            threshold=threshold,
+            budget=budget,
         )
 
     def labelled(self, label: Callable[[str], str]) -> ResultsDocument:

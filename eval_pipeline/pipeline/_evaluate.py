@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from eval_pipeline.pipeline._budget import forget_budget, spend_budget
 from eval_pipeline.pipeline._dagster_home import instance_home
 from eval_pipeline.pipeline._document import ResultsDocument, Threshold
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
@@ -82,7 +83,9 @@ def planned_attempts(suite: Suite, request: EvaluationRequest) -> list[tuple[str
     return [
         (model, planned.case.name, planned.attempt)
         for model in request.models
-        for planned in plan_requests(selected, model, request.run_date, "", k=k)
+        for planned in plan_requests(
+            selected, model, request.run_date, "", k=k, attempts=request.attempts_of(model)
+        )
     ]
 
 
@@ -114,17 +117,22 @@ def evaluate(
     require_day(request.run_date)
     settings = suite.config.test
     names = tuple(case.name for case in suite.select(list(request.select) or None))
-    planned = planned_attempts(suite, request)
-
-    reused = LastEvaluation(suite, request, instance_home(suite.config)).reused()
-    if reused is not None:
+    budget = None
+    if request.budget is not None:
+        # Rounds of runs, each one an evaluation that skips what did not change.
+        request, ran, budget = spend_budget(suite, request, runner, on_stage)
+    elif (
+        reused := LastEvaluation(suite, request, instance_home(suite.config)).reused()
+    ) is not None:
         on_stage(
             f"nothing changed since the last evaluation of {request.run_date.isoformat()}: "
             f"{reused} stored run(s) reused, no Dagster run"
         )
         ran = EvaluationResult(reused=reused)
     else:
+        forget_budget(StateFolder.of(suite.config), request.run_date)
         ran = runner(suite, request, on_stage)
+    planned = planned_attempts(suite, request)
 
     layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)  # a runner that stopped before its first write left none
@@ -147,6 +155,7 @@ def evaluate(
         threshold=Threshold(
             min_accuracy=threshold, mode=mode, accuracy=gate.accuracy, passed=gate.passed
         ),
+        budget=budget,
     )
     labelled = document.labelled(lambda model: request.model_label(model, suite.config.model_label))
     return Evaluation(

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
-from eval_pipeline.suite import Problem, SuiteError
+from eval_pipeline.suite import AttemptBudget, Problem, SuiteError
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,19 @@ class EvaluationRequest:
     #: (nao's `openaiCompatible/vllm:qwen3` for our `vllm:qwen3`): what the report and the
     #: results file call it. The store keeps our ids.
     spellings: tuple[tuple[str, str], ...] = ()
+    #: An attempt budget in place of `k` (`--budget`, `--budget-usd`, `test: budget:`).
+    budget: AttemptBudget | None = None
+    #: (model, test, attempts) where an attempt budget gives a test more attempts than `k`;
+    #: set by the budget's rounds (`pipeline/_budget.py`), never by the user.
+    attempts: tuple[tuple[str, str, int], ...] = ()
+    #: Which of an attempt budget's rounds this is (0: not one). A later round of the same
+    #: command reads the suite's inputs and runs the references no more: the first did, and
+    #: the suite the command loaded is the one every round grades.
+    budget_round: int = 0
+
+    def attempts_of(self, model: str) -> dict[str, int]:
+        """Test name → its attempts for `model`, where the budget gave it more than `k`."""
+        return {test: n for m, test, n in self.attempts if m == model}
 
     def model_label(self, model_id: str, fallback: Callable[[str], str] = str) -> str:
         """The model as the user spelled it: with `-m`, else as `fallback` (the config's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -57,6 +57,7 @@ async def run_agents(
     no_cache: bool = False,
     recording: bool = False,
     k: int | None = None,
+    attempts: Mapping[str, int] | None = None,
     threads: int | None = None,
 ) -> PartitionRuns:
     """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
@@ -74,6 +75,7 @@ async def run_agents(
                 select=select,
                 no_cache=no_cache,
                 k=k,
+                attempts=attempts,
                 threads=concurrency,
                 on_finished=publish,
             )
@@ -92,6 +94,7 @@ async def run_partition(
     select: Sequence[str] | None = None,
     no_cache: bool = False,
     k: int | None = None,
+    attempts: Mapping[str, int] | None = None,
     threads: int | None = None,
     on_finished: Callable[[AgentRun], None] | None = None,
 ) -> PartitionRuns:
@@ -113,6 +116,7 @@ async def run_partition(
         select: test names, file stems or folders; None for all.
         no_cache: make every run afresh, reusing nothing.
         k: attempts per case (default: the config's `test.k`).
+        attempts: test name → attempts, where an attempt budget gives a test more than `k`.
         threads: runs in flight (default: the config's `test.threads`).
         on_finished: told of each run as it finishes (progress display).
     """
@@ -124,7 +128,13 @@ async def run_partition(
 
         answerer = answerer_identity(suite.config, model)
         requests = plan_requests(
-            selected, model, run_date, context_hash, k=k or suite.config.test.k, answerer=answerer
+            selected,
+            model,
+            run_date,
+            context_hash,
+            k=k or suite.config.test.k,
+            answerer=answerer,
+            attempts=attempts,
         )
         reused, to_run, answerer_changed = [], [], 0
         for request in requests:
@@ -188,11 +198,14 @@ def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
     return {run.key: run for run in runs if run.status is RunStatus.COMPLETED}
 
 
-def attempts_for(case: Case, k: int) -> int:
-    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`."""
+def attempts_for(case: Case, k: int, planned: Mapping[str, int] | None = None) -> int:
+    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`;
+    an attempt budget's allocation (`planned`: test name → attempts) may ask for more."""
     attempts = case.k or k
     if case.consistency is not None:
         attempts = max(attempts, case.consistency.n)
+    if planned:
+        attempts = max(attempts, planned.get(case.name, 0))
     return attempts
 
 
@@ -204,11 +217,13 @@ def plan_requests(
     *,
     k: int,
     answerer: str = "",
+    attempts: Mapping[str, int] | None = None,
 ) -> list[RunRequest]:
+    """Every run of `cases` for the model and day: each case's attempts (`attempts_for`)."""
     return [
         RunRequest(case, model, attempt, run_date, context_hash, answerer)
         for case in cases
-        for attempt in range(attempts_for(case, k))
+        for attempt in range(attempts_for(case, k, attempts))
     ]
 
 

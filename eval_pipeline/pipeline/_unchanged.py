@@ -42,10 +42,17 @@ __all__ = ["LastEvaluation", "grades_complete", "partition_unchanged", "planned_
 STAMP_FILE = "eval_pipeline_last_evaluation.json"
 
 
-def planned_runs(suite: Suite, model: str, k: int, select: Sequence[str] = ()) -> int:
+def planned_runs(
+    suite: Suite,
+    model: str,
+    k: int,
+    select: Sequence[str] = (),
+    attempts: Mapping[str, int] | None = None,
+) -> int:
     """How many runs an evaluation of the model holds: every selected test (all by default)
-    times its attempts."""
-    return len(plan_requests(suite.select(list(select) or None), model, date.min, "", k=k))
+    times its attempts (`attempts`: where an attempt budget gave a test more)."""
+    selected = suite.select(list(select) or None)
+    return len(plan_requests(selected, model, date.min, "", k=k, attempts=attempts))
 
 
 def grades_complete(
@@ -168,6 +175,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
         repr(config),
         files,
         [list(request.models), request.run_date.isoformat(), request.k, list(request.select)],
+        [repr(request.budget), list(request.attempts)],
     ]
     return hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()
 
@@ -197,13 +205,10 @@ class LastEvaluation:
         """Every model's partition holds a grade for each planned run of the selected tests
         (all tests without a selection), none an error: a selection is decided by its own
         runs, whatever the other tests' are."""
-        k, run_date = self._request.k or self._suite.config.test.k, self._request.run_date
-        select = self._request.select
+        run_date, select = self._request.run_date, self._request.select
         names = [case.name for case in self._suite.select(list(select))] if select else None
         return all(
-            grades_complete(
-                self._layout, m, run_date, planned_runs(self._suite, m, k, select), names
-            )
+            grades_complete(self._layout, m, run_date, self._planned(m), names)
             for m in self._request.models
         )
 
@@ -227,8 +232,12 @@ class LastEvaluation:
                 return None
         except Exception:  # any failure here means "run": the pipeline reads the store
             return None  # again and says what failed, naming the stage
-        k, select = self._request.k or self._suite.config.test.k, self._request.select
-        return sum(planned_runs(self._suite, m, k, select) for m in models)
+        return sum(self._planned(m) for m in models)
+
+    def _planned(self, model: str) -> int:
+        request = self._request
+        k = request.k or self._suite.config.test.k
+        return planned_runs(self._suite, model, k, request.select, request.attempts_of(model))
 
     def capture(self) -> None:
         """Take the inputs as the evaluation is about to read them."""

@@ -239,6 +239,29 @@ TABLES: dict[str, TableSpec] = {
             "(a_only / b_only: tests only one passed), Holm-adjusted across the day's pairs.",
         ),
         TableSpec(
+            "attempt_budgets",
+            "date",
+            pa.schema(
+                [
+                    ("run_date", pa.date32()),
+                    ("model", pa.string()),
+                    ("name", pa.string()),
+                    ("attempts", pa.int32()),
+                    ("reason", pa.string()),
+                    ("round", pa.int32()),
+                    ("budget_runs", pa.int64()),
+                    ("budget_usd", pa.float64()),
+                    ("question", pa.string()),
+                    ("alpha", pa.float64()),
+                    ("width", pa.float64()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "One row per model, test and day evaluated under an attempt budget (`--budget`): "
+            "the attempts the test got, why its last one was given and in which round, and "
+            "the budget's settings.",
+        ),
+        TableSpec(
             "labels",
             "append",
             pa.schema(

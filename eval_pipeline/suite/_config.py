@@ -180,6 +180,35 @@ class NaoBackendConfig:
     timeout_s: float = 600.0
 
 
+BudgetQuestionKind = Literal["compare", "pass_rate"]
+
+
+@dataclass(frozen=True)
+class AttemptBudget:
+    """An attempt budget (`--budget`, `--budget-usd`, or `test: budget:`): attempts go where
+    the answer is uncertain instead of `k` to every test.
+
+    Args:
+        runs: runs in all, over every model (each test once per model comes first).
+        usd: dollars in all, with known prices; the first round runs whatever it costs.
+        question: what the attempts decide: `compare` (which model is better, each pair) or
+            `pass_rate` (each model's pass rate within `width`); None: `compare` with
+            several models, else `pass_rate`.
+        alpha: the error rate of all decisions together (anytime-valid).
+        width: the `pass_rate` question's target width of each model's interval.
+    """
+
+    runs: int | None = None
+    usd: float | None = None
+    question: BudgetQuestionKind | None = None
+    alpha: float = 0.05
+    width: float = 0.2
+
+    def question_for(self, models: int) -> BudgetQuestionKind:
+        """The question the budget answers for an evaluation of `models` models."""
+        return self.question or ("compare" if models > 1 else "pass_rate")
+
+
 @dataclass(frozen=True)
 class TestDefaults:
     """The `test:` block: what a run uses when the command line does not say otherwise."""
@@ -201,6 +230,8 @@ class TestDefaults:
     regression_significant_only: bool = False
     # The first day of the daily partitions (None: the day of the suite's first evaluation).
     start_date: date | None = None
+    # `budget:` / `budget_usd:`: an attempt budget in place of `k` (None: `k` attempts).
+    budget: AttemptBudget | None = None
 
 
 @dataclass(frozen=True)

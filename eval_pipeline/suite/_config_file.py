@@ -15,6 +15,7 @@ from eval_pipeline.suite._config import (
     CONFIG_FILE,
     DEFAULT_DATABASE_NAME,
     AgentConfig,
+    AttemptBudget,
     DatabaseConfig,
     MissingSecret,
     ModelConfig,
@@ -62,6 +63,7 @@ _TEST_KEYS = (
     "semantic",
     "regression",
     "start_date",
+    "budget",
 )
 
 
@@ -274,7 +276,43 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
             )
     if "start_date" in block:
         values["start_date"] = _start_date(r, block)
+    if "budget" in block:
+        values["budget"] = _budget(r, block)
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
+
+
+def _budget(r: FieldReader, block: dict) -> AttemptBudget | None:
+    """`budget: 200` (runs) or `budget: {runs, usd, question, alpha, width}`."""
+    if isinstance(block["budget"], int) and not isinstance(block["budget"], bool):
+        runs = r.integer(block, "budget", "test.budget", minimum=1)
+        return AttemptBudget(runs=runs) if runs is not None else None
+    keys = ("runs", "usd", "question", "alpha", "width")
+    budget = r.mapping(block, "budget", "test.budget", keys)
+    if budget is None:
+        return None
+    values: dict[str, Any] = {}
+    if "runs" in budget:
+        values["runs"] = r.integer(budget, "runs", "test.budget.runs", minimum=1)
+    for key in ("usd", "alpha", "width"):
+        if key in budget:
+            values[key] = r.number(budget, key, f"test.budget.{key}", positive=True)
+    for key in ("alpha", "width"):
+        if values.get(key) is not None and values[key] >= 1:
+            r.problem(f"test.budget.{key}", "expected a fraction between 0 and 1")
+            values[key] = None
+    if "question" in budget:
+        if budget["question"] not in ("compare", "pass_rate"):
+            r.problem(
+                "test.budget.question",
+                f"expected 'compare' or 'pass_rate', got {budget['question']!r}",
+                r.line_of(budget, "question"),
+            )
+        else:
+            values["question"] = budget["question"]
+    if values.get("runs") is None and values.get("usd") is None:
+        r.problem("test.budget", "needs runs or usd (e.g. budget: {runs: 200})")
+        return None
+    return AttemptBudget(**{k: v for k, v in values.items() if v is not None})
 
 
 def _start_date(r: FieldReader, block: dict) -> date | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
@@ -19,6 +20,7 @@ from eval_pipeline.pipeline import (
     regressions_sql,
     run_rows_parameters,
     run_rows_sql,
+    stored_budget,
 )
 from eval_pipeline.store import GradesHistory, decode_json
 from eval_pipeline.viewer._reader import StoreReader
@@ -94,7 +96,9 @@ def day_document(
         reader.partitions("grades", keys), reader.partitions("agent_runs", keys), "cases_snapshot"
     )
     rows = decode_run_rows(con.execute(sql, run_rows_parameters(day, models, None)).df())
-    return build_results(rows, models, names, day)
+    # The day's attempt budget, as `eval-pipeline test --budget` left it (None: none).
+    budget = stored_budget(reader.layout, day)
+    return replace(build_results(rows, models, names, day), budget=budget)
 
 
 def result_run_id(result: ResultEntry) -> str:

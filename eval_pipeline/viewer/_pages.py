@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from eval_pipeline.pipeline import ModelEntry, ResultEntry, ResultsDocument
+from eval_pipeline.pipeline import BudgetOutcome, ModelEntry, ResultEntry, ResultsDocument
 from eval_pipeline.viewer._charts import dot
 from eval_pipeline.viewer._data import result_run_id
 from eval_pipeline.viewer._html import (
@@ -251,6 +251,35 @@ def comparisons_table(document: ResultsDocument, colors: dict[str, str]) -> Mark
     return table(headers, rows, id_="comparisons")
 
 
+def budget_section(budget: BudgetOutcome, model: str | None) -> Markup:
+    """Where the day's attempt budget went and what it decided (`eval-pipeline test --budget`)."""
+    rows = [
+        el(
+            "tr",
+            cell(m),
+            cell(test),
+            cell(n, num=True),
+            cell(reason or "first round"),
+        )
+        for m, test, n, reason in budget.attempts
+        if n > 1 and (model is None or m == model)
+    ]
+    headers = [("Model", "text"), ("Test", "text"), ("Attempts", "num"), ("Why", "text")]
+    limit = f"{budget.budget.runs} runs" if budget.budget.runs else f"${budget.budget.usd:g}"
+    return section(
+        "Attempt budget",
+        el("ul", *(el("li", line) for line in budget.sentences()), id="budget-decision"),
+        table(headers, rows, id_="budget-attempts", empty="Every test ran once per model."),
+        extra=el(
+            "span",
+            f"{budget.spent_runs} runs spent of {limit} in {budget.rounds} round(s) · "
+            f"question: {budget.question.kind} · anytime-valid",
+            class_="extra",
+        ),
+        id_="budget-section",
+    )
+
+
 def _chip(result: ResultEntry, links: Links) -> Markup:
     status = result.status
     return link(
@@ -369,6 +398,7 @@ def overview_body(
         )
         if document.comparisons
         else None,
+        budget_section(document.budget, model) if document.budget is not None else None,
         section(
             "Pass / fail by test and model",
             case_model_grid(document, models, links),

@@ -149,6 +149,25 @@ def test_regression_significant_only_is_read_and_defaults_to_off(make_suite):
         load_config(root)
 
 
+def test_an_attempt_budget_is_read_in_runs_or_dollars_and_a_bad_one_names_its_field(make_suite):
+    assert load_config(make_suite({})).test.budget is None
+    budget = load_config(make_suite({}, config="test:\n  budget: 200\n")).test.budget
+    assert budget is not None and (budget.runs, budget.usd, budget.alpha) == (200, None, 0.05)
+    assert budget.question_for(2) == "compare" and budget.question_for(1) == "pass_rate"
+    written = "test:\n  budget: {usd: 5, question: pass_rate, width: 0.1}\n"
+    budget = load_config(make_suite({}, config=written)).test.budget
+    assert (budget.runs, budget.usd, budget.width, budget.question) == (None, 5.0, 0.1, "pass_rate")
+    for config, said in [
+        ("test:\n  budget: {alpha: 0.01}\n", r"test\.budget: needs runs or usd"),
+        ("test:\n  budget: {runs: 0}\n", r"test\.budget\.runs: expected an integer ≥ 1"),
+        ("test:\n  budget: {runs: 9, alpha: 2}\n", r"test\.budget\.alpha: expected a fraction"),
+        ("test:\n  budget: {runs: 9, question: best}\n", r"test\.budget\.question: expected"),
+        ("test:\n  budget: {runs: 9, k: 3}\n", r"test\.budget\.k: unknown key"),
+    ]:
+        with pytest.raises(SuiteError, match=said):
+            load_config(make_suite({}, config=config))
+
+
 def test_openai_and_anthropic_read_their_environment_keys_with_no_llm_block(
     make_suite, monkeypatch
 ):

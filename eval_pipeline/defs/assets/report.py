@@ -6,9 +6,15 @@ import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.conditions import follows_parents, leaderboard_condition
+from eval_pipeline.defs.metadata import budget_metadata
 from eval_pipeline.defs.partitions import BY_DATE
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.pipeline import day_leaderboard, failure_kinds_markdown, write_report
+from eval_pipeline.pipeline import (
+    day_leaderboard,
+    failure_kinds_markdown,
+    stored_budget,
+    write_report,
+)
 from eval_pipeline.store import publish_results
 
 
@@ -72,6 +78,7 @@ def report_asset(
                 "report": dg.MetadataValue.md(text),
                 "results_database": dg.MetadataValue.path(str(layout.database)),
                 "results_database_rebuilt": published,
+                **budget_metadata(stored_budget(layout, day)),
             }
         )
 

@@ -23,6 +23,10 @@ class AgentRunsConfig(dg.Config):
     #: field's name is a run config key that launchpad YAML may use, a contract.
     record: bool = False
     k: int | None = None
+    attempts: dict[str, int] = Field(
+        default_factory=dict,
+        description="test name → attempts where an attempt budget gives a test more than k",
+    )
     threads: int | None = None
 
 
@@ -56,6 +60,7 @@ def agent_runs_asset(
                 no_cache=config.no_cache,
                 recording=config.record,
                 k=config.k,
+                attempts=config.attempts,
                 threads=config.threads,
             )
         )

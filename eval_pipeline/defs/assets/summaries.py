@@ -6,9 +6,15 @@ import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.conditions import follows_parents
-from eval_pipeline.defs.metadata import model_and_day, percent, table_definition, table_written
+from eval_pipeline.defs.metadata import (
+    budget_metadata,
+    model_and_day,
+    percent,
+    table_definition,
+    table_written,
+)
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.pipeline import check_partition, summarize_partition
+from eval_pipeline.pipeline import check_partition, stored_budget, summarize_partition
 
 
 def model_summaries_asset(
@@ -95,6 +101,7 @@ def model_summaries_asset(
                 **table_written(
                     layout, "model_summaries", 1 if result else 0, model=model, run_date=day
                 ),
+                **budget_metadata(stored_budget(layout, day), model=model),
             },
         )
         where = f"{model} on {day.isoformat()}"

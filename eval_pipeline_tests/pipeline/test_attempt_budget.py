@@ -1,0 +1,135 @@
+"""An attempt budget through the real pipeline (the Dagster stages in process, scripted agents
+on 127.0.0.1 with known pass probabilities): it stops once the question is decided, spends
+its extra attempts where the models disagree, never spends more than it was given, stores
+what it did, and a rerun of the day runs nothing."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from eval_pipeline.defs.evaluate import run_evaluation
+from eval_pipeline.pipeline import (
+    BudgetSpent,
+    EvaluationRequest,
+    evaluate,
+    stored_budget,
+)
+from eval_pipeline.store import StateFolder
+from eval_pipeline.suite import AttemptBudget, load_suite
+from eval_pipeline.viewer import render_html_export
+from eval_pipeline_tests.pipeline.coin_agents import CoinAgents
+
+DAY = date(2026, 11, 30)
+TESTS = [f"t{i:02d}" for i in range(10)]
+#: The models differ on the first three tests only: `strong` passes them, `weak` seldom.
+DECIDING = TESTS[:3]
+STRONG = {test: 0.97 for test in TESTS}
+WEAK = {test: (0.1 if test in DECIDING else 0.97) for test in TESTS}
+
+
+def dagster(suite, request, on_stage):
+    return run_evaluation(suite, request, on_stage=on_stage)
+
+
+@pytest.fixture(scope="module")
+def agents():
+    with CoinAgents({"strong": STRONG, "weak": WEAK}, seed=3) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def compared(agents, tmp_path_factory):
+    """Two evaluations of the day under the same budget: the first and its rerun."""
+    suite = load_suite(agents.write_suite(tmp_path_factory.mktemp("budget") / "suite"))
+    request = EvaluationRequest(
+        models=("http:strong", "http:weak"), run_date=DAY, budget=AttemptBudget(runs=120)
+    )
+    first = evaluate(suite, request, runner=dagster)
+    asked = len(agents.requests)
+    again = evaluate(suite, request, runner=dagster)
+    return suite, first, asked, again
+
+
+def test_the_budget_stops_once_the_better_model_is_decided(compared):
+    _suite, first, asked, _again = compared
+    budget = first.document.budget
+    assert budget is not None and budget.decision.decided
+    assert budget.sentences() == ["http:strong is better than http:weak (anytime-valid, α = 0.05)"]
+    # Decided well before the budget: every run it paid for is one the agents answered.
+    assert 2 * len(TESTS) < budget.spent_runs < 120
+    assert asked == budget.spent_runs == first.ran.executed
+    assert len(first.document.results) == budget.spent_runs
+
+
+def test_the_extra_attempts_go_where_the_models_disagree(compared):
+    _suite, first, _asked, _again = compared
+    attempts = {(m, t): n for m, t, n, _why in first.document.budget.attempts}
+    deciding = [attempts["http:weak", t] for t in DECIDING]
+    stable = [attempts["http:weak", t] for t in TESTS if t not in DECIDING]
+    assert min(deciding) > 1
+    assert sum(deciding) / len(deciding) > sum(stable) / len(stable)
+    reasons = [why for m, t, n, why in first.document.budget.attempts if n > 1]
+    assert reasons and all(reasons), "an extra attempt without its reason"
+
+
+def test_a_rerun_of_the_day_under_the_same_budget_runs_nothing(compared, agents):
+    _suite, first, asked, again = compared
+    assert len(agents.requests) == asked
+    assert again.ran.executed == 0 and again.ran.reused == first.document.budget.spent_runs
+    assert again.document.budget.to_json() == first.document.budget.to_json()
+
+
+def test_the_results_file_and_the_store_say_what_the_budget_did(compared):
+    suite, first, _asked, _again = compared
+    written = first.labelled.to_json()["budget"]
+    assert written["runs"] == 120 and written["question"] == "compare"
+    assert written["spent_runs"] == sum(written["spent_by_model"].values())
+    assert written["decision"] == first.document.budget.sentences()
+    assert written["comparisons"][0]["better"] == "http:strong"
+    stored = stored_budget(StateFolder.of(suite.config), DAY)
+    assert stored is not None and stored.to_json() == first.document.budget.to_json()
+
+
+def test_a_budget_smaller_than_one_round_stops_before_anything_runs(agents, tmp_path):
+    suite = load_suite(agents.write_suite(tmp_path / "suite"))
+    request = EvaluationRequest(
+        models=("http:strong", "http:weak"), run_date=DAY, budget=AttemptBudget(runs=5)
+    )
+    asked = len(agents.requests)
+    with pytest.raises(BudgetSpent, match="each selected test once per model"):
+        evaluate(suite, request, runner=dagster)
+    assert len(agents.requests) == asked
+
+
+def test_a_pass_rate_budget_spends_no_more_than_it_was_given(tmp_path):
+    flaky = {test: (0.5 if test in DECIDING else 1.0) for test in TESTS}
+    with CoinAgents({"flaky": flaky}, seed=5) as agents:
+        suite = load_suite(agents.write_suite(tmp_path / "suite"))
+        request = EvaluationRequest(
+            models=("http:flaky",), run_date=DAY, budget=AttemptBudget(runs=20, width=0.05)
+        )
+        evaluation = evaluate(suite, request, runner=dagster)
+        budget = evaluation.document.budget
+        # A width of 0.05 is out of reach in 20 runs: the budget is spent, never exceeded.
+        assert budget.question.kind == "pass_rate" and not budget.decision.decided
+        assert budget.spent_runs == len(agents.requests) == 20
+        (rate,) = budget.decision.pass_rates
+        assert rate.low <= sum(flaky.values()) / len(flaky) <= rate.high
+        assert "not yet within the width 0.05 after 20 runs" in budget.sentences()[0]
+
+        # An evaluation of the day without a budget: the day's budget no longer describes it.
+        evaluate(suite, EvaluationRequest(models=("http:flaky",), run_date=DAY), runner=dagster)
+        assert stored_budget(StateFolder.of(suite.config), DAY) is None
+
+
+def test_the_viewer_shows_where_the_budget_went_and_what_it_decided(compared):
+    suite, first, _asked, _again = compared
+    page = render_html_export(StateFolder.of(suite.config), DAY)
+    section = page[page.index('id="budget-section"') :]
+    section = section[: section.index("</section>")]
+    assert "http:strong is better than http:weak (anytime-valid, α = 0.05)" in section
+    assert f"{first.document.budget.spent_runs} runs spent of 120" in section
+    extra = [(m, t) for m, t, n, _why in first.document.budget.attempts if n > 1]
+    assert section.count("<tr") - 1 == len(extra)  # a header row, then one per test given more
