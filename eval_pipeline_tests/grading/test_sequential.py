@@ -264,8 +264,8 @@ def test_pass_rate_question_is_decided_once_every_model_is_within_the_width() ->
 
 def disagreeing_day() -> dict[str, dict[str, list[bool]]]:
     return {
-        "vllm:a": {"always": [True, True], "splits": [True, False], "never": [False, False]},
-        "vllm:b": {"always": [True, True], "splits": [False, False], "never": [False, False]},
+        "vllm:a": {"always": [True, True], "splits": [True, True], "flaky": [True, False]},
+        "vllm:b": {"always": [True, True], "splits": [False, False], "flaky": [False, True]},
     }
 
 
@@ -275,12 +275,22 @@ def test_next_round_prefers_the_test_where_the_models_disagree() -> None:
         ("vllm:a", "splits", 3),
         ("vllm:b", "splits", 3),
     ]
-    assert allocations[0].reason == "disagrees with vllm:b (P(discordant) 0.50)"
+    assert allocations[0].reason == "disagrees with vllm:b (passed 2 of 2 vs 0 of 2)"
+
+
+def test_a_round_leans_on_the_disagreeing_test_and_spreads_once_it_has_plenty() -> None:
+    small = next_round(disagreeing_day(), COMPARE, runs=8)
+    assert {a.test for a in small} == {"splits"}
+    # With runs enough, the j-th attempt on "splits" is worth less than a first elsewhere.
+    large = next_round(disagreeing_day(), COMPARE, runs=40)
+    attempts = {a.test: a.attempts for a in large if a.model == "vllm:a"}
+    assert "flaky" in attempts
+    assert attempts["splits"] - 2 >= 5 * (attempts["flaky"] - 2)
 
 
 def test_next_round_never_exceeds_its_runs_and_is_deterministic() -> None:
     day = disagreeing_day()
-    day["vllm:c"] = {"always": [True], "splits": [True], "never": [False]}
+    day["vllm:c"] = {"always": [True], "splits": [True], "flaky": [False]}
     for runs in range(0, 12):
         allocations = next_round(day, COMPARE, runs=runs)
         new = sum(a.attempts - len(day[a.model][a.test]) for a in allocations)
