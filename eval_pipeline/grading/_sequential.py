@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import heapq
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -465,27 +466,27 @@ def _compare_round(
     # Several attempts of a round may go to one test: the j-th is worth its score / j
     # (D'Hondt's divisors), so a round leans on the tests that differ without betting it all
     # on one whose outcomes it has not seen yet.
-    given = [0] * len(tests)
-    while left >= len(playing):  # a test costs at least one run per model in play
-        fitting = []
-        for index, test in enumerate(tests):
-            target = max(planned[m, test] for m in playing) + 1
-            cost = sum(target - planned[m, test] for m in playing)
-            if cost <= left:
-                fitting.append((-scores[index] / (given[index] + 1), index, target, cost))
-        if not fitting:
-            break
-        _, index, target, cost = min(fitting)
+    # A test that does not fit the runs left never will (its cost stays, the runs shrink),
+    # so it leaves the heap; a chosen one goes back at its next divisor.
+    heap = [(-score, 0, index) for index, score in enumerate(scores)]
+    heapq.heapify(heap)
+    chosen: dict[tuple[str, str], tuple[int, str]] = {}
+    while heap and left >= len(playing):  # a test costs at least one run per model in play
+        _, given, index = heapq.heappop(heap)
         test = tests[index]
+        target = max(planned[m, test] for m in playing) + 1
+        cost = sum(target - planned[m, test] for m in playing)
+        if cost > left:
+            continue
         for model in playing:
             if target > planned[model, test]:
                 planned[model, test] = target
-                other = partners[index][model][1]
-                allocations.append(
-                    Allocation(model, test, target, _disagreement(attempts, model, other, test))
-                )
-        given[index] += 1
+                chosen.setdefault((model, test), (len(chosen), partners[index][model][1]))
         left -= cost
+        heapq.heappush(heap, (-scores[index] / (given + 2), given + 1, index))
+    for (model, test), (_, other) in sorted(chosen.items(), key=lambda item: item[1][0]):
+        reason = _disagreement(attempts, model, other, test)
+        allocations.append(Allocation(model, test, planned[model, test], reason))
     return _merge(allocations)
 
 
