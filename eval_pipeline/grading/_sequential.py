@@ -308,17 +308,63 @@ def _per_test(attempts: AttemptsByTest, alpha: float) -> tuple[list[str], np.nda
     return names, low, high
 
 
+def _suite_low(passes: np.ndarray, fails: np.ndarray, bound: float) -> float:
+    # min mean(p) subject to Σ ℓₜ(pₜ) ≥ bound, ℓₜ(p) = sₜ·log p + fₜ·log(1 − p). With the
+    # constraint's multiplier 1/c, each test's optimum below its s/n solves
+    # c·p² − (c + n)·p + s = 0, whose lower root is taken in the stable form
+    # 2s / ((c + n) + √((c + n)² − 4cs)); the summed log-likelihood falls as c grows.
+    attempts = passes + fails
+    if not passes.any():
+        return 0.0
+
+    def at(log_c: float) -> tuple[float, float]:
+        c = math.exp(log_c)
+        root = np.sqrt((c + attempts) ** 2 - 4.0 * c * passes)
+        p = 2.0 * passes / ((c + attempts) + root)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            loglik = np.where(passes > 0, passes * np.log(p), 0.0) + np.where(
+                fails > 0, fails * np.log1p(-p), 0.0
+            )
+        return float(p.mean()), float(loglik.sum())
+
+    # Regula falsi with the Illinois step (Dowell & Jarratt 1971) on log c: the summed
+    # log-likelihood is smooth in it, so a dozen evaluations do what bisection does in sixty.
+    near, far = -30.0, 30.0
+    h_near, h_far = at(near)[1] - bound, at(far)[1] - bound
+    if h_far >= 0.0:
+        return at(far)[0]
+    side = 0
+    for _ in range(_BISECTIONS * 2):
+        middle = (near * h_far - far * h_near) / (h_far - h_near)
+        h_middle = at(middle)[1] - bound
+        if h_middle >= 0.0:
+            near, h_near = middle, h_middle
+            h_far, side = (h_far / 2, 0) if side == 1 else (h_far, 1)
+        else:
+            far, h_far = middle, h_middle
+            h_near, side = (h_near / 2, 0) if side == -1 else (h_near, -1)
+        if far - near < 1e-9 or 0.0 <= h_near < 1e-8:  # ~1e-10 in the pass rate
+            break
+    return at(near)[0]
+
+
 def pass_rate_sequence(attempts: AttemptsByTest, *, model: str, alpha: float) -> PassRateSequence:
     """Anytime-valid interval on a model's suite pass rate, the mean over its T tests of each
     test's pass probability, valid however the attempts were spread over the tests.
 
-    Each test gets Robbins' beta-binomial mixture confidence sequence (Robbins 1970; Howard,
-    Ramdas, McAuliffe & Sekhon 2021, "Time-uniform, nonparametric, nonasymptotic confidence
-    sequences", Annals of Statistics 49:1055–1080, §3) at α/T: by Ville's inequality each
-    covers its test's probability at every attempt count with probability 1 − α/T, so by the
-    union bound all T do at once with probability 1 − α, whichever tests got attempts when.
-    The interval is [mean of the lows, mean of the highs]. A test with no attempt yet spans
-    [0, 1]. Conservative: it asks every test's interval to hold, where only their mean must.
+    For every vector p of per-test pass probabilities, Mₚ = Πₜ mₜ / Lₜ(pₜ) is a test
+    martingale under p: mₜ is test t's Beta(a, a) mixture likelihood of its attempts and
+    Lₜ(pₜ) = pₜ^sₜ(1 − pₜ)^fₜ its likelihood at pₜ (Robbins 1970; the method of mixtures of
+    Howard, Ramdas, McAuliffe & Sekhon 2021, "Time-uniform, nonparametric, nonasymptotic
+    confidence sequences", Annals of Statistics 49:1055–1080). A run multiplies only its own
+    test's factor, by a factor of conditional mean 1 whichever test was chosen, so Mₚ stays
+    a martingale under adaptive allocation, and by Ville's inequality the true p keeps
+    Mₚ < 1/α at every look with probability 1 − α. The interval is the range of mean(p) over
+    every p with Mₚ < 1/α, i.e. Σₜ log Lₜ(pₜ) > Σₜ log mₜ − log(1/α) (a convex set, so the
+    range is an interval, found through its Lagrange multiplier). It shares one α across the
+    tests: a union bound of per-test sequences at α/T would pay log(T/α) on every test (on
+    40 stable tests with 8 attempts each, a low of 0.35 against this one's 0.81). A test with
+    no attempt yet counts as anywhere in [0, 1].
 
     Args:
         attempts: the model's attempts per test, in attempt order.
@@ -329,9 +375,23 @@ def pass_rate_sequence(attempts: AttemptsByTest, *, model: str, alpha: float) ->
         raise ValueError(f"alpha must be between 0 and 1, got {alpha}")
     if not attempts:
         raise ValueError("a pass-rate interval needs at least one test")
-    _, low, high = _per_test(attempts, alpha)
-    runs = sum(len(tries) for tries in attempts.values())
-    return PassRateSequence(model, float(low.mean()), float(high.mean()), runs, alpha)
+    tallies = sorted((sum(map(bool, tries)), len(tries)) for tries in attempts.values())
+    low, high = _suite_interval(tuple(tallies), alpha)
+    runs = sum(n for _, n in tallies)
+    return PassRateSequence(model, low, high, runs, alpha)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _suite_interval(tallies: tuple[tuple[int, int], ...], alpha: float) -> tuple[float, float]:
+    # Cached on the sorted (passes, attempts) per test: the interval does not depend on which
+    # test is which, and the budget loop asks for the same day's interval more than once.
+    passes = np.array([s for s, _ in tallies], dtype=float)
+    fails = np.array([n - s for s, n in tallies], dtype=float)
+    mixture = sum(_log_beta(s + PRIOR, n - s + PRIOR) - _log_beta(PRIOR, PRIOR) for s, n in tallies)
+    bound = mixture + math.log(alpha)
+    low = _suite_low(passes, fails, bound)
+    high = 1.0 - _suite_low(fails, passes, bound)
+    return max(0.0, low), min(1.0, high)
 
 
 def _holm_comparisons(
