@@ -318,10 +318,3 @@ def test_next_round_is_empty_once_decided() -> None:
     a, b = wins(12, 0)
     assert decide({"a": a, "b": b}, COMPARE).decided
     assert next_round({"a": a, "b": b}, COMPARE, runs=10) == []
-
-
-def test_comparison_type_is_exported() -> None:
-    a, b = wins(1, 1)
-    assert isinstance(
-        sequential_comparison(a, b, model_a="a", model_b="b", alpha=0.05), SequentialComparison
-    )
