@@ -3,11 +3,12 @@
 The warehouse is built the way users build it, by materializing the dbt assets through
 Dagster, in a copy of the suite in a temporary folder so the repository stays clean. The
 build takes ~20-60 s, so every test that needs the real warehouse (reference SQL checks,
-the offline demo run) shares one build per session.
+the offline demo run) shares one build per test run, across the pytest-xdist workers.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -68,21 +69,33 @@ def copy_sample_suite(destination: Path) -> Path:
 @pytest.fixture(scope="session")
 def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehouse:
     """Build the sample warehouse through Dagster's `build_warehouse` job (dbt build: models,
-    seeds and dbt tests) into a temp copy of the suite. Open the file read-only: it is shared."""
+    seeds and dbt tests) into a temp copy of the suite, once per test run: the first worker
+    that needs it builds it, under a lock, into the folder every worker shares; the others
+    open that build. Open the file read-only: it is shared."""
     from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions
 
-    suite = copy_sample_suite(tmp_path_factory.mktemp("sample_warehouse") / "suite")
-    defs = build_definitions(suite)
-    with dg.DagsterInstance.ephemeral() as instance:
-        result = defs.resolve_job_def(WAREHOUSE_JOB).execute_in_process(
-            instance=instance, raise_on_error=False
-        )
-        assert result.success, "the warehouse build through Dagster failed"
-        materialized = frozenset(
-            e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
-        )
+    shared = run_wide_folder(tmp_path_factory)
+    folder = shared / "sample_warehouse"
+    built = folder / "materialized.json"  # written last: the build is complete
+    with file_lock(shared / "sample_warehouse.lock"):
+        if not built.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half way
+            suite = copy_sample_suite(folder / "suite")
+            defs = build_definitions(suite)
+            with dg.DagsterInstance.ephemeral() as instance:
+                result = defs.resolve_job_def(WAREHOUSE_JOB).execute_in_process(
+                    instance=instance, raise_on_error=False
+                )
+                assert result.success, "the warehouse build through Dagster failed"
+                materialized = sorted(
+                    e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+                )
+            built.write_text(json.dumps(materialized))
+    suite = folder / "suite"
     return SampleWarehouse(
-        path=suite / "warehouse.duckdb", target=suite / "dbt" / "target", materialized=materialized
+        path=suite / "warehouse.duckdb",
+        target=suite / "dbt" / "target",
+        materialized=frozenset(json.loads(built.read_text())),
     )
 
 
