@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,13 +131,56 @@ SLOW_FIXTURES = frozenset(
 )
 
 
+# The longest test files (a minute or more of a worker's time each), longest first. With
+# `--dist loadfile` a file runs whole on one worker, and pytest-xdist hands out files in the
+# order of their test counts by default: these few-test files came last, so one worker still
+# ran one of them while the other had finished. Handed out first, they run while the many
+# short files are still there to even out the end. Only the order changes: a file missing
+# here (renamed, new) keeps its place among the rest. One user of the shared sample warehouse
+# only (test_semantic_sample.py): two at once would make the second wait for its build.
+LONGEST_FILES = (
+    "pipeline/test_daemon_backfill.py",
+    "cli/test_cli_bucket_store.py",
+    "cli/test_readme_commands.py",
+    "cli/test_cli_unchanged_rerun.py",
+    "grading/test_semantic_sample.py",
+    "cli/test_cli_production_instance.py",
+    "cli/test_cli_ui.py",
+    "pipeline/test_history_marts.py",
+    "pipeline/test_lineage_in_the_ui.py",
+    "pipeline/test_processes_bucket.py",
+    "cli/test_cli_rejudge_samples.py",
+    "cli/test_cli_lineage.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, files are handed out in the order `pytest_collection_modifyitems`
+    leaves them (its own reordering by test count is turned off: the hook below keeps it for
+    the files not in LONGEST_FILES)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _hand_out_order(items: list[pytest.Item]) -> None:
+    """LONGEST_FILES first, in their order; then the other files, most tests first (as
+    pytest-xdist orders them by default), each file's tests in their own order."""
+    file = lambda item: item.nodeid.split("::", 1)[0]  # noqa: E731
+    tests = Counter(file(item) for item in items)
+    rank = {f"eval_pipeline_tests/{name}": place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: (rank.get(file(item), len(rank)), -tests[file(item)]))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `slow` every test that uses a slow fixture, directly or through another fixture,
     so the fast lane never starts one (a fixture reached by `getfixturevalue` marks its own
-    parameters instead, as `small_database` does)."""
+    parameters instead, as `small_database` does). Under pytest-xdist, order the files as
+    they are to be handed out (`_hand_out_order`)."""
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _hand_out_order(items)
 
 
 @pytest.fixture(autouse=True)
