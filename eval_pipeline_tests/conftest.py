@@ -139,10 +139,10 @@ SLOW_FIXTURES = frozenset(
 # here (renamed, new) keeps its place among the rest. One user of the shared sample warehouse
 # only (test_semantic_sample.py): two at once would make the second wait for its build.
 LONGEST_FILES = (
-    "pipeline/test_daemon_backfill.py",
-    "cli/test_cli_bucket_store.py",
-    "cli/test_readme_commands.py",
     "cli/test_cli_unchanged_rerun.py",
+    "cli/test_cli_bucket_store.py",
+    "pipeline/test_daemon_backfill.py",
+    "cli/test_readme_commands.py",
     "grading/test_semantic_sample.py",
     "cli/test_cli_production_instance.py",
     "cli/test_cli_ui.py",
