@@ -3,15 +3,17 @@
 The warehouse is built the way users build it, by materializing the dbt assets through
 Dagster, in a copy of the suite in a temporary folder so the repository stays clean. The
 build takes ~20-60 s, so every test that needs the real warehouse (reference SQL checks,
-the offline demo run) shares one build per session.
+the offline demo run) shares one build per test run, across the pytest-xdist workers.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,21 +70,33 @@ def copy_sample_suite(destination: Path) -> Path:
 @pytest.fixture(scope="session")
 def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehouse:
     """Build the sample warehouse through Dagster's `build_warehouse` job (dbt build: models,
-    seeds and dbt tests) into a temp copy of the suite. Open the file read-only: it is shared."""
+    seeds and dbt tests) into a temp copy of the suite, once per test run: the first worker
+    that needs it builds it, under a lock, into the folder every worker shares; the others
+    open that build. Open the file read-only: it is shared."""
     from eval_pipeline.defs import WAREHOUSE_JOB, build_definitions
 
-    suite = copy_sample_suite(tmp_path_factory.mktemp("sample_warehouse") / "suite")
-    defs = build_definitions(suite)
-    with dg.DagsterInstance.ephemeral() as instance:
-        result = defs.resolve_job_def(WAREHOUSE_JOB).execute_in_process(
-            instance=instance, raise_on_error=False
-        )
-        assert result.success, "the warehouse build through Dagster failed"
-        materialized = frozenset(
-            e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
-        )
+    shared = run_wide_folder(tmp_path_factory)
+    folder = shared / "sample_warehouse"
+    built = folder / "materialized.json"  # written last: the build is complete
+    with file_lock(shared / "sample_warehouse.lock"):
+        if not built.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a build that failed half way
+            suite = copy_sample_suite(folder / "suite")
+            defs = build_definitions(suite)
+            with dg.DagsterInstance.ephemeral() as instance:
+                result = defs.resolve_job_def(WAREHOUSE_JOB).execute_in_process(
+                    instance=instance, raise_on_error=False
+                )
+                assert result.success, "the warehouse build through Dagster failed"
+                materialized = sorted(
+                    e.asset_key.to_user_string() for e in result.get_asset_materialization_events()
+                )
+            built.write_text(json.dumps(materialized))
+    suite = folder / "suite"
     return SampleWarehouse(
-        path=suite / "warehouse.duckdb", target=suite / "dbt" / "target", materialized=materialized
+        path=suite / "warehouse.duckdb",
+        target=suite / "dbt" / "target",
+        materialized=frozenset(json.loads(built.read_text())),
     )
 
 
@@ -117,13 +131,56 @@ SLOW_FIXTURES = frozenset(
 )
 
 
+# The longest test files (a minute or more of a worker's time each), longest first. With
+# `--dist loadfile` a file runs whole on one worker, and pytest-xdist hands out files in the
+# order of their test counts by default: these few-test files came last, so one worker still
+# ran one of them while the other had finished. Handed out first, they run while the many
+# short files are still there to even out the end. Only the order changes: a file missing
+# here (renamed, new) keeps its place among the rest. One user of the shared sample warehouse
+# only (test_semantic_sample.py): two at once would make the second wait for its build.
+LONGEST_FILES = (
+    "cli/test_cli_unchanged_rerun.py",
+    "cli/test_cli_bucket_store.py",
+    "pipeline/test_daemon_backfill.py",
+    "cli/test_readme_commands.py",
+    "grading/test_semantic_sample.py",
+    "cli/test_cli_production_instance.py",
+    "cli/test_cli_ui.py",
+    "pipeline/test_history_marts.py",
+    "pipeline/test_lineage_in_the_ui.py",
+    "pipeline/test_processes_bucket.py",
+    "cli/test_cli_rejudge_samples.py",
+    "cli/test_cli_lineage.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, files are handed out in the order `pytest_collection_modifyitems`
+    leaves them (its own reordering by test count is turned off: the hook below keeps it for
+    the files not in LONGEST_FILES)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def _hand_out_order(items: list[pytest.Item]) -> None:
+    """LONGEST_FILES first, in their order; then the other files, most tests first (as
+    pytest-xdist orders them by default), each file's tests in their own order."""
+    file = lambda item: item.nodeid.split("::", 1)[0]  # noqa: E731
+    tests = Counter(file(item) for item in items)
+    rank = {f"eval_pipeline_tests/{name}": place for place, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: (rank.get(file(item), len(rank)), -tests[file(item)]))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark `slow` every test that uses a slow fixture, directly or through another fixture,
     so the fast lane never starts one (a fixture reached by `getfixturevalue` marks its own
-    parameters instead, as `small_database` does)."""
+    parameters instead, as `small_database` does). Under pytest-xdist, order the files as
+    they are to be handed out (`_hand_out_order`)."""
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        _hand_out_order(items)
 
 
 @pytest.fixture(autouse=True)

@@ -4,6 +4,7 @@ bucket (moto_server as S3), read back by `eval-pipeline sql`, reused, compacted 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -48,9 +49,10 @@ def read_rows(root: Path, query: str) -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def evaluated(
-    s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
+    stopping_buckets, s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Path, Bucket, object]]:
-    """A suite whose store is a bucket, evaluated once for two models through the CLI."""
+    """A suite whose store is a bucket, evaluated once for two models through the CLI (while
+    the commands of `stopping_buckets` wait on their silent buckets: started first)."""
     with pytest.MonkeyPatch.context() as patch:
         for name, value in AWS_ENV.items():
             patch.setenv(name, value)
@@ -205,16 +207,26 @@ class Ended:
 
 
 @pytest.fixture(scope="module")
-def stopped_buckets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Ended]:
+def stopping_buckets(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Callable[[], dict[str, Ended]]]:
     """Two commands whose bucket (a moto_server of its own, `kill -STOP`ped: its socket
     accepts, nothing answers) stops answering: "before", stopped before `eval-pipeline test`
     starts; "mid-run", stopped once a few agent runs have begun. Both run at once: each
-    waits on the bucket's timeouts, not on the CPU, so their waits overlap."""
+    waits on the bucket's timeouts, not on the CPU, so their waits overlap, and they start
+    with the module (`evaluated` asks for them first), so those waits overlap its evaluation
+    and the tests on it too. Yields the function that waits for both and tells how they ended.
+    The servers stay stopped until the module ends, then are woken and stopped."""
     folder = tmp_path_factory.mktemp("stopped")
     with contextlib.ExitStack() as stack:
+        # The children get the AWS_* environment from here; this process (the buckets' mkdir)
+        # keeps it until the module ends, like `evaluated`, whose patch nests inside this one.
         patch = stack.enter_context(pytest.MonkeyPatch.context())
         for name, value in AWS_ENV.items():
             patch.setenv(name, value)
+        # Reads the commands' output as they run; shut down last, once they are ended (killed
+        # by the stack if still running: a module whose tests never asked how they ended).
+        pool = stack.enter_context(ThreadPoolExecutor(2))
         servers = {}
         for case in ("before", "mid-run"):
             endpoint, pid = stack.enter_context(moto_process())
@@ -252,24 +264,33 @@ def stopped_buckets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Ended
 
         watcher = threading.Thread(target=freeze_after_a_few_runs, daemon=True)
         watcher.start()
-        with ThreadPoolExecutor(2) as pool:
-            waits = {
-                case: pool.submit(ended_at, child, timeout)
-                for case, child, timeout in (("before", before, 180), ("mid-run", mid_run, 600))
+        waits = {
+            case: pool.submit(ended_at, child, timeout)
+            for case, child, timeout in (("before", before, 180), ("mid-run", mid_run, 600))
+        }
+
+        @functools.cache
+        def ended() -> dict[str, Ended]:
+            done = {case: wait.result() for case, wait in waits.items()}
+            watcher.join()
+            return {
+                case: Ended(
+                    returncode=returncode,
+                    stdout=stdout,
+                    stderr=stderr,
+                    endpoint=servers[case][0].endpoint_url,
+                    took=end - stopped_at[case] if case in stopped_at else None,
+                )
+                for case, (returncode, stdout, stderr, end) in done.items()
             }
-            ended = {case: wait.result() for case, wait in waits.items()}
-        watcher.join()
-    # The servers are gone (woken, then stopped) once both commands ended.
-    return {
-        case: Ended(
-            returncode=returncode,
-            stdout=stdout,
-            stderr=stderr,
-            endpoint=servers[case][0].endpoint_url,
-            took=end - stopped_at[case] if case in stopped_at else None,
-        )
-        for case, (returncode, stdout, stderr, end) in ended.items()
-    }
+
+        yield ended
+
+
+@pytest.fixture(scope="module")
+def stopped_buckets(stopping_buckets: Callable[[], dict[str, Ended]]) -> dict[str, Ended]:
+    """How the two commands of `stopping_buckets` ended."""
+    return stopping_buckets()
 
 
 def start_cli(args: list[str], root: Path, stack: contextlib.ExitStack) -> subprocess.Popen[str]:

@@ -15,6 +15,7 @@ from eval_pipeline_tests.cli.console import DEPLOY
 from eval_pipeline_tests.warehouses.servers import _stop, free_port
 
 BIN = Path(sys.executable).parent
+WORKSPACE = str(DEPLOY / "workspace.yaml")
 
 
 LAUNCH_BACKFILL = """
@@ -51,22 +52,30 @@ def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:
 
 
 @contextlib.contextmanager
-def dagster_services(env: dict[str, str], logs: Path, *, timeout_s: float = 300) -> Iterator[int]:
-    """`dagster-webserver` and `dagster-daemon` on deploy/workspace.yaml with `env`, their
-    output in `logs/`; yields the webserver's port once it answers."""
+def dagster_webserver(env: dict[str, str], logs: Path, *, timeout_s: float = 300) -> Iterator[int]:
+    """`dagster-webserver` on deploy/workspace.yaml with `env`, its output in
+    `logs/webserver.log`; yields its port once it answers."""
     port = free_port()
-    workspace = str(DEPLOY / "workspace.yaml")
-    files = [logs / "webserver.log", logs / "daemon.log"]
     logs.mkdir(parents=True, exist_ok=True)
-    webserver = [str(BIN / "dagster-webserver"), "-w", workspace, "-h", "127.0.0.1"]
-    with (
-        service([*webserver, "-p", str(port)], env, files[0]),
-        service([str(BIN / "dagster-daemon"), "run", "-w", workspace], env, files[1]),
-    ):
+    log = logs / "webserver.log"
+    command = [str(BIN / "dagster-webserver"), "-w", WORKSPACE, "-h", "127.0.0.1", "-p", str(port)]
+    with service(command, env, log):
         wait_for(
             "the webserver did not answer",
             lambda: httpx.get(f"http://127.0.0.1:{port}/server_info", timeout=5).is_success,
             timeout_s=timeout_s,
-            logs=files,
+            logs=[log],
         )
         yield port
+
+
+@contextlib.contextmanager
+def dagster_daemon(env: dict[str, str], logs: Path) -> Iterator[subprocess.Popen]:
+    """`dagster-daemon run` on deploy/workspace.yaml with `env`, its output in
+    `logs/daemon.log`, stopped on exit. Its backfill daemon looks for backfills as it starts,
+    then every 30 s (a constant of Dagster's, not a setting of the instance): one started after
+    the backfill is launched picks it up at once."""
+    logs.mkdir(parents=True, exist_ok=True)
+    command = [str(BIN / "dagster-daemon"), "run", "-w", WORKSPACE]
+    with service(command, env, logs / "daemon.log") as process:
+        yield process

@@ -17,7 +17,12 @@ import pytest
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.cli.console import DEPLOY, production_env
 from eval_pipeline_tests.pipeline.processes import READ_BUCKET_IN_A_LOOP, count, finish, start
-from eval_pipeline_tests.pipeline.services import LAUNCH_BACKFILL, dagster_services, wait_for
+from eval_pipeline_tests.pipeline.services import (
+    LAUNCH_BACKFILL,
+    dagster_daemon,
+    dagster_webserver,
+    wait_for,
+)
 from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite, prepare
 from eval_pipeline_tests.store.buckets import Bucket
 from eval_pipeline_tests.warehouses.servers import (
@@ -60,8 +65,11 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
             instance.add_dynamic_partitions("models", list(MODELS))
             prepare(small_suite, instance)  # inputs and the day's references, as the schedule does
 
-        logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]  # dagster_services' logs
-        with dagster_services(env, tmp_path, timeout_s=180) as port:
+        logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]  # the services' logs
+        # The daemon starts once the backfill is launched: its backfill daemon looks at start,
+        # then every 30 s, so one already running would sit out most of a tick before the
+        # backfill's first iteration. Webserver and daemon still run together, on one instance.
+        with dagster_webserver(env, tmp_path, timeout_s=180) as port:
             graphql = f"http://127.0.0.1:{port}/graphql"
             params = {
                 "partitionNames": [str(model_day_key(m, DAY)) for m in MODELS],
@@ -76,7 +84,10 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
             launched = answer["data"]["launchPartitionBackfill"]
             assert launched["__typename"] == "LaunchBackfillSuccess", answer
 
-            with dg.DagsterInstance.from_config(str(home)) as instance:
+            with (
+                dagster_daemon(env, tmp_path),
+                dg.DagsterInstance.from_config(str(home)) as instance,
+            ):
 
                 def backfill_runs() -> list[dg.DagsterRun]:
                     return list(

@@ -1,6 +1,6 @@
 """The bundled sample suite: its dbt project builds, and every reference query means what it says.
 
-The warehouse is built once per session into a temporary folder (the `sample_warehouse` fixture
+The warehouse is built once per test run into a temporary folder (the `sample_warehouse` fixture
 of eval_pipeline_tests/conftest.py), so the repository stays clean.
 """
 
@@ -39,7 +39,7 @@ SQL_CASES = [pytest.param(case, id=rel) for rel, case in CASES if case.get("sql"
 # that share this worker open the same file with theirs once this module is done.
 @pytest.fixture(scope="module")
 def warehouse(sample_warehouse) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The sample warehouse (built once per session by the shared `sample_warehouse` fixture
+    """The sample warehouse (built once per test run by the shared `sample_warehouse` fixture
     of eval_pipeline_tests/conftest.py), opened read-only."""
     connection = duckdb.connect(str(sample_warehouse.path), read_only=True)
     yield connection
