@@ -1,6 +1,7 @@
 """Benchmark adaptive attempts under a budget against a fixed ten attempts per test.
 
 Run: python benchmarks/adaptive_budget.py --statistics [--days 300] [--seed 20261201]
+     python benchmarks/adaptive_budget.py --pipeline [--pipeline-days 4]
 
 Statistics only: simulated suites with known per-test pass probabilities, no pipeline. Each
 scenario has 40 tests: most stable (pass probability 0 or 1 for every model, some 0.97 or
@@ -25,6 +26,15 @@ runs; on every scenario, days with any wrong adaptive decision ≤ α (plus thre
 standard errors). Where fixed k = 10 decides nothing ("trade wins": A ahead on six tests,
 B on two) only the wrong-decision target applies. A last section runs the pass_rate
 question on one model, for information.
+
+`--pipeline` runs simulated days through the real pipeline instead (`evaluate` with the
+Dagster stages in process, scripted agents over the agent protocol on 127.0.0.1 that answer
+each test right with a known probability, `eval_pipeline_tests/pipeline/coin_agents.py`):
+per two-model scenario above ("A better", "equal"), each day an
+attempt budget of 40% of a fixed k = 10 and that k = 10 (the results file's paired test),
+in two stores, on the same answers. It prints the runs the budget spent as a share of
+k = 10's, how often the two decided the same, how often each was wrong, and the time of an
+adaptive day.
 """
 
 from __future__ import annotations
@@ -33,10 +43,17 @@ import argparse
 import math
 import os
 import statistics
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
 
 import numpy as np
+
+# The test helpers (eval_pipeline_tests: the scripted agents) are not installed.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from eval_pipeline.grading import (
     BudgetQuestion,
@@ -243,6 +260,87 @@ def statistics_section(days: int, seed: int) -> bool:
     return all_met
 
 
+def _pipeline_scenarios() -> dict[str, dict[str, dict[str, float]]]:
+    """The two-model scenarios of the statistics section, as the scripted agents' chances:
+    agent name → test `tNN` → the chance it answers right."""
+    chosen = {"2 models, A better", "2 models, equal"}
+    return {
+        scenario.name: {
+            model.removeprefix("http:"): {f"t{i:02d}": p for i, p in enumerate(chances)}
+            for model, chances in scenario.probabilities.items()
+        }
+        for scenario in scenarios()
+        if scenario.name in chosen
+    }
+
+
+def run_pipeline(days: int) -> bool:
+    """Simulated days through the real pipeline (the Dagster stages in process, scripted
+    agents over HTTP): an attempt budget of 40% of a fixed k = 10 against that k = 10, each
+    in its own suite and store, answered by the same agents (the same attempt gets the same
+    answer in both, so the two methods are compared on the same outcomes)."""
+    from eval_pipeline.defs.evaluate import run_evaluation
+    from eval_pipeline.pipeline import EvaluationRequest, evaluate
+    from eval_pipeline.suite import AttemptBudget, load_suite
+    from eval_pipeline_tests.pipeline.coin_agents import CoinAgents
+
+    def dagster(suite, request, on_stage):
+        return run_evaluation(suite, request, on_stage=on_stage)
+
+    print(f"\n== through the pipeline: {days} simulated day(s) per scenario ==")
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    ok = True
+    for scenario, chances in _pipeline_scenarios().items():
+        difference = len({tuple(c.values()) for c in chances.values()}) > 1
+        better_truth = "http:a" if difference else None
+        tests = len(next(iter(chances.values())))
+        models = tuple(f"http:{name}" for name in chances)
+        fixed_runs = 10 * tests * len(models)
+        shares, same, wrong_adaptive, wrong_fixed, seconds = [], 0, 0, 0, []
+        fixed_decided, found = 0, 0
+        with tempfile.TemporaryDirectory() as folder, CoinAgents(chances) as agents:
+            adaptive_suite = load_suite(agents.write_suite(Path(folder) / "adaptive"))
+            fixed_suite = load_suite(agents.write_suite(Path(folder) / "fixed"))
+            for day_index in range(days):
+                agents.seed = day_index  # a new day: new draws
+                day = date(2026, 11, 1) + timedelta(days=day_index)
+                started = time.perf_counter()
+                budget = AttemptBudget(runs=int(0.4 * fixed_runs))
+                adaptive = evaluate(
+                    adaptive_suite,
+                    EvaluationRequest(models=models, run_date=day, budget=budget),
+                    runner=dagster,
+                ).document
+                seconds.append(time.perf_counter() - started)
+                fixed = evaluate(
+                    fixed_suite,
+                    EvaluationRequest(models=models, run_date=day, k=10),
+                    runner=dagster,
+                ).document
+                (pair,) = adaptive.budget.decision.comparisons
+                adaptive_says = pair.better
+                (compared,) = fixed.comparisons
+                fixed_says = compared.model_a if compared.significant else None
+                shares.append(adaptive.budget.spent_runs / fixed_runs)
+                same += adaptive_says == fixed_says
+                fixed_decided += fixed_says is not None
+                found += fixed_says is not None and adaptive_says == fixed_says
+                wrong_adaptive += adaptive_says is not None and adaptive_says != better_truth
+                wrong_fixed += fixed_says is not None and fixed_says != better_truth
+        print(
+            f"{scenario:>20}: runs {statistics.median(shares):.0%} of k=10 (median; mean "
+            f"{statistics.mean(shares):.0%}), same decision {same}/{days}, k=10's decisions "
+            f"found {found}/{fixed_decided}, wrong: adaptive "
+            f"{wrong_adaptive}/{days}, k=10 {wrong_fixed}/{days}; an adaptive day took "
+            f"{statistics.median(seconds):.1f} s (median)"
+        )
+        if difference:
+            ok &= statistics.median(shares) <= 0.4 and found == fixed_decided
+        ok &= wrong_adaptive == 0
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+    return ok
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -250,17 +348,28 @@ def main() -> None:
         action="store_true",
         help="simulated suites, statistics only (the default while no other part is asked)",
     )
+    parser.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="simulated days through the real pipeline (Dagster stages, scripted HTTP agents)",
+    )
+    parser.add_argument(
+        "--pipeline-days", type=int, default=2, help="simulated days per scenario, --pipeline"
+    )
     parser.add_argument("--days", type=int, default=300, help="simulated days per scenario")
     parser.add_argument("--seed", type=int, default=SEED)
     options = parser.parse_args()
     # Sections: --statistics is this one; a pipeline part comes behind its own flag. With
     # no section asked for, the statistics run.
-    sections = [options.statistics]
+    sections = [options.statistics, options.pipeline]
+    met = True
     if options.statistics or not any(sections):
-        met = statistics_section(options.days, options.seed)
+        met &= statistics_section(options.days, options.seed)
         pass_rate_section(max(options.days // 3, 30), options.seed)
-        if not met:
-            raise SystemExit(1)
+    if options.pipeline:
+        met &= run_pipeline(options.pipeline_days)
+    if not met:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
