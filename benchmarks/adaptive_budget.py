@@ -10,7 +10,8 @@ where the models differ (none in the null scenarios). Each simulated day draws e
 (model, test)'s attempt outcomes once, so the adaptive loop and fixed k = 10 see the same
 first attempts. Fixed k = 10: ten attempts per test and model, decided by `compare_models`
 with Holm across pairs (`day_comparisons`) at α. Adaptive: one attempt each (round 1), then
-`next_round` batches of 10% of the fixed runs, stopping when `decide` says decided or at a
+`next_round` rounds as `eval-pipeline test --budget` runs them (`pipeline.round_size`: half
+a first round, 5% of the fixed runs), stopping when `decide` says decided or at a
 budget of 40% of the fixed runs. A decision on a pair of equal models is wrong, and so is
 naming the worse model.
 
@@ -62,11 +63,11 @@ from eval_pipeline.grading import (
     next_round,
     pass_rate_interval,
 )
+from eval_pipeline.pipeline import round_size
 
 SEED = 20261201
 ALPHA = 0.05
 FIXED_ATTEMPTS = 10
-BATCH_SHARE = 0.10
 BUDGET_SHARE = 0.40
 
 
@@ -135,7 +136,9 @@ def adaptive_day(
     """Round 1, then `next_round` batches until decided or the budget is spent."""
     tests = next(iter(outcomes.values())).shape[0]
     fixed_runs = FIXED_ATTEMPTS * tests * len(outcomes)
-    batch, budget = round(BATCH_SHARE * fixed_runs), round(budget_share * fixed_runs)
+    # The rounds `eval-pipeline test --budget` runs: half a first round each.
+    batch = round_size(tests * len(outcomes), len(outcomes))
+    budget = round(budget_share * fixed_runs)
     attempts = {
         model: {f"t{i}": [bool(draws[i, 0])] for i in range(tests)}
         for model, draws in outcomes.items()

@@ -1,6 +1,6 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
-from eval_pipeline.pipeline._budget import BudgetOutcome, BudgetSpent, stored_budget
+from eval_pipeline.pipeline._budget import BudgetOutcome, BudgetSpent, round_size, stored_budget
 from eval_pipeline.pipeline._cases import snapshot_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (
@@ -181,6 +181,7 @@ __all__ = [
     "remember_suite",
     "require_day",
     "results_entries",
+    "round_size",
     "run_agents",
     "run_from_row",
     "run_partition",

@@ -82,6 +82,16 @@ EXCUSED = {
         "installs the DuckDB shell from the package index: the `older_duckdb_cli` fixture "
         "installs the same wheel into a folder of its own, and the `duckdb` command runs here"
     ),
+    # docs/adaptive-budgets.md: your agents or live models; cli/test_cli_budget.py runs a
+    # budget through the script on scripted agents.
+    **dict.fromkeys(
+        [
+            "eval-pipeline test -m http:a -m http:b --budget 200",
+            "eval-pipeline test -m openai:gpt-4.1 --budget 150 --width 0.25",
+            "eval-pipeline test -m openai:gpt-4.1 -m anthropic:claude-sonnet-4-5 --budget-usd 5",
+        ],
+        "agents of the user's or live models (test_cli_budget.py runs a budget on scripted ones)",
+    ),
     "eval-pipeline import-csv FILE": (
         "FILE is the user's Calibrate CSV; the sample suite ships none (test_cli_exit_codes.py)"
     ),
