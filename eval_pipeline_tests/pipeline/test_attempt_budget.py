@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from datetime import date
 
+import dagster as dg
 import pytest
 
 from eval_pipeline.defs.evaluate import run_evaluation
+from eval_pipeline.defs.instance import open_instance
+from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.pipeline import (
     BudgetSpent,
     EvaluationRequest,
@@ -39,6 +42,14 @@ def agents():
         yield server
 
 
+def own_instance(suite, monkeypatch: pytest.MonkeyPatch):
+    """The suite's own Dagster home, as a command in its folder has: an evaluation sets
+    DAGSTER_HOME for the process (its run workers read it)."""
+    home = StateFolder(suite.config.state_path).dagster_home
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    return home
+
+
 @pytest.fixture(scope="module")
 def compared(agents, tmp_path_factory):
     """Two evaluations of the day under the same budget: the first and its rerun."""
@@ -46,9 +57,11 @@ def compared(agents, tmp_path_factory):
     request = EvaluationRequest(
         models=("http:strong", "http:weak"), run_date=DAY, budget=AttemptBudget(runs=120)
     )
-    first = evaluate(suite, request, runner=dagster)
-    asked = len(agents.requests)
-    again = evaluate(suite, request, runner=dagster)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        own_instance(suite, monkeypatch)
+        first = evaluate(suite, request, runner=dagster)
+        asked = len(agents.requests)
+        again = evaluate(suite, request, runner=dagster)
     return suite, first, asked, again
 
 
@@ -92,8 +105,9 @@ def test_the_results_file_and_the_store_say_what_the_budget_did(compared):
     assert stored is not None and stored.to_json() == first.document.budget.to_json()
 
 
-def test_a_budget_smaller_than_one_round_stops_before_anything_runs(agents, tmp_path):
+def test_a_budget_smaller_than_one_round_stops_before_anything_runs(agents, tmp_path, monkeypatch):
     suite = load_suite(agents.write_suite(tmp_path / "suite"))
+    own_instance(suite, monkeypatch)
     request = EvaluationRequest(
         models=("http:strong", "http:weak"), run_date=DAY, budget=AttemptBudget(runs=5)
     )
@@ -103,10 +117,11 @@ def test_a_budget_smaller_than_one_round_stops_before_anything_runs(agents, tmp_
     assert len(agents.requests) == asked
 
 
-def test_a_pass_rate_budget_spends_no_more_than_it_was_given(tmp_path):
+def test_a_pass_rate_budget_spends_no_more_than_it_was_given(tmp_path, monkeypatch):
     flaky = {test: (0.5 if test in DECIDING else 1.0) for test in TESTS}
     with CoinAgents({"flaky": flaky}, seed=5) as agents:
         suite = load_suite(agents.write_suite(tmp_path / "suite"))
+        own_instance(suite, monkeypatch)
         request = EvaluationRequest(
             models=("http:flaky",), run_date=DAY, budget=AttemptBudget(runs=20, width=0.05)
         )
@@ -133,3 +148,29 @@ def test_the_viewer_shows_where_the_budget_went_and_what_it_decided(compared):
     assert f"{first.document.budget.spent_runs} runs spent of 120" in section
     extra = [(m, t) for m, t, n, _why in first.document.budget.attempts if n > 1]
     assert section.count("<tr") - 1 == len(extra)  # a header row, then one per test given more
+
+
+def test_the_dagster_catalog_shows_each_models_attempts_and_the_days_decision(
+    compared, monkeypatch
+):
+    suite, first, _asked, _again = compared
+    budget = first.document.budget
+    with open_instance(own_instance(suite, monkeypatch)) as instance:
+
+        def latest(asset: str, partition: str) -> dict:
+            records = instance.fetch_materializations(  # newest first
+                dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition]),
+                limit=1,
+            ).records
+            assert records, f"no materialization of {asset} {partition}"
+            return records[0].asset_materialization.metadata
+
+        weak = latest("model_summaries", str(model_day_key("http:weak", DAY.isoformat())))
+        report = latest("report", DAY.isoformat())
+    spent_by_weak = budget.spent_by_model()["http:weak"]
+    assert weak["budget_spent_runs"].value == spent_by_weak
+    table = weak["budget_attempts"].value
+    rows = table.splitlines()[2:]  # after the header and its rule
+    assert len(rows) == len(TESTS) and all(row.startswith("| http:weak |") for row in rows)
+    assert "http:strong is better than http:weak" in report["budget_decision"].value
+    assert report["budget_spent_runs"].value == budget.spent_runs
