@@ -151,6 +151,7 @@ LONGEST_FILES = (
     "pipeline/test_processes_bucket.py",
     "cli/test_cli_rejudge_samples.py",
     "cli/test_cli_lineage.py",
+    "pipeline/test_attempt_budget.py",
     "cli/test_cli_budget.py",
 )
 

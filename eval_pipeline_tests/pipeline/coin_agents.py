@@ -24,6 +24,8 @@ from typing import Any
 import duckdb
 import yaml
 
+COST_USD = 0.001  # what a run of a priced agent costs
+
 Probabilities = Mapping[str, Mapping[str, float]]
 """agent name → test name → the chance it answers that test right."""
 
@@ -42,8 +44,18 @@ def answers_right(seed: int, agent: str, test: str, attempt: int, day: str, p: f
 class CoinAgents:
     """The agents' HTTP server (one path per agent: /<agent>), counting the requests."""
 
-    def __init__(self, probabilities: Probabilities, *, seed: int = 0, day: str = "") -> None:
+    def __init__(
+        self,
+        probabilities: Probabilities,
+        *,
+        seed: int = 0,
+        day: str = "",
+        unpriced: frozenset[str] = frozenset(),
+    ) -> None:
+        """`unpriced`: agents whose replies carry no cost (a cost unknown, as the protocol
+        allows); the others cost $0.001 a run."""
         self.probabilities = probabilities
+        self.unpriced = unpriced
         self.seed = seed
         self.day = day
         self.requests: list[tuple[str, str, int]] = []
@@ -68,8 +80,9 @@ class CoinAgents:
                 reply = {
                     "text": f"The answer is {value}.",
                     "answer": {"columns": ["answer"], "rows": [[value]]},
-                    "cost_usd": 0.001,
                 }
+                if agent not in agents.unpriced:
+                    reply["cost_usd"] = COST_USD
                 data = json.dumps(reply).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

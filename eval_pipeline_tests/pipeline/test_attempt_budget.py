@@ -22,7 +22,7 @@ from eval_pipeline.pipeline import (
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import AttemptBudget, load_suite
 from eval_pipeline.viewer import render_html_export
-from eval_pipeline_tests.pipeline.coin_agents import CoinAgents
+from eval_pipeline_tests.pipeline.coin_agents import COST_USD, CoinAgents
 
 DAY = date(2026, 11, 30)
 TESTS = [f"t{i:02d}" for i in range(10)]
@@ -115,6 +115,34 @@ def test_a_budget_smaller_than_one_round_stops_before_anything_runs(agents, tmp_
     with pytest.raises(BudgetSpent, match="each selected test once per model"):
         evaluate(suite, request, runner=dagster)
     assert len(agents.requests) == asked
+
+
+def test_a_dollar_budget_stops_at_its_dollars_and_needs_every_models_prices(tmp_path, monkeypatch):
+    chances = {"strong": STRONG, "weak": WEAK, "unpriced": STRONG}
+    with CoinAgents(chances, seed=3, unpriced=frozenset({"unpriced"})) as agents:
+        suite = load_suite(agents.write_suite(tmp_path / "suite"))
+        own_instance(suite, monkeypatch)
+        # $0.03 at $0.001 a run: the first round's 20 runs, then at most 10 more.
+        request = EvaluationRequest(
+            models=("http:strong", "http:weak"), run_date=DAY, budget=AttemptBudget(usd=0.03)
+        )
+        budget = evaluate(suite, request, runner=dagster).document.budget
+        assert 2 * len(TESTS) < budget.spent_runs <= 30 == 0.03 / COST_USD
+        assert budget.spent_usd == pytest.approx(budget.spent_runs * COST_USD)
+        assert len(agents.requests) == budget.spent_runs
+
+        unpriced = EvaluationRequest(
+            models=("http:unpriced",), run_date=DAY, budget=AttemptBudget(usd=0.03)
+        )
+        with pytest.raises(BudgetSpent, match="cannot be budgeted in dollars; use --budget RUNS"):
+            evaluate(suite, unpriced, runner=dagster)
+        # Its first round ran and is kept: a --budget in runs reuses it.
+        asked = len(agents.requests)
+        runs = EvaluationRequest(
+            models=("http:unpriced",), run_date=DAY, budget=AttemptBudget(runs=10)
+        )
+        assert evaluate(suite, runs, runner=dagster).ran.executed == 0
+        assert len(agents.requests) == asked
 
 
 def test_a_pass_rate_budget_spends_no_more_than_it_was_given(tmp_path, monkeypatch):
