@@ -1,6 +1,8 @@
 """The pipeline's stages as plain functions: runs, references, grades and summaries of a partition."""
 
-from eval_pipeline.pipeline._budget import BudgetOutcome, BudgetSpent, round_size, stored_budget
+from eval_pipeline.pipeline._budget import BudgetSpent, round_size
+from eval_pipeline.pipeline._budget_outcome import BudgetOutcome
+from eval_pipeline.pipeline._budget_store import stored_budget
 from eval_pipeline.pipeline._cases import snapshot_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (

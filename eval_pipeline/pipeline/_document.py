@@ -30,7 +30,7 @@ from datetime import date, datetime
 from typing import Any
 
 from eval_pipeline.grading import CaseMetrics, JudgeNoise
-from eval_pipeline.pipeline._budget import BudgetOutcome
+from eval_pipeline.pipeline._budget_outcome import BudgetOutcome
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.suite import ThresholdMode
 

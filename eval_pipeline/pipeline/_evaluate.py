@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from eval_pipeline.pipeline._budget import forget_budget, spend_budget
+from eval_pipeline.pipeline._budget import spend_budget
+from eval_pipeline.pipeline._budget_store import forget_budget
 from eval_pipeline.pipeline._dagster_home import instance_home
 from eval_pipeline.pipeline._document import ResultsDocument, Threshold
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
