@@ -21,6 +21,7 @@ from eval_pipeline.grading._metrics import (
     pass_at_k,
     summarize_models,
 )
+from eval_pipeline.grading._pass_rate_sequence import PassRateSequence, pass_rate_sequence
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows, run_references
 from eval_pipeline.grading._reference_health import drift_warning, reference_health
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
@@ -30,13 +31,11 @@ from eval_pipeline.grading._sequential import (
     Allocation,
     BudgetDecision,
     BudgetQuestion,
-    PassRateSequence,
     Question,
     SequentialComparison,
     decide,
     default_question,
     next_round,
-    pass_rate_sequence,
     sequential_comparison,
 )
 from eval_pipeline.grading._stability import may_vary_within_day
