@@ -245,27 +245,18 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     if (problem := recording_name_problem(values.get("judge_model") or "")) is not None:
         r.problem("test.judge_model", problem, r.line_of(block, "judge_model"))
     if "extraction" in block:
-        if block["extraction"] not in ("llm", "last_query"):
-            r.problem(
-                "test.extraction",
-                f"expected 'llm' or 'last_query', got {block['extraction']!r}",
-                r.line_of(block, "extraction"),
-            )
-        else:
-            values["extraction"] = block["extraction"]
+        values["extraction"] = r.choice(
+            block, "extraction", "test.extraction", ("llm", "last_query")
+        )
     if "min_accuracy" in block:
         accuracy = r.number(block, "min_accuracy", "test.min_accuracy")
         if accuracy is not None and accuracy > 1:
             r.problem("test.min_accuracy", "expected a fraction between 0 and 1")
         values["min_accuracy"] = accuracy
     if "threshold_mode" in block:
-        if block["threshold_mode"] not in ("average", "all"):
-            r.problem(
-                "test.threshold_mode",
-                f"expected 'average' or 'all', got {block['threshold_mode']!r}",
-            )
-        else:
-            values["threshold_mode"] = block["threshold_mode"]
+        values["threshold_mode"] = r.choice(
+            block, "threshold_mode", "test.threshold_mode", ("average", "all")
+        )
     if "semantic" in block:
         values["semantic"] = parse_semantic(r, block, "test.semantic")
     if "regression" in block:
@@ -301,14 +292,9 @@ def _budget(r: FieldReader, block: dict) -> AttemptBudget | None:
             r.problem(f"test.budget.{key}", "expected a fraction between 0 and 1")
             values[key] = None
     if "question" in budget:
-        if budget["question"] not in ("compare", "pass_rate"):
-            r.problem(
-                "test.budget.question",
-                f"expected 'compare' or 'pass_rate', got {budget['question']!r}",
-                r.line_of(budget, "question"),
-            )
-        else:
-            values["question"] = budget["question"]
+        values["question"] = r.choice(
+            budget, "question", "test.budget.question", ("compare", "pass_rate")
+        )
     if values.get("runs") is None and values.get("usd") is None:
         r.problem("test.budget", "needs runs or usd (e.g. budget: {runs: 200})")
         return None

@@ -161,6 +161,15 @@ class FieldReader:
             return None
         return number
 
+    def choice(self, container: Any, key: Any, field: str, choices: tuple[str, ...]) -> str | None:
+        """One of `choices`, as written; None (and a problem naming them) otherwise."""
+        value = container[key]
+        if value not in choices:
+            expected = " or ".join(repr(choice) for choice in choices)
+            self.problem(field, f"expected {expected}, got {value!r}", self.line_of(container, key))
+            return None
+        return value
+
     def boolean(self, container: Any, key: Any, field: str) -> bool | None:
         value = container[key]
         if not isinstance(value, bool):
