@@ -52,7 +52,9 @@ def build_history_assets(layout: StateFolder) -> tuple[dg.AssetsDefinition, DbtC
     (`history_dbt_target`): the installed package is never written to. Each run writes its
     artefacts and logs to the suite's state folder too, and its tables to `history.duckdb`.
     """
-    project = prepare_dbt_project(PROJECT_DIR, target_path=layout.history_dbt_target)
+    project = prepare_dbt_project(
+        PROJECT_DIR, target_path=layout.history_dbt_target, dbt_vars=history_vars(layout)
+    )
 
     @dbt_assets(
         manifest=project.manifest_path,

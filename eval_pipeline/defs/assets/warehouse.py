@@ -29,13 +29,16 @@ class WarehouseTranslator(DagsterDbtTranslator):
         return groups.WAREHOUSE
 
 
-def prepare_dbt_project(project_dir: Path, *, target_path: Path | None = None) -> DbtProject:
+def prepare_dbt_project(
+    project_dir: Path, *, target_path: Path | None = None, dbt_vars: str | None = None
+) -> DbtProject:
     """The dbt project with its manifest, parsing it first when no manifest exists yet
     (a fresh clone, a test's copy), so definitions load without a separate step.
 
     `target_path` (absolute) puts the manifest elsewhere than the project's `target/`: a
     project shipped in the package is parsed into the suite's state folder, never into the
-    installed package.
+    installed package. `dbt_vars`: the `--vars` its builds pass, parsed with them, so the
+    first build parses only what changed (with other vars dbt parses everything again).
     """
     project = DbtProject(
         project_dir=project_dir, profiles_dir=project_dir, target_path=target_path or "target"
@@ -50,7 +53,8 @@ def prepare_dbt_project(project_dir: Path, *, target_path: Path | None = None) -
     with file_lock(target / ".parse.lock"):
         if _outdated(project.manifest_path, project_dir):
             resource = DbtCliResource(project_dir=project, dbt_executable=dbt_executable())
-            resource.cli(["parse", "--quiet"], target_path=project.target_path).wait()
+            flags = ["--vars", dbt_vars] if dbt_vars is not None else []
+            resource.cli(["parse", "--quiet", *flags], target_path=project.target_path).wait()
     return project
 
 
@@ -82,7 +86,7 @@ def build_warehouse_assets(
 ) -> tuple[dg.AssetsDefinition, DbtCliResource]:
     """The dbt models of the suite's warehouse as Dagster assets, and the resource that runs them."""
     assert warehouse.dbt_project is not None
-    project = prepare_dbt_project(warehouse.dbt_project)
+    project = prepare_dbt_project(warehouse.dbt_project, dbt_vars=dbt_vars(warehouse))
 
     @dbt_assets(
         manifest=project.manifest_path,
