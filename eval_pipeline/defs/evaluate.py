@@ -221,6 +221,7 @@ def run_evaluation(
                 "record": request.recording,  # AgentRunsConfig.record, a run config key
                 "k": request.k,
                 "threads": request.threads,
+                "budget_round": request.budget_round,
             }
             freshness = Freshness(defs, instance)
             k = request.k or config.test.k

@@ -2,7 +2,7 @@
 
 from eval_pipeline.pipeline._budget import BudgetSpent, round_size
 from eval_pipeline.pipeline._budget_outcome import BudgetOutcome
-from eval_pipeline.pipeline._budget_store import stored_budget
+from eval_pipeline.pipeline._budget_store import forget_budget, stored_budget
 from eval_pipeline.pipeline._cases import snapshot_cases
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (
@@ -162,6 +162,7 @@ __all__ = [
     "evaluate",
     "failure_kinds_markdown",
     "first_evaluated_day",
+    "forget_budget",
     "grade_partition",
     "grade_runs",
     "import_results",

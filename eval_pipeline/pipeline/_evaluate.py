@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Protocol
 
 from eval_pipeline.pipeline._budget import spend_budget
-from eval_pipeline.pipeline._budget_store import forget_budget
 from eval_pipeline.pipeline._dagster_home import instance_home
 from eval_pipeline.pipeline._document import ResultsDocument, Threshold
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
@@ -131,7 +130,6 @@ def evaluate(
         )
         ran = EvaluationResult(reused=reused)
     else:
-        forget_budget(StateFolder.of(suite.config), request.run_date)
         ran = runner(suite, request, on_stage)
     planned = planned_attempts(suite, request)
 

@@ -11,7 +11,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import agent_context, test_cases
 from eval_pipeline.defs.metadata import digest, model_and_day, table_definition, table_written
 from eval_pipeline.defs.resources import SuiteResource
-from eval_pipeline.pipeline import run_agents
+from eval_pipeline.pipeline import forget_budget, run_agents
 
 
 class AgentRunsConfig(dg.Config):
@@ -28,6 +28,11 @@ class AgentRunsConfig(dg.Config):
         description="test name → attempts where an attempt budget gives a test more than k",
     )
     threads: int | None = None
+    budget_round: int = Field(
+        default=0,
+        description="which round of an attempt budget this is (`eval-pipeline test --budget`); "
+        "0: none, and the day's stored budget no longer describes its runs",
+    )
 
 
 def agent_runs_asset(
@@ -49,6 +54,8 @@ def agent_runs_asset(
     ) -> dg.MaterializeResult:
         model, day = model_and_day(context)
         loaded, layout = suite.load(), suite.store()
+        if not config.budget_round:
+            forget_budget(layout, day)
         outcome = asyncio.run(
             run_agents(
                 loaded,
