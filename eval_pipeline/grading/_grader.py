@@ -170,6 +170,8 @@ def _final_sql(run: AgentRun, extraction: Extraction) -> str | None:
 def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     if frame is None:
         return None
+    if frame.empty and len(frame.index) == 0:  # what to_json gives, without pandas' cost per run
+        return []
     head = frame.head(DATA_PREVIEW_ROWS)
     return json.loads(head.to_json(orient="records", date_format="iso", default_handler=str))
 

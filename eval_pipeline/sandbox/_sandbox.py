@@ -13,6 +13,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from eval_pipeline.sandbox._deadlines import Deadline, call_after
 from eval_pipeline.sandbox._duckdb_statements import require_reading_statement
 from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped
 from eval_pipeline.sandbox._sandbox_errors import (
@@ -202,15 +203,14 @@ class SqlSandbox:
                     timed_out.set()
                     cursor.interrupt()
 
-        timer = threading.Timer(self.limits.timeout_s, interrupt)
-        timer.daemon = True
+        timer: Deadline | None = None
         started = time.perf_counter()
         caps = self.limits.fetch_caps()
         try:
             # Rolled back below: undoes writes that get past the statement check, such as a
             # DELETE ... RETURNING inside a CTE, which DuckDB reports as a SELECT.
             cursor.execute("BEGIN TRANSACTION")
-            timer.start()
+            timer = call_after(self.limits.timeout_s, interrupt)
             # A relation streams its result in batches (`execute` + `fetchmany` materialises
             # it whole first), so rows past the caps are never produced.
             relation = cursor.sql(statement)
@@ -224,7 +224,8 @@ class SqlSandbox:
                 raise
             raise self._translate(error, sql, timed_out.is_set()) from None
         finally:
-            timer.cancel()
+            if timer is not None:
+                timer.cancel()
             with guard:
                 finished.set()
             _discard(cursor)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
@@ -162,11 +163,12 @@ class Case:
         parent = Path(self.relative_path).parent
         return "" if str(parent) == "." else parent.as_posix()
 
-    @property
+    # Cached: a frozen case never changes, and the hashes are asked for per run and per grade.
+    @functools.cached_property
     def input_hash(self) -> str:
         return _stable_hash({"messages": [asdict(m) for m in self.messages], "db": self.database})
 
-    @property
+    @functools.cached_property
     def content_hash(self) -> str:
         return _stable_hash(self.verdict_fields())
 

@@ -86,6 +86,32 @@ def test_journal_survives_kill_9_and_skips_a_torn_line(layout):
     assert [r["i"] for r in records] == list(range(len(records)))
 
 
+def test_a_journal_record_is_readable_at_once_and_on_disk_when_closed(layout, monkeypatch):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+    path = layout.journal_path("agent_runs", "m", DAY, "live")
+    with Journal(path) as journal:
+        for i in range(50):
+            journal.append({"i": i})
+            # Written and flushed as it comes: a crash of this process now loses nothing.
+            assert read_journals([path])[-1] == {"i": i}
+    # The fsyncs ran on the journal's thread, at least once after the last record.
+    assert 1 <= len(synced) <= 50
+    assert [r["i"] for r in read_journals([path])] == list(range(50))
+
+
+def test_a_journal_whose_fsync_fails_says_so(layout, monkeypatch):
+    def broken(_fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", broken)
+    journal = Journal(layout.journal_path("agent_runs", "m", DAY, "broken"))
+    journal.append({"i": 0})
+    with pytest.raises(OSError, match="Input/output error"):
+        journal.close()
+
+
 def test_a_journaled_partition_removes_journals_only_once_it_wrote(layout):
     def journaled() -> list[int]:
         return sorted(r["i"] for r in read_journals(journal_files(layout, "agent_runs", "m", DAY)))

@@ -1,0 +1,208 @@
+"""Benchmark `eval-pipeline test` at scale: N tests × M models against an instant model.
+
+Run: python benchmarks/pipeline_scale.py [--tests 500] [--models 3] [--threads 16]
+         [--repeats 3] [--latency-ms 0]
+
+Every test is a question with reference SQL on the small DuckDB shop warehouse of the tests
+(`count(*)` of the orders up to some id, so the references differ). The agent is the built-in
+one on an OpenAI-compatible provider declared under `llm: providers:`, served by the scripted
+test server in its own process (a real provider is another machine): each run is one
+`execute_sql` tool call with the right query, then the final answer. The real console script
+runs in a subprocess, as a user runs it, on a fresh copy of the suite (a fresh store) each
+repeat. Printed:
+
+* wall time (median of `--repeats`), runs/s and ms per run;
+* the latency-only ideal, runs × 2 completions × latency / threads: 0 s with an instant
+  model, so every second is ours; the fixed cost is measured instead, as the same command on
+  a 1-test suite, and the marginal ms per run is (wall − fixed) / runs;
+* the CPU seconds (user + system) and the peak RSS of the CLI process tree (`os.wait4` of
+  the command: the CPU of the process and its waited-for children, the largest RSS of them);
+  CPU seconds move far less with the machine's load than wall seconds;
+* the load average beside every figure, and pass/fail against the targets of issue #31:
+  ≤ 5 ms of wall per run beyond the fixed cost, 1,500 runs ≤ 12 s in all, peak RSS ≤ 500 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# The test helpers (eval_pipeline_tests) are not installed: import them from this checkout.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from eval_pipeline_tests.agents.servers import (  # noqa: E402
+    RecordedRequest,
+    ServerProcess,
+    Step,
+    answer,
+    execute_sql,
+    tool_calls,
+)
+from eval_pipeline_tests.agents.tiny_suite import ORDERS, prompt_of, write_suite  # noqa: E402
+
+SCRIPT = Path(sys.executable).with_name("eval-pipeline")
+PROVIDER = "bench"
+DAY = "2026-03-02"
+COMPLETIONS_PER_RUN = 2
+TARGET_MS_PER_RUN = 5.0
+TARGET_WALL_AT_1500 = 12.0
+TARGET_RSS_MB = 500.0
+_LIMIT = re.compile(r"order_id <= (\d+)")
+
+
+def reference_sql(i: int) -> str:
+    return f"SELECT count(*) AS n FROM orders WHERE order_id <= {1 + i % len(ORDERS)}"
+
+
+def question(i: int) -> str:
+    return f"Question {i}: how many orders have an id up to {1 + i % len(ORDERS)}?"
+
+
+def right_answers():
+    """The script of every conversation: the test's own query, then its right answer."""
+
+    def choose(request: RecordedRequest, _index: int) -> Step:
+        limit = int(re.search(r"up to (\d+)", prompt_of(request)).group(1))
+        turn = sum(1 for m in request.messages if m.get("role") == "assistant")
+        sql = f"SELECT count(*) AS n FROM orders WHERE order_id <= {limit}"
+        return tool_calls(execute_sql(sql)) if turn == 0 else answer(f"There are {limit} orders.")
+
+    return choose
+
+
+def env() -> dict[str, str]:
+    drop = {"DAGSTER_HOME", "EVAL_SUITE_DIR", "FORCE_COLOR", "CLICOLOR_FORCE"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def load() -> str:
+    return "load " + "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def make_suite(folder: Path, base_url: str, tests: int, threads: int) -> Path:
+    return write_suite(
+        folder,
+        cases={f"t{i:04d}": {"prompt": question(i), "sql": reference_sql(i)} for i in range(tests)},
+        providers=[{"provider": PROVIDER, "base_url": base_url, "timeout_s": 60}],
+        threads=threads,
+        dbt=False,
+    )
+
+
+def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float, float]:
+    """One `eval-pipeline test`: wall seconds, CPU seconds (user + system) and peak RSS in MB
+    of its process tree."""
+    flags = [arg for m in models for arg in ("-m", m)]
+    args = [str(SCRIPT), "test", "-q", "--date", DAY, "-t", str(threads), *flags]
+    started = time.perf_counter()
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+    ):
+        process = subprocess.Popen(args, cwd=suite, env=env(), stdout=out, stderr=err)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        stderr = err.read().decode(errors="replace")
+        out.seek(0)
+        stdout = out.read().decode(errors="replace")
+    if process.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(args)} exited {process.returncode}:\n{stdout[-2000:]}\n{stderr[-3000:]}"
+        )
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, cpu, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tests", type=int, default=500)
+    parser.add_argument("--models", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="per completion")
+    options = parser.parse_args(argv)
+    models = [f"{PROVIDER}:model-{i}" for i in range(options.models)]
+    runs = options.tests * options.models
+    latency = options.latency_ms / 1000
+    ideal = runs * COMPLETIONS_PER_RUN * latency / options.threads
+    print(
+        f"{options.tests} tests × {options.models} models = {runs} runs, -t {options.threads}, "
+        f"{COMPLETIONS_PER_RUN} completions a run at {options.latency_ms:g} ms; "
+        f"{os.cpu_count()} CPUs, {load()}"
+    )
+    work = Path(tempfile.mkdtemp(prefix="pipeline_scale_"))
+    try:
+        with ServerProcess(right_answers, latency_s=latency) as base_url:
+            fixed_suite = make_suite(work / "template-1", base_url, 1, options.threads)
+            big_suite = make_suite(work / "template-n", base_url, options.tests, options.threads)
+            fixed_walls, fixed_cpus, walls, cpus, rsss = [], [], [], [], []
+            for repeat in range(options.repeats):
+                suite = Path(shutil.copytree(fixed_suite, work / f"fixed-{repeat}"))
+                wall, cpu, _ = run_cli(suite, models, options.threads)
+                fixed_walls.append(wall)
+                fixed_cpus.append(cpu)
+                print(
+                    f"  fixed (1 test × {options.models} models): {wall:.2f} s, CPU {cpu:.1f} s, "
+                    f"{load()}"
+                )
+            for repeat in range(options.repeats):
+                suite = Path(shutil.copytree(big_suite, work / f"run-{repeat}"))
+                wall, cpu, rss = run_cli(suite, models, options.threads)
+                walls.append(wall)
+                cpus.append(cpu)
+                rsss.append(rss)
+                print(
+                    f"  repeat {repeat + 1}: {wall:.2f} s, {runs / wall:.0f} runs/s, "
+                    f"{wall / runs * 1000:.2f} ms/run, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, "
+                    f"{load()}"
+                )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    wall = statistics.median(walls)
+    fixed = statistics.median(fixed_walls)
+    rss = max(rsss)
+    cpu, fixed_cpu = statistics.median(cpus), statistics.median(fixed_cpus)
+    marginal = (wall - fixed) / runs * 1000
+    print(
+        f"median wall {wall:.2f} s for {runs} runs: {runs / wall:.1f} runs/s, "
+        f"{wall / runs * 1000:.2f} ms/run in all, {marginal:.2f} ms/run beyond the fixed cost "
+        f"{fixed:.2f} s"
+    )
+    # CPU seconds depend far less on the machine's load than wall seconds do: compare them too.
+    print(
+        f"median CPU of the command {cpu:.1f} s ({(cpu - fixed_cpu) / runs * 1000:.2f} ms/run "
+        f"beyond the fixed {fixed_cpu:.1f} s)"
+    )
+    if ideal > 0:
+        print(f"latency-only ideal {ideal:.2f} s: ratio wall/ideal {wall / ideal:.2f}")
+    else:
+        print(
+            "latency-only ideal 0 s (the model answers instantly): the ratio is unbounded, so "
+            f"the fixed cost ({fixed:.2f} s, a 1-test run) and ms/run stand in for it"
+        )
+    print(f"peak RSS of the CLI process tree {rss:.0f} MB (max over repeats)")
+    checks = [
+        (f"ms/run beyond the fixed cost ≤ {TARGET_MS_PER_RUN:g}", marginal <= TARGET_MS_PER_RUN),
+        (f"peak RSS ≤ {TARGET_RSS_MB:g} MB", rss <= TARGET_RSS_MB),
+    ]
+    if runs == 1500:
+        checks.append((f"1,500 runs ≤ {TARGET_WALL_AT_1500:g} s", wall <= TARGET_WALL_AT_1500))
+    for name, ok in checks:
+        print(f"  {'PASS' if ok else 'FAIL'}: {name}")
+    print(f"{load()} at the end, {os.cpu_count()} CPUs")
+    return 0 if all(ok for _, ok in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
