@@ -152,7 +152,6 @@ LONGEST_FILES = (
     "cli/test_cli_rejudge_samples.py",
     "cli/test_cli_lineage.py",
     "pipeline/test_attempt_budget.py",
-    "cli/test_cli_budget.py",
 )
 
 

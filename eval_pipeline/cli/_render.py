@@ -431,7 +431,7 @@ def print_budget(console: Console, budget: BudgetOutcome) -> None:
     it decided."""
     extra = [entry for entry in budget.attempts if entry[2] > 1]
     if extra:
-        table = Table(title="Attempt budget: tests given more attempts", title_justify="left")
+        table = _table("Attempt budget: tests given more attempts")
         for column in ("Model", "Test", "Attempts", "Why"):
             table.add_column(column, justify="right" if column == "Attempts" else "left")
         for model, test, attempts, reason in extra:

@@ -1,10 +1,9 @@
 """`eval-pipeline test --budget` through the real script: the options a budget takes, refused
-with one line naming the option when they do not fit, and the report of what it spent and
-decided (scripted agents with known pass probabilities, `pipeline/coin_agents.py`)."""
+with one line naming the option when they do not fit, before any agent is asked (scripted
+agents, `pipeline/coin_agents.py`). The report of a budget that ran is
+`pipeline/test_attempt_budget.py`'s."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 
@@ -47,18 +46,3 @@ def test_a_budget_that_does_not_fit_is_refused_before_anything_runs(suite, agent
     assert said in result.stderr, result.stderr
     no_traceback(result)
     assert len(agents.requests) == asked
-
-
-def test_the_report_says_what_the_budget_spent_and_decided(suite, agents):
-    result = run_cli("test", *MODELS, "--budget", "60", "--date", "2026-11-30", cwd=suite)
-    assert result.returncode == 1, result.stderr  # weak fails three tests
-    out = result.stdout
-    assert "http:strong is better than http:weak (anytime-valid, α = 0.05)" in out
-    assert "Attempt budget: tests given more attempts" in out
-    spent = len(agents.requests)
-    assert f"Attempt budget: {spent} of 60 runs in " in out
-    written = json.loads(
-        sorted((suite / "outputs").glob("results_*.json"))[-1].read_text(encoding="utf-8")
-    )
-    assert written["budget"]["spent_runs"] == spent == len(written["results"])
-    assert written["budget"]["decided"] is True

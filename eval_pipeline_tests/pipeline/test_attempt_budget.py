@@ -10,6 +10,7 @@ from datetime import date
 import dagster as dg
 import pytest
 
+from eval_pipeline.cli import main
 from eval_pipeline.defs.evaluate import run_evaluation
 from eval_pipeline.defs.instance import open_instance
 from eval_pipeline.defs.partitions import model_day_key
@@ -92,6 +93,24 @@ def test_a_rerun_of_the_day_under_the_same_budget_runs_nothing(compared, agents)
     assert len(agents.requests) == asked
     assert again.ran.executed == 0 and again.ran.reused == first.document.budget.spent_runs
     assert again.document.budget.to_json() == first.document.budget.to_json()
+
+
+def test_the_command_reports_what_the_budget_spent_and_decided(compared, capsys, monkeypatch):
+    suite, first, _asked, _again = compared
+    budget = first.document.budget
+    own_instance(suite, monkeypatch)
+    # The same budget again through the command: answered from the store, reported in full.
+    models = ["-m", "http:strong", "-m", "http:weak"]
+    code = main(
+        ["test", "--suite", str(suite.root), *models, "--budget", "120", "--date", DAY.isoformat()]
+    )
+    out = capsys.readouterr().out
+    assert code == 1, out  # weak fails tests
+    assert "http:strong is better than http:weak (anytime-valid, α = 0.05)" in out
+    assert "Attempt budget: tests given more attempts" in out
+    assert f"Attempt budget: {budget.spent_runs} of 120 runs in {budget.rounds} round(s)" in out
+    given = [(test, why) for _model, test, attempts, why in budget.attempts if attempts > 1]
+    assert given and all(why in out for _test, why in given)
 
 
 def test_the_results_file_and_the_store_say_what_the_budget_did(compared):
