@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from eval_pipeline.grading import BudgetDecision, BudgetQuestion, decide, next_round
 from eval_pipeline.pipeline._budget_outcome import (
@@ -36,6 +37,9 @@ from eval_pipeline.pipeline._runs import attempts_for
 from eval_pipeline.pipeline._unchanged import LastEvaluation
 from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import AttemptBudget, Problem, Suite, SuiteError
+
+if TYPE_CHECKING:  # `_evaluate` calls this module: its Runner is only a type here
+    from eval_pipeline.pipeline._evaluate import Runner
 
 __all__ = ["BudgetSpent", "round_size", "spend_budget"]
 
@@ -138,7 +142,7 @@ def _with_plan(request: EvaluationRequest, first: Plan, plan: Plan) -> Evaluatio
 def spend_budget(
     suite: Suite,
     request: EvaluationRequest,
-    runner: Callable[[Suite, EvaluationRequest, Callable[[str], None]], EvaluationResult],
+    runner: Runner,
     on_stage: Callable[[str], None],
 ) -> tuple[EvaluationRequest, EvaluationResult, BudgetOutcome]:
     """Run the budget's rounds; the request of the last round (its plan names every extra
