@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -21,6 +22,9 @@ from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.pipeline import load_suite_once, remember_suite
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config
+
+if TYPE_CHECKING:
+    from eval_pipeline.defs.chain import Job
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
@@ -40,7 +44,7 @@ def default_suite_root() -> Path:
     return Path(configured).resolve() if configured else find_suite_root()
 
 
-def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefinition:
+def _stage_job(name: str, assets, description: str) -> Job:
     # The partitions come from the assets (all of a stage share theirs); a run launched from
     # the UI's launchpad says so unless the launcher tags it otherwise (cli, schedule).
     return dg.define_asset_job(
@@ -111,33 +115,36 @@ def build_definitions(
         history_marts, history_dbt = build_history_assets(StateFolder.of(config))
         assets.append(history_marts)
         resources["history_dbt"] = history_dbt
+    inputs_job = _stage_job(
+        INPUTS_JOB,
+        [*suite_assets, evaluation.reference_results, variants],
+        "Read the suite, run every test's reference SQL for one day and build the "
+        "warehouse variants of the semantic checks (reused when built).",
+    )
+    evaluate_job = _stage_job(
+        EVALUATE_JOB, evaluation.per_model_day, "Run, grade and summarize one model on one day."
+    )
+    report_job = _stage_job(
+        REPORT_JOB,
+        [evaluation.leaderboard, evaluation.report],
+        "Rank the day's models and write the day's report.",
+    )
     jobs += [
         _stage_job(
             SUITE_JOB, suite_assets, "Read the test files, the agent context and the grading rules."
         ),
-        _stage_job(
-            INPUTS_JOB,
-            [*suite_assets, evaluation.reference_results, variants],
-            "Read the suite, run every test's reference SQL for one day and build the "
-            "warehouse variants of the semantic checks (reused when built).",
-        ),
-        _stage_job(
-            EVALUATE_JOB,
-            evaluation.per_model_day,
-            "Run, grade and summarize one model on one day.",
-        ),
-        _stage_job(
-            REPORT_JOB,
-            [evaluation.leaderboard, evaluation.report],
-            "Rank the day's models and write the day's report.",
-        ),
+        inputs_job,
+        evaluate_job,
+        report_job,
     ]
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
         test_cases=test_cases,
         agent_context=agent_context,
-        agent_runs=evaluation.agent_runs,
+        inputs_job=inputs_job,
+        evaluate_job=evaluate_job,
+        report_job=report_job,
     )
     jobs.append(compact_store_job)
     schedules.append(compact_store_schedule)
