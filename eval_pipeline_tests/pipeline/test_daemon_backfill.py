@@ -2,8 +2,8 @@
 (moto_server), `dagster-webserver` and `dagster-daemon` started by the test.
 
 The command line evaluates today, a test is edited, and it evaluates again: its history is in
-the same instance. Then a backfill of a past day, every asset of it from the references to the
-report, is launched through the UI's API. Its two model partitions run as separate run-worker
+the same instance, beside a past day's inputs. Then a backfill of that day's evaluation and
+report is launched through the UI's API. Its two model partitions run as separate run-worker
 processes, at once, each one run for its runs, grades and summary, while a reader queries the
 history; the day's report lands and every count is exact. (Two prove "separate, at once" as
 three would; each run is a worker loading the definitions.)"""
@@ -40,26 +40,30 @@ pytestmark = pytest.mark.slow
 
 MODELS = ("openai:gpt-a", "openai:gpt-b")
 WAITING = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED)
-DAILY = ("reference_results", "leaderboard", "report")
+REPORT = ("leaderboard", "report")
 
 
-def whole_day(day: str, models: tuple[str, ...]) -> list[dict]:
-    """The UI's "materialize" of every evaluation asset over one day: each asset's partitions
+def day_and_report(day: str, models: tuple[str, ...]) -> list[dict]:
+    """The UI's "materialize" of a day's evaluation and report: each asset's partitions
     (`partitionsByAssets`, as the launchpad sends them for assets of different partitions)."""
     one_day = {"ranges": [{"start": day, "end": day}]}
     keys = [str(model_day_key(m, day)) for m in models]
     per_model = {"ranges": [{"start": keys[0], "end": keys[-1]}]}
-    return [{"assetKey": {"path": [name]}, "partitions": one_day} for name in DAILY] + [
+    return [{"assetKey": {"path": [name]}, "partitions": one_day} for name in REPORT] + [
         {"assetKey": {"path": [name]}, "partitions": per_model} for name in EVALUATION
     ]
 
 
-def command_line_history(suite: SmallSuite) -> None:
-    """`eval-pipeline test` of today, an edit of a test, and `eval-pipeline test` again."""
+def command_line_history(suite: SmallSuite, home: Path) -> None:
+    """`eval-pipeline test` of today, an edit of a test, `eval-pipeline test` again; then the
+    past day's inputs as its `day_inputs` run makes them (the schedule's first run)."""
     request = EvaluationRequest(models=MODELS, run_date=today())
     run_evaluation(load_suite(suite.root), request)
     suite.edit_case("customer_count", sql="SELECT COUNT(*) AS n FROM customers")
     run_evaluation(load_suite(suite.root), request)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        inputs = suite.definitions().resolve_job_def("day_inputs")
+        assert inputs.execute_in_process(instance=instance, partition_key=DAY).success
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
@@ -88,7 +92,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
     saved = dict(os.environ)
     os.environ.update(env)
     try:
-        command_line_history(small_suite)
+        command_line_history(small_suite, home)
 
         logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]  # the services' logs
         # The daemon starts once the backfill is launched: its backfill daemon looks at start,
@@ -96,7 +100,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
         # backfill's first iteration. Webserver and daemon still run together, on one instance.
         with dagster_webserver(env, tmp_path, timeout_s=180) as port:
             graphql = f"http://127.0.0.1:{port}/graphql"
-            params = {"partitionsByAssets": whole_day(DAY, MODELS), "fromFailure": False}
+            params = {"partitionsByAssets": day_and_report(DAY, MODELS), "fromFailure": False}
             answer = httpx.post(
                 graphql,
                 json={"query": LAUNCH_BACKFILL, "variables": {"params": params}},
@@ -142,20 +146,23 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
                 finally:
                     stop.touch()
                 every_run = backfill_runs()
-                # The runs of a (model, day) partition: one each, its runs, grades and summary.
-                runs = [r for r in every_run if "|" in r.tags.get("dagster/partition", "")]
+                # What each run of a (model, day) partition materialized: one run each.
+                made = {
+                    r.run_id: [
+                        record.event_log_entry.dagster_event.asset_key.to_user_string()
+                        for record in instance.get_records_for_run(
+                            r.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+                        ).records
+                    ]
+                    for r in every_run
+                    if "|" in r.tags.get("dagster/partition", "")
+                }
+                partition_runs = [r for r in every_run if r.run_id in made]
+                runs = [r for r in partition_runs if "agent_runs" in made[r.run_id]]
                 stats = [instance.get_run_stats(r.run_id) for r in runs]
                 pids = {r.run_id: worker_pid(instance, r.run_id) for r in runs}
                 steps = {r.run_id: step_pids(instance, r.run_id) for r in runs}
                 reported = set(instance.get_materialized_partitions(dg.AssetKey("report")))
-                evaluated = {
-                    (r.run_id, record.asset_key.to_user_string())
-                    for r in runs
-                    for record in instance.get_records_for_run(
-                        r.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
-                    ).records
-                    for record in [record.event_log_entry.dagster_event]
-                }
             reading = finish(reader, tmp_path / "reader.log")
     finally:
         os.environ.clear()
@@ -163,14 +170,17 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
 
     daemon_log = logs[1].read_text()[-3000:]
     assert {r.status.value for r in every_run} == {"SUCCESS"}, daemon_log
-    assert len(runs) == len(MODELS), [r.tags for r in every_run]
-    assert evaluated == {(r.run_id, asset) for r in runs for asset in EVALUATION}
+    # One run per partition: its runs, grades and summary, each once.
+    assert {r.tags["dagster/partition"]: sorted(made[r.run_id]) for r in partition_runs} == {
+        str(model_day_key(m, DAY)): sorted(EVALUATION) for m in MODELS
+    }
+    assert len(partition_runs) == len(MODELS)
     assert reported == {today().isoformat(), DAY}  # the command line's day and the backfill's
     assert {r.tags["dagster/partition"] for r in runs} == {
         str(model_day_key(m, DAY)) for m in MODELS
     }
-    # Each run executed in a process of its own, launched by the daemon (not this process),
-    # and they ran at once (within the queue's limit of 8).
+    # Each model's runs executed in a process of its own, launched by the daemon (not this
+    # process), and they ran at once (within the queue's limit of 8).
     assert len(set(pids.values())) == len(MODELS) and os.getpid() not in pids.values()
     # Its steps ran in that process, not in one started (and loading the code) per step.
     assert all(steps[run_id] == {pid} for run_id, pid in pids.items()), (steps, pids)

@@ -15,7 +15,7 @@ import pytest
 
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.pipeline.automation import drive
-from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, MODELS
+from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, MODELS, metadata, prepare
 
 pytestmark = pytest.mark.slow  # Dagster runs in a SQLite instance
 
@@ -129,3 +129,17 @@ def test_a_day_inputs_run_from_the_ui_evaluates_nothing_by_itself(small_suite, t
         skipped = after_success(defs, instance, "evaluate_after_inputs", inputs)
         assert isinstance(skipped, dg.SkipReason)
         assert "not launched by the schedule" in skipped.skip_message
+
+
+def test_a_run_launched_with_the_partition_tag_alone_evaluates_that_partition(
+    small_suite, instance
+):
+    # What a script's GraphQL launch sends: "date|model", without Dagster's dimension tags.
+    defs = prepare(small_suite, instance)
+    partition = str(model_day_key(MODELS[1], DAY))
+    result = defs.resolve_job_def("evaluate_model_day").execute_in_process(
+        instance=instance, tags={"dagster/partition": partition}, raise_on_error=False
+    )
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert materialized_by(result) == {(asset, partition) for asset in EVALUATION}
+    assert metadata(result, "grades")["passed"] + metadata(result, "grades")["failed"] == 4
