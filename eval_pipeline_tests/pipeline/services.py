@@ -79,3 +79,11 @@ def dagster_daemon(env: dict[str, str], logs: Path) -> Iterator[subprocess.Popen
     command = [str(BIN / "dagster-daemon"), "run", "-w", WORKSPACE]
     with service(command, env, logs / "daemon.log") as process:
         yield process
+
+
+@contextlib.contextmanager
+def dagster_services(env: dict[str, str], logs: Path) -> Iterator[int]:
+    """The webserver and the daemon together, as a deployment runs them; yields the
+    webserver's port once it answers."""
+    with dagster_webserver(env, logs) as port, dagster_daemon(env, logs):
+        yield port
