@@ -7,7 +7,8 @@ import dagster as dg
 from eval_pipeline.agents import require_models
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.conditions import automation_sensor
-from eval_pipeline.defs.partitions import model_day_key, models_partitions
+from eval_pipeline.defs.names import UNNAMED, SuiteNames
+from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
@@ -46,6 +47,8 @@ def build_automation(
     test_cases: dg.AssetsDefinition,
     agent_context: dg.AssetsDefinition,
     agent_runs: dg.AssetsDefinition,
+    own_assets: dg.AssetSelection,
+    names: SuiteNames = UNNAMED,
 ) -> tuple[list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
     """`daily_evaluation` requests today's runs for every configured model; the day's
     reference results, grades, summaries, leaderboard and report follow by declarative
@@ -64,7 +67,7 @@ def build_automation(
         return models
 
     @dg.schedule(
-        name="daily_evaluation",
+        name=names.scoped("daily_evaluation"),
         cron_schedule=cron,
         target=dg.AssetSelection.assets(agent_runs),
         default_status=STOPPED,
@@ -73,7 +76,7 @@ def build_automation(
     def daily_evaluation(context: dg.ScheduleEvaluationContext):
         moment = context.scheduled_execution_time or datetime.now(UTC)
         day = moment.date().isoformat()
-        known = set(context.instance.get_dynamic_partitions(models_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(names.models_partitions.name))
         for model in configured_models():
             if model not in known:
                 context.log.warning(
@@ -91,31 +94,36 @@ def build_automation(
     # Declarative automation cannot chain these (an unpartitioned child of Dynamic×Daily
     # parents always sees missing parent partitions), so they have a schedule of their own.
     daily_history_marts = dg.ScheduleDefinition(
-        name="daily_history_marts",
+        name=names.scoped("daily_history_marts"),
         cron_schedule=HISTORY_CRON,
-        target=dg.AssetSelection.groups(groups.HISTORY),
+        target=dg.AssetSelection.groups(names.group(groups.HISTORY)),
         default_status=RUNNING,
         description="Rebuild the history marts (trend, flaky cases, regressions) each evening.",
     )
 
     @dg.sensor(
-        name="sync_model_partitions",
+        name=names.scoped("sync_model_partitions"),
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Adds the models of eval_config.yaml to the `models` partitions (never deletes).",
     )
     def sync_model_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        known = set(context.instance.get_dynamic_partitions(models_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(names.models_partitions.name))
         missing = [m for m in configured_models() if m not in known]
         if not missing:
             return dg.SensorResult(skip_reason="every configured model has its partition")
         return dg.SensorResult(
-            dynamic_partitions_requests=[models_partitions.build_add_request(missing)]
+            dynamic_partitions_requests=[names.models_partitions.build_add_request(missing)]
         )
 
-    watch = build_watch_sensor(suite_root, test_cases=test_cases, agent_context=agent_context)
+    watch = build_watch_sensor(
+        suite_root,
+        name=names.scoped("watch_suite_files"),
+        test_cases=test_cases,
+        agent_context=agent_context,
+    )
     return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,
         watch,
-        automation_sensor(),
+        automation_sensor(names.scoped("evaluation_automation"), own_assets),
     ]
