@@ -12,6 +12,7 @@ from dagster_dbt import DagsterDbtTranslator, DbtCliResource, DbtProject, dbt_as
 from dagster_dbt.dbt_project import using_dagster_dev
 
 from eval_pipeline.defs import groups
+from eval_pipeline.defs.dbt_target import parse_target, project_cache_dir
 from eval_pipeline.defs.names import UNNAMED, SuiteNames
 from eval_pipeline.store import file_lock
 from eval_pipeline.suite import WarehouseConfig
@@ -43,19 +44,24 @@ def prepare_dbt_project(
     """The dbt project with its manifest, parsing it first when no manifest exists yet
     (a fresh clone, a test's copy), so definitions load without a separate step.
 
-    `target_path` (absolute) puts the manifest elsewhere than the project's `target/`: a
-    project shipped in the package is parsed into the suite's state folder, never into the
-    installed package. `dbt_vars`: the `--vars` its builds pass, parsed with them, so the
-    first build parses only what changed (with other vars dbt parses everything again).
+    The manifest read is the newer of the project's own (in `target_path`, absolute, default
+    its `target/`: a `dbt parse` the user ran, a copy a test made) and our parse's, which
+    goes to the user's cache (`dbt_target.parse_target`): loading writes nothing into the
+    suite folder nor the installed package. `dbt_vars`: the `--vars` its builds pass, parsed
+    with them, so the first build parses only what changed (with other vars dbt parses
+    everything again).
     """
     project = DbtProject(
-        project_dir=project_dir, profiles_dir=project_dir, target_path=target_path or "target"
+        project_dir=project_dir,
+        profiles_dir=project_dir,
+        target_path=parse_target(project_dir, target_path),
     )
     # Under `dagster dev` every process that loads the definitions (the code server, and each
     # run's worker) used to re-parse: seconds per UI-launched run. Only an edited project is.
     if not _outdated(project.manifest_path, project_dir):
         return project
-    target = project.manifest_path.parent  # a relative `target_path` is below the project
+    target = project_cache_dir(project_dir) / "target"
+    project = DbtProject(project_dir=project_dir, profiles_dir=project_dir, target_path=target)
     target.mkdir(parents=True, exist_ok=True)
     # Several processes may load the definitions at once (parallel steps, tests): one parses.
     with file_lock(target / ".parse.lock"):
