@@ -409,6 +409,8 @@ def cmd_test(args: argparse.Namespace) -> int:
         )
         if output:
             _emit(report.file.getvalue(), output)
+    for notice in evaluation.ran.notices:
+        progress_console.print(f"note: {notice}", highlight=False, markup=False, soft_wrap=True)
     # soft_wrap: never fold a path (or a list of tests) across lines in a log or a pipe.
     progress_console.print(
         f"results written to {evaluation.results_file}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
@@ -22,6 +23,9 @@ from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource
 from eval_pipeline.pipeline import load_suite_once, remember_suite
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config
+
+if TYPE_CHECKING:
+    from eval_pipeline.defs.chain import Job
 
 SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
@@ -59,7 +63,7 @@ def suite_definitions(
     return build_definitions(Path(suite_dir).resolve(), names=SuiteNames(name))
 
 
-def _stage_job(name: str, assets, description: str) -> dg.UnresolvedAssetJobDefinition:
+def _stage_job(name: str, assets, description: str) -> Job:
     # The partitions come from the assets (all of a stage share theirs); a run launched from
     # the UI's launchpad says so unless the launcher tags it otherwise (cli, schedule).
     return dg.define_asset_job(
@@ -137,35 +141,40 @@ def build_definitions(
         history_marts, history_dbt = build_history_assets(StateFolder.of(config), names)
         assets.append(history_marts)
         resources[names.resource(HISTORY_KEY)] = history_dbt
+    inputs_job = _stage_job(
+        names.scoped(INPUTS_JOB),
+        [*suite_assets, evaluation.reference_results, variants],
+        "Read the suite, run every test's reference SQL for one day and build the "
+        "warehouse variants of the semantic checks (reused when built).",
+    )
+    evaluate_job = _stage_job(
+        names.scoped(EVALUATE_JOB),
+        evaluation.per_model_day,
+        "Run, grade and summarize one model on one day.",
+    )
+    report_job = _stage_job(
+        names.scoped(REPORT_JOB),
+        [evaluation.leaderboard, evaluation.report],
+        "Rank the day's models and write the day's report.",
+    )
     jobs += [
         _stage_job(
             names.scoped(SUITE_JOB),
             suite_assets,
             "Read the test files, the agent context and the grading rules.",
         ),
-        _stage_job(
-            names.scoped(INPUTS_JOB),
-            [*suite_assets, evaluation.reference_results, variants],
-            "Read the suite, run every test's reference SQL for one day and build the "
-            "warehouse variants of the semantic checks (reused when built).",
-        ),
-        _stage_job(
-            names.scoped(EVALUATE_JOB),
-            evaluation.per_model_day,
-            "Run, grade and summarize one model on one day.",
-        ),
-        _stage_job(
-            names.scoped(REPORT_JOB),
-            [evaluation.leaderboard, evaluation.report],
-            "Rank the day's models and write the day's report.",
-        ),
+        inputs_job,
+        evaluate_job,
+        report_job,
     ]
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
         test_cases=inputs.test_cases,
         agent_context=inputs.agent_context,
-        agent_runs=evaluation.agent_runs,
+        inputs_job=inputs_job,
+        evaluate_job=evaluate_job,
+        report_job=report_job,
         own_assets=dg.AssetSelection.assets(*assets),
         names=names,
     )

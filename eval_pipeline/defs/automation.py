@@ -1,24 +1,30 @@
 """The daily schedules, the sensor keeping model partitions in sync, and the automation that chains the rest."""
 
+from __future__ import annotations
+
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import dagster as dg
 
 from eval_pipeline.agents import require_models
 from eval_pipeline.defs import groups
+from eval_pipeline.defs.chain import SCHEDULE_NAME, evaluate_after_inputs, report_after_evaluations
 from eval_pipeline.defs.conditions import automation_sensor
+from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, SCHEDULE
 from eval_pipeline.defs.names import UNNAMED, SuiteNames
-from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
+
+if TYPE_CHECKING:
+    from eval_pipeline.defs.chain import Job
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
 # The daily evaluation calls the models under test, which costs money: it starts stopped, as
 # Dagster's schedules do, and a person turns it on in the UI (the instance remembers). What
 # only reads or tidies the suite's own files starts running.
 STOPPED = dg.DefaultScheduleStatus.STOPPED
-PROVIDER_TAG = "eval_pipeline/provider"
 HISTORY_CRON = "0 23 * * *"  # after the day's evaluations, before the 03:00 compaction
 
 
@@ -46,12 +52,15 @@ def build_automation(
     *,
     test_cases: dg.AssetsDefinition,
     agent_context: dg.AssetsDefinition,
-    agent_runs: dg.AssetsDefinition,
+    inputs_job: Job,
+    evaluate_job: Job,
+    report_job: Job,
     own_assets: dg.AssetSelection,
     names: SuiteNames = UNNAMED,
 ) -> tuple[list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
-    """`daily_evaluation` requests today's runs for every configured model; the day's
-    reference results, grades, summaries, leaderboard and report follow by declarative
+    """`daily_evaluation` starts today's evaluation as the command line runs it, in the
+    named jobs (`chain`): the day's inputs, one run per configured model, the report.
+    What other runs materialize (a backfill, the UI) is carried on by declarative
     automation as their inputs land (`conditions`). `watch_suite_files` re-reads the test
     files and context when they change on disk. `sync_model_partitions` adds configured
     models to the `models` partitions and never removes one, so history stays reachable."""
@@ -67,29 +76,23 @@ def build_automation(
         return models
 
     @dg.schedule(
-        name=names.scoped("daily_evaluation"),
+        name=names.scoped(SCHEDULE_NAME),
         cron_schedule=cron,
-        target=dg.AssetSelection.assets(agent_runs),
+        job=inputs_job,
         default_status=STOPPED,
-        description="Evaluate today's partition for every configured model.",
+        description=f"Evaluate today for every configured model: {inputs_job.name}, then "
+        f"{evaluate_job.name} per model (evaluate_after_inputs), then {report_job.name} "
+        "(report_after_evaluations).",
     )
     def daily_evaluation(context: dg.ScheduleEvaluationContext):
         moment = context.scheduled_execution_time or datetime.now(UTC)
         day = moment.date().isoformat()
-        known = set(context.instance.get_dynamic_partitions(names.models_partitions.name))
-        for model in configured_models():
-            if model not in known:
-                context.log.warning(
-                    f"model {model} has no partition yet; the sync_model_partitions sensor adds it"
-                )
-                continue
-            yield dg.RunRequest(
-                run_key=f"runs-{model}-{day}",
-                partition_key=model_day_key(model, day),
-                # deploy/dagster.yaml limits the runs in flight per provider with this tag,
-                # so a provider's rate limit holds across runs and machines.
-                tags={PROVIDER_TAG: model.split(":", 1)[0]},
-            )
+        configured_models()  # a bad model id fails the tick, before anything runs
+        return dg.RunRequest(
+            run_key=f"inputs-{day}",
+            partition_key=day,
+            tags={LAUNCHED_BY_TAG: SCHEDULE},
+        )
 
     # Declarative automation cannot chain these (an unpartitioned child of Dynamic×Daily
     # parents always sees missing parent partitions), so they have a schedule of their own.
@@ -124,6 +127,8 @@ def build_automation(
     )
     return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,
+        evaluate_after_inputs(inputs_job, evaluate_job, configured_models, names),
+        report_after_evaluations(inputs_job, evaluate_job, report_job, names),
         watch,
         automation_sensor(names.scoped("evaluation_automation"), own_assets),
     ]

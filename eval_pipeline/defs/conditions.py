@@ -12,7 +12,7 @@ import dagster as dg
 # was checked on, so the next one is looked at before it is used.
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
-from eval_pipeline.defs.launched import CLI, LAUNCHED_BY_TAG
+from eval_pipeline.defs.launched import CLI, LAUNCHED_BY_TAG, SCHEDULE
 
 AC = dg.AutomationCondition
 
@@ -102,14 +102,16 @@ class RunsWithoutReferences(dg.AutomationCondition):
 
 def _landed() -> dg.AutomationCondition:
     """A new materialization, not made by the run that also made the asset being evaluated
-    (runs → grades → summaries in one run) nor by the command line."""
+    (runs → grades → summaries in one run) nor by the command line or the schedule."""
     return (
         AC.newly_updated()
         & ~AC.executed_with_root_target()
-        # The command line evaluates the whole chain of its day itself: its materializations
-        # are no reason for automation to run anything again.
+        # The command line and the daily schedule (`chain`) evaluate the whole chain of
+        # their day themselves: what they materialize is no reason for automation to run
+        # anything again.
         & ~AC.executed_with_tags(tag_values={LAUNCHED_BY_TAG: CLI})
-    ).with_label("newly_updated, not by this run nor the command line")
+        & ~AC.executed_with_tags(tag_values={LAUNCHED_BY_TAG: SCHEDULE})
+    ).with_label("newly_updated, not by this run, the command line nor the schedule")
 
 
 def follows_parents(

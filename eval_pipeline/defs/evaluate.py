@@ -26,6 +26,7 @@ from eval_pipeline.defs.instance import (
     instance_home,
     open_instance,
     share_log_handlers,
+    waiting_on_a_daemon,
 )
 from eval_pipeline.defs.names import UNNAMED
 from eval_pipeline.defs.partitions import add_models, model_day_key
@@ -193,6 +194,9 @@ def run_evaluation(
                 return executed
 
             add_models(instance, request.models)
+            notice = waiting_on_a_daemon(instance, home)
+            if notice:
+                result.notices.append(notice)
             if build:
                 assert warehouse is not None
                 log = StateFolder(config.state_path).logs_dir / "warehouse-build.log"

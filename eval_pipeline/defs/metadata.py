@@ -120,5 +120,12 @@ def warnings_table(warned: list[tuple[str, dict[str, str]]]) -> str:
 
 def model_and_day(context: dg.AssetExecutionContext) -> tuple[str, date]:
     """The model and the day of a (model, day) partition's materialization."""
-    keys = context.partition_key.keys_by_dimension
+    key = context.partition_key
+    if not isinstance(key, dg.MultiPartitionKey):
+        # A run launched with the `dagster/partition` tag alone (GraphQL, a script) gets the
+        # key as its string, "date|model": Dagster parses it only with the dimension tags.
+        grid = context.assets_def.partitions_def
+        assert isinstance(grid, dg.MultiPartitionsDefinition)
+        key = grid.get_partition_key_from_str(key)
+    keys = key.keys_by_dimension
     return keys["model"], date.fromisoformat(keys["date"])

@@ -179,6 +179,7 @@ def spend_budget(
     plan = {key: max(n, stored.plan.get(key, 0) if same else 0) for key, n in first.items()}
     written = plan if same and stored.plan.keys() == first.keys() else None
     executed, answerer_changed, run_ids, rounds_run = 0, 0, [], 0
+    notices: list[str] = []
     home = instance_home(suite.config)
     while True:
         round_request = replace(_with_plan(request, first, plan), budget_round=rounds_run + 1)
@@ -193,6 +194,7 @@ def spend_budget(
             executed += ran.executed
             answerer_changed += ran.answerer_changed
             run_ids += ran.run_ids
+            notices += [notice for notice in ran.notices if notice not in notices]
         known = graded_outcomes(layout, request.run_date, models, names)
         replay = _replay(first, known, budget, question, models)
         if not replay.finished and replay.plan == plan:
@@ -214,5 +216,6 @@ def spend_budget(
         reused=max(total - executed, 0),
         answerer_changed=answerer_changed,
         run_ids=run_ids,
+        notices=notices,
     )
     return _with_plan(request, first, plan), ran, outcome

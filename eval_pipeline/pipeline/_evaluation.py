@@ -57,6 +57,8 @@ class EvaluationResult:
     #: of the executed, runs made again because what answers changed (`answerer_identity`)
     answerer_changed: int = 0
     run_ids: list[str] = field(default_factory=list)
+    #: what the user should know of the instance beside the results (runs stuck in a queue)
+    notices: list[str] = field(default_factory=list)
 
 
 def today() -> date:

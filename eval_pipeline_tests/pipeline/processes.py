@@ -104,8 +104,10 @@ READ_BUCKET_IN_A_LOOP = textwrap.dedent(
     stop = Path(sys.argv[2])
     reads, partial = 0, []
     while not stop.exists():
-        _, rows = fetch(layout, "SELECT model, count(*) FROM agent_runs GROUP BY model")
-        partial += [n for _, n in rows if n != 4]  # a partition is there whole or not at all
+        _, rows = fetch(
+            layout, "SELECT model, run_date, count(*) FROM agent_runs GROUP BY model, run_date"
+        )
+        partial += [n for _, _, n in rows if n != 4]  # a partition is there whole or not at all
         reads += 1
         time.sleep(0.05)
     print()  # ends any progress bar's line

@@ -82,31 +82,28 @@ def test_no_regression_names_the_case_that_passed_yesterday_and_fails_today(smal
     assert checks(evaluate(defs, instance, MODELS[1], NEXT_DAY))["no_regression"].passed
 
 
-def test_daily_evaluation_requests_today_for_every_configured_model(small_suite, tmp_path):
-    small_suite.write_config(models=[*MODELS, "openai:gpt-new"])  # no partition yet
+def test_daily_evaluation_starts_the_day_with_its_inputs_run(small_suite, tmp_path):
     defs = small_suite.definitions()
     schedule = defs.resolve_schedule_def("daily_evaluation")
     assert schedule.cron_schedule == "0 6 * * *"
-    moment = datetime(2026, 6, 1, 6, 0, tzinfo=UTC)
     home = tmp_path / "dagster_home"
     home.mkdir()
     # a schedule context needs a persistent instance (it reopens it from its reference), and
     # the repository to resolve partitioned run requests against
-    with dg.DagsterInstance.local_temp(str(home)) as instance:
-        instance.add_dynamic_partitions("models", list(MODELS))
-        with dg.build_schedule_context(
+    with (
+        dg.DagsterInstance.local_temp(str(home)) as instance,
+        dg.build_schedule_context(
             instance=instance,
-            scheduled_execution_time=moment,
+            scheduled_execution_time=datetime(2026, 6, 1, 6, 0, tzinfo=UTC),
             repository_def=defs.get_repository_def(),
-        ) as context:
-            requests = schedule.evaluate_tick(context).run_requests
-    assert [(r.partition_key, r.run_key) for r in requests] == [
-        (model_day_key(model, "2026-06-01"), f"runs-{model}-2026-06-01") for model in MODELS
-    ]
-    # deploy/dagster.yaml limits the runs in flight per provider by this tag
-    assert {r.tags["eval_pipeline/provider"] for r in requests} == {"openai"}
+        ) as context,
+    ):
+        requests = schedule.evaluate_tick(context).run_requests
+    # One run a day: the models' runs follow it (pipeline/test_daily_chain.py).
+    assert [(r.partition_key, r.run_key) for r in requests] == [("2026-06-01", "inputs-2026-06-01")]
     job = defs.resolve_job_def(schedule.job_name)
-    assert job.asset_layer.selected_asset_keys == {dg.AssetKey("agent_runs")}
+    assert job.name == "day_inputs"
+    assert dg.AssetKey("reference_results") in job.asset_layer.selected_asset_keys
 
 
 def test_the_sensor_adds_missing_models_and_never_deletes_one(small_suite):

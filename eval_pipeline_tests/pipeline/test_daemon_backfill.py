@@ -1,8 +1,12 @@
 """A deployment in miniature: deploy/dagster.yaml on a throwaway PostgreSQL, the store in a bucket
-(moto_server), `dagster-webserver` and `dagster-daemon` started by the test. A backfill of two
-model partitions launched through the UI's API runs as separate run-worker processes, at once,
-while a reader queries the history; every count is exact. (Two prove "separate, at once" as
-three would; each run is a worker and a process per step, each loading the definitions.)"""
+(moto_server), `dagster-webserver` and `dagster-daemon` started by the test.
+
+The command line evaluates today, a test is edited, and it evaluates again: its history is in
+the same instance, beside a past day's inputs. Then a backfill of that day's evaluation and
+report is launched through the UI's API. Its two model partitions run as separate run-worker
+processes, at once, each one run for its runs, grades and summary, while a reader queries the
+history; the day's report lands and every count is exact. (Two prove "separate, at once" as
+three would; each run is a worker loading the definitions.)"""
 
 from __future__ import annotations
 
@@ -14,7 +18,10 @@ import dagster as dg
 import httpx
 import pytest
 
+from eval_pipeline.defs.evaluate import run_evaluation
 from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline.pipeline import EvaluationRequest, today
+from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.cli.console import DEPLOY, production_env
 from eval_pipeline_tests.pipeline.processes import READ_BUCKET_IN_A_LOOP, count, finish, start
 from eval_pipeline_tests.pipeline.services import (
@@ -23,7 +30,7 @@ from eval_pipeline_tests.pipeline.services import (
     dagster_webserver,
     wait_for,
 )
-from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite, prepare
+from eval_pipeline_tests.pipeline.small_suite import DAY, EVALUATION, SmallSuite
 from eval_pipeline_tests.store.buckets import Bucket
 from eval_pipeline_tests.warehouses.servers import (
     Server,
@@ -33,6 +40,30 @@ pytestmark = pytest.mark.slow
 
 MODELS = ("openai:gpt-a", "openai:gpt-b")
 WAITING = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.QUEUED)
+REPORT = ("leaderboard", "report")
+
+
+def day_and_report(day: str, models: tuple[str, ...]) -> list[dict]:
+    """The UI's "materialize" of a day's evaluation and report: each asset's partitions
+    (`partitionsByAssets`, as the launchpad sends them for assets of different partitions)."""
+    one_day = {"ranges": [{"start": day, "end": day}]}
+    keys = [str(model_day_key(m, day)) for m in models]
+    per_model = {"ranges": [{"start": keys[0], "end": keys[-1]}]}
+    return [{"assetKey": {"path": [name]}, "partitions": one_day} for name in REPORT] + [
+        {"assetKey": {"path": [name]}, "partitions": per_model} for name in EVALUATION
+    ]
+
+
+def command_line_history(suite: SmallSuite, home: Path) -> None:
+    """`eval-pipeline test` of today, an edit of a test, `eval-pipeline test` again; then the
+    past day's inputs as its `day_inputs` run makes them (the schedule's first run)."""
+    request = EvaluationRequest(models=MODELS, run_date=today())
+    run_evaluation(load_suite(suite.root), request)
+    suite.edit_case("customer_count", sql="SELECT COUNT(*) AS n FROM customers")
+    run_evaluation(load_suite(suite.root), request)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        inputs = suite.definitions().resolve_job_def("day_inputs")
+        assert inputs.execute_in_process(instance=instance, partition_key=DAY).success
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
@@ -61,9 +92,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
     saved = dict(os.environ)
     os.environ.update(env)
     try:
-        with dg.DagsterInstance.from_config(str(home)) as instance:
-            instance.add_dynamic_partitions("models", list(MODELS))
-            prepare(small_suite, instance)  # inputs and the day's references, as the schedule does
+        command_line_history(small_suite, home)
 
         logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]  # the services' logs
         # The daemon starts once the backfill is launched: its backfill daemon looks at start,
@@ -71,11 +100,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
         # backfill's first iteration. Webserver and daemon still run together, on one instance.
         with dagster_webserver(env, tmp_path, timeout_s=180) as port:
             graphql = f"http://127.0.0.1:{port}/graphql"
-            params = {
-                "partitionNames": [str(model_day_key(m, DAY)) for m in MODELS],
-                "assetSelection": [{"path": [name]} for name in EVALUATION],
-                "fromFailure": False,
-            }
+            params = {"partitionsByAssets": day_and_report(DAY, MODELS), "fromFailure": False}
             answer = httpx.post(
                 graphql,
                 json={"query": LAUNCH_BACKFILL, "variables": {"params": params}},
@@ -100,8 +125,10 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
                     return any(r.status not in WAITING for r in backfill_runs())
 
                 def finished() -> bool:
-                    runs = backfill_runs()
-                    return len(runs) == len(MODELS) and all(r.is_finished for r in runs)
+                    backfill = instance.get_backfill(launched["backfillId"])
+                    return backfill.status.value != "REQUESTED" and all(
+                        r.is_finished for r in backfill_runs()
+                    )
 
                 # The reader starts with the first run worker, seconds before any step writes:
                 # each of its reads costs it and moto_server CPU the runs need, and until then
@@ -118,28 +145,49 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
                     wait_for("the backfill did not finish", finished, timeout_s=420, logs=logs)
                 finally:
                     stop.touch()
-                runs = backfill_runs()
+                every_run = backfill_runs()
+                # What each run of a (model, day) partition materialized: one run each.
+                made = {
+                    r.run_id: [
+                        record.event_log_entry.dagster_event.asset_key.to_user_string()
+                        for record in instance.get_records_for_run(
+                            r.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+                        ).records
+                    ]
+                    for r in every_run
+                    if "|" in r.tags.get("dagster/partition", "")
+                }
+                partition_runs = [r for r in every_run if r.run_id in made]
+                runs = [r for r in partition_runs if "agent_runs" in made[r.run_id]]
                 stats = [instance.get_run_stats(r.run_id) for r in runs]
                 pids = {r.run_id: worker_pid(instance, r.run_id) for r in runs}
                 steps = {r.run_id: step_pids(instance, r.run_id) for r in runs}
+                reported = set(instance.get_materialized_partitions(dg.AssetKey("report")))
             reading = finish(reader, tmp_path / "reader.log")
     finally:
         os.environ.clear()
         os.environ.update(saved)
 
     daemon_log = logs[1].read_text()[-3000:]
-    assert sorted(r.status.value for r in runs) == ["SUCCESS"] * len(MODELS), daemon_log
+    assert {r.status.value for r in every_run} == {"SUCCESS"}, daemon_log
+    # One run per partition: its runs, grades and summary, each once.
+    assert {r.tags["dagster/partition"]: sorted(made[r.run_id]) for r in partition_runs} == {
+        str(model_day_key(m, DAY)): sorted(EVALUATION) for m in MODELS
+    }
+    assert len(partition_runs) == len(MODELS)
+    assert reported == {today().isoformat(), DAY}  # the command line's day and the backfill's
     assert {r.tags["dagster/partition"] for r in runs} == {
         str(model_day_key(m, DAY)) for m in MODELS
     }
-    # Each run executed in a process of its own, launched by the daemon (not this process),
-    # and they ran at once (within the queue's limit of 8).
+    # Each model's runs executed in a process of its own, launched by the daemon (not this
+    # process), and they ran at once (within the queue's limit of 8).
     assert len(set(pids.values())) == len(MODELS) and os.getpid() not in pids.values()
     # Its steps ran in that process, not in one started (and loading the code) per step.
     assert all(steps[run_id] == {pid} for run_id, pid in pids.items()), (steps, pids)
     spans = sorted((s.start_time, s.end_time) for s in stats)
     assert spans[1][0] < spans[0][1], spans
     assert reading["reads"] > 0 and reading["partial"] == []
-    assert count(small_suite, "agent_runs") == 4 * len(MODELS)
-    assert count(small_suite, "grades") == 4 * len(MODELS)
-    assert count(small_suite, "model_summaries") == len(MODELS)
+    # Two days of two models, four tests each: the command line's today and the backfill's day.
+    assert count(small_suite, "agent_runs") == 2 * 4 * len(MODELS)
+    assert count(small_suite, "grades") == 2 * 4 * len(MODELS)
+    assert count(small_suite, "model_summaries") == 2 * len(MODELS)
