@@ -89,7 +89,7 @@ def build_definitions(
     `dbt=False` (an evaluation from the command line) leaves out what only building with
     dbt needs, the warehouse's dbt assets and the history marts, so dagster_dbt is never
     imported: the evaluation assets still depend on the warehouse models, by their keys
-    (cached beside the dbt manifest), and the UI's code location keeps everything.
+    (cached in the user's cache, `dbt_keys`), and the UI's code location keeps everything.
     `history=False` (a command that builds the warehouse, never the marts) leaves out the
     history marts alone, so the packaged history project is not parsed for it.
     `suite` (an evaluation from the command line, in this process) is the suite its runs

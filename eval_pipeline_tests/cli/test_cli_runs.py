@@ -128,7 +128,7 @@ def test_an_unchanged_rerun_of_a_dbt_suite_does_not_import_dagster_dbt(
     server: ScriptedServer, tmp_path: Path
 ):
     """A suite with a dbt project whose warehouse is built: the first command reads the dbt
-    models (their keys are cached beside the manifest), the unchanged rerun imports no
+    models (their keys are cached in the user's cache), the unchanged rerun imports no
     dagster_dbt. The claim does not depend on the project's size: two models do."""
     suite = write_suite(
         tmp_path / "suite",

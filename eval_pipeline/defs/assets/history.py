@@ -54,9 +54,10 @@ def build_history_assets(
     """The history marts as Dagster assets, and the dbt resource that builds them (under the
     key `names.resource("history_dbt")`).
 
-    The project ships in the package and is parsed once per suite, into its state folder
-    (`history_dbt_target`): the installed package is never written to. Each run writes its
-    artefacts and logs to the suite's state folder too, and its tables to `history.duckdb`.
+    The project ships in the package and is parsed once, into the user's cache (a manifest
+    in the state folder's `history_dbt_target`, if one is there and newer, is read instead):
+    neither the installed package nor the suite folder is written to at load. Each run writes
+    its artefacts and logs to the suite's state folder, and its tables to `history.duckdb`.
     """
     resource_key = names.resource(RESOURCE_KEY)
     project = prepare_dbt_project(
