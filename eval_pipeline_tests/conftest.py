@@ -93,9 +93,11 @@ def sample_warehouse(tmp_path_factory: pytest.TempPathFactory) -> SampleWarehous
                 )
             built.write_text(json.dumps(materialized))
     suite = folder / "suite"
+    from eval_pipeline.defs.dbt_target import parse_target
+
     return SampleWarehouse(
         path=suite / "warehouse.duckdb",
-        target=suite / "dbt" / "target",
+        target=parse_target(suite / "dbt"),
         materialized=frozenset(json.loads(built.read_text())),
     )
 
@@ -105,6 +107,16 @@ def run_wide_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     temporary folder, which holds each worker's own), or this process's own without xdist."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dbt_parse_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test run's dbt parses go to a folder every worker shares, not the user's cache."""
+    from eval_pipeline.defs.dbt_target import CACHE_ENV
+
+    folder = run_wide_folder(tmp_path_factory) / "cache"
+    os.environ[CACHE_ENV] = str(folder)
+    return folder
 
 
 @pytest.fixture(scope="session")
@@ -117,10 +129,10 @@ def history_dbt_target(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from eval_pipeline.defs.assets.warehouse import prepare_dbt_project
 
     shared = run_wide_folder(tmp_path_factory)
-    target = shared / "history_dbt" / "target"
     with file_lock(shared / "history_dbt.lock"):  # no worker copies a manifest half written
-        assert prepare_dbt_project(PROJECT_DIR, target_path=target).manifest_path.is_file()
-    return target
+        manifest = prepare_dbt_project(PROJECT_DIR).manifest_path
+    assert manifest.is_file()
+    return manifest.parent
 
 
 # Fixtures whose cost makes a test slow wherever it is used: the sample warehouse (a dbt build

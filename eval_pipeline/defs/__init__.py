@@ -10,15 +10,16 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
-from eval_pipeline.defs.assets.suite import agent_context, grading_rules, test_cases
+from eval_pipeline.defs.assets.suite import build_suite_assets
 from eval_pipeline.defs.assets.variants import build_variants_asset
 from eval_pipeline.defs.assets.warehouse_reads import models_read
 from eval_pipeline.defs.automation import build_automation
-from eval_pipeline.defs.compaction import compact_store_job, compact_store_schedule
+from eval_pipeline.defs.compaction import build_compaction
 from eval_pipeline.defs.dbt_keys import warehouse_asset_keys
-from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, tag_run_launcher
+from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, build_tag_run_launcher
+from eval_pipeline.defs.names import UNNAMED, SuiteNames
 from eval_pipeline.defs.partitions import day_partitions, history_start
-from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource
 from eval_pipeline.pipeline import load_suite_once, remember_suite
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config
@@ -44,6 +45,24 @@ def default_suite_root() -> Path:
     return Path(configured).resolve() if configured else find_suite_root()
 
 
+def suite_definitions(
+    suite_dir: str | os.PathLike[str], *, name: str | None = None
+) -> dg.Definitions:
+    """One suite's assets, checks, jobs, schedules and sensors, to merge into a Dagster
+    project of your own (`dg.Definitions.merge`, or `EvalSuiteComponent` in a defs folder).
+
+    Args:
+        suite_dir: the suite folder (its `eval_config.yaml`).
+        name: prefixes everything the suite defines, so several suites and your own assets
+            live in one code location: asset keys (`sales/agent_runs`, its dbt models
+            `sales/warehouse/orders`), groups (`sales_evaluation`), jobs, schedules and
+            sensors (`sales__evaluate_model_day`), resource keys (`sales_suite`,
+            `sales_dbt`) and the models partitions (`sales_models`). Without one the names
+            are the bare ones `eval-pipeline ui` shows, for a project holding one suite.
+    """
+    return build_definitions(Path(suite_dir).resolve(), names=SuiteNames(name))
+
+
 def _stage_job(name: str, assets, description: str) -> Job:
     # The partitions come from the assets (all of a stage share theirs); a run launched from
     # the UI's launchpad says so unless the launcher tags it otherwise (cli, schedule).
@@ -62,6 +81,7 @@ def build_definitions(
     history: bool = True,
     include_day: date | None = None,
     suite: Suite | None = None,
+    names: SuiteNames = UNNAMED,
 ) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder; its daily
     partitions start where its history does (`history_start`), or at `include_day` if earlier.
@@ -69,69 +89,79 @@ def build_definitions(
     `dbt=False` (an evaluation from the command line) leaves out what only building with
     dbt needs, the warehouse's dbt assets and the history marts, so dagster_dbt is never
     imported: the evaluation assets still depend on the warehouse models, by their keys
-    (cached beside the dbt manifest), and the UI's code location keeps everything.
+    (cached in the user's cache, `dbt_keys`), and the UI's code location keeps everything.
     `history=False` (a command that builds the warehouse, never the marts) leaves out the
     history marts alone, so the packaged history project is not parsed for it.
     `suite` (an evaluation from the command line, in this process) is the suite its runs
     read, as loaded and checked; each fails once the files no longer hash to it.
+    `names` (`suite_definitions(name=…)`) prefix every key and name; the CLI's are bare.
     """
     config = load_config(suite_root)
     digest = remember_suite(suite) if suite is not None else None
     resources: dict[str, object] = {
-        "suite": SuiteResource(root=str(config.root), files_digest=digest)
+        names.resource(SUITE_KEY): SuiteResource(root=str(config.root), files_digest=digest)
     }
-    suite_assets = [test_cases, agent_context, grading_rules]
+    inputs = build_suite_assets(names)
+    suite_assets = inputs.all
     assets: list[dg.AssetsDefinition] = list(suite_assets)
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
         if dbt:
-            from eval_pipeline.defs.assets.warehouse import build_warehouse_assets
+            from eval_pipeline.defs.assets.warehouse import RESOURCE_KEY, build_warehouse_assets
 
-            warehouse_assets, warehouse_dbt = build_warehouse_assets(config.warehouse)
+            warehouse_assets, warehouse_dbt = build_warehouse_assets(config.warehouse, names)
             assets.append(warehouse_assets)
-            resources["dbt"] = warehouse_dbt
+            resources[names.resource(RESOURCE_KEY)] = warehouse_dbt
             models = {
                 key: set(warehouse_assets.asset_deps.get(key, set()))
                 for key in warehouse_assets.keys
             }
             jobs.append(
                 _stage_job(
-                    WAREHOUSE_JOB,
+                    names.scoped(WAREHOUSE_JOB),
                     [warehouse_assets],
                     "Build the suite's warehouse with its dbt project.",
                 )
             )
         else:
-            models = warehouse_asset_keys(config.warehouse)
+            models = {
+                names.prefixed(key): {names.prefixed(parent) for parent in parents}
+                for key, parents in warehouse_asset_keys(config.warehouse).items()
+            }
         warehouse_keys = _models_read(suite_root, models)
-    variants = build_variants_asset(warehouse_keys)
-    partitions = day_partitions(history_start(config, include=include_day))
-    evaluation = build_evaluation_assets(warehouse_keys, variants, partitions)
+    variants = build_variants_asset(warehouse_keys, inputs, names)
+    partitions = day_partitions(history_start(config, include=include_day), names)
+    evaluation = build_evaluation_assets(warehouse_keys, variants, partitions, inputs, names)
     assets += [variants, *evaluation.all]
     if dbt and history:
+        from eval_pipeline.defs.assets.history import RESOURCE_KEY as HISTORY_KEY
         from eval_pipeline.defs.assets.history import build_history_assets
 
-        history_marts, history_dbt = build_history_assets(StateFolder.of(config))
+        history_marts, history_dbt = build_history_assets(StateFolder.of(config), names)
         assets.append(history_marts)
-        resources["history_dbt"] = history_dbt
+        resources[names.resource(HISTORY_KEY)] = history_dbt
     inputs_job = _stage_job(
-        INPUTS_JOB,
+        names.scoped(INPUTS_JOB),
         [*suite_assets, evaluation.reference_results, variants],
         "Read the suite, run every test's reference SQL for one day and build the "
         "warehouse variants of the semantic checks (reused when built).",
     )
     evaluate_job = _stage_job(
-        EVALUATE_JOB, evaluation.per_model_day, "Run, grade and summarize one model on one day."
+        names.scoped(EVALUATE_JOB),
+        evaluation.per_model_day,
+        "Run, grade and summarize one model on one day.",
     )
     report_job = _stage_job(
-        REPORT_JOB,
+        names.scoped(REPORT_JOB),
         [evaluation.leaderboard, evaluation.report],
         "Rank the day's models and write the day's report.",
     )
     jobs += [
         _stage_job(
-            SUITE_JOB, suite_assets, "Read the test files, the agent context and the grading rules."
+            names.scoped(SUITE_JOB),
+            suite_assets,
+            "Read the test files, the agent context and the grading rules.",
         ),
         inputs_job,
         evaluate_job,
@@ -140,15 +170,24 @@ def build_definitions(
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
-        test_cases=test_cases,
-        agent_context=agent_context,
+        test_cases=inputs.test_cases,
+        agent_context=inputs.agent_context,
         inputs_job=inputs_job,
         evaluate_job=evaluate_job,
         report_job=report_job,
+        own_assets=dg.AssetSelection.assets(*assets),
+        names=names,
     )
-    jobs.append(compact_store_job)
-    schedules.append(compact_store_schedule)
-    sensors.append(tag_run_launcher)
+    compaction, compaction_schedule = build_compaction(names)
+    jobs.append(compaction)
+    schedules.append(compaction_schedule)
+    sensors.append(
+        build_tag_run_launcher(
+            names.scoped("tag_run_launcher"),
+            jobs=[job.name for job in jobs],
+            assets=[key for definition in assets for key in definition.keys],
+        )
+    )
     return dg.Definitions(
         assets=assets,
         resources=resources,

@@ -12,7 +12,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.chain import SCHEDULE_NAME, evaluate_after_inputs, report_after_evaluations
 from eval_pipeline.defs.conditions import automation_sensor
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, SCHEDULE
-from eval_pipeline.defs.partitions import models_partitions
+from eval_pipeline.defs.names import UNNAMED, SuiteNames
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
@@ -55,6 +55,8 @@ def build_automation(
     inputs_job: Job,
     evaluate_job: Job,
     report_job: Job,
+    own_assets: dg.AssetSelection,
+    names: SuiteNames = UNNAMED,
 ) -> tuple[list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
     """`daily_evaluation` starts today's evaluation as the command line runs it, in the
     named jobs (`chain`): the day's inputs, one run per configured model, the report.
@@ -74,7 +76,7 @@ def build_automation(
         return models
 
     @dg.schedule(
-        name=SCHEDULE_NAME,
+        name=names.scoped(SCHEDULE_NAME),
         cron_schedule=cron,
         job=inputs_job,
         default_status=STOPPED,
@@ -95,33 +97,38 @@ def build_automation(
     # Declarative automation cannot chain these (an unpartitioned child of Dynamic×Daily
     # parents always sees missing parent partitions), so they have a schedule of their own.
     daily_history_marts = dg.ScheduleDefinition(
-        name="daily_history_marts",
+        name=names.scoped("daily_history_marts"),
         cron_schedule=HISTORY_CRON,
-        target=dg.AssetSelection.groups(groups.HISTORY),
+        target=dg.AssetSelection.groups(names.group(groups.HISTORY)),
         default_status=RUNNING,
         description="Rebuild the history marts (trend, flaky cases, regressions) each evening.",
     )
 
     @dg.sensor(
-        name="sync_model_partitions",
+        name=names.scoped("sync_model_partitions"),
         minimum_interval_seconds=60,
         default_status=dg.DefaultSensorStatus.RUNNING,
         description="Adds the models of eval_config.yaml to the `models` partitions (never deletes).",
     )
     def sync_model_partitions(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        known = set(context.instance.get_dynamic_partitions(models_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(names.models_partitions.name))
         missing = [m for m in configured_models() if m not in known]
         if not missing:
             return dg.SensorResult(skip_reason="every configured model has its partition")
         return dg.SensorResult(
-            dynamic_partitions_requests=[models_partitions.build_add_request(missing)]
+            dynamic_partitions_requests=[names.models_partitions.build_add_request(missing)]
         )
 
-    watch = build_watch_sensor(suite_root, test_cases=test_cases, agent_context=agent_context)
+    watch = build_watch_sensor(
+        suite_root,
+        name=names.scoped("watch_suite_files"),
+        test_cases=test_cases,
+        agent_context=agent_context,
+    )
     return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,
-        evaluate_after_inputs(inputs_job, evaluate_job, configured_models),
-        report_after_evaluations(inputs_job, evaluate_job, report_job),
+        evaluate_after_inputs(inputs_job, evaluate_job, configured_models, names),
+        report_after_evaluations(inputs_job, evaluate_job, report_job, names),
         watch,
-        automation_sensor(),
+        automation_sensor(names.scoped("evaluation_automation"), own_assets),
     ]

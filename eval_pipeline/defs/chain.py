@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, SCHEDULE
-from eval_pipeline.defs.partitions import model_day_key, models_partitions
+from eval_pipeline.defs.names import UNNAMED, SuiteNames
+from eval_pipeline.defs.partitions import model_day_key
 
 if TYPE_CHECKING:  # what dg.define_asset_job returns has no public name; annotations only
     from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -33,14 +34,17 @@ def chain_tags(inputs_run_id: str) -> dict[str, str]:
 
 
 def evaluate_after_inputs(
-    inputs_job: Job, evaluate_job: Job, configured_models: Callable[[], list[str]]
+    inputs_job: Job,
+    evaluate_job: Job,
+    configured_models: Callable[[], list[str]],
+    names: SuiteNames = UNNAMED,
 ) -> dg.SensorDefinition:
     """Once the schedule's `day_inputs` run of a day succeeds, one `evaluate_model_day` run
     per configured model of that day: each runs, grades and summarizes its partition in one
     run worker, as `eval-pipeline test` does, instead of a run per asset."""
 
     @dg.run_status_sensor(
-        name="evaluate_after_inputs",
+        name=names.scoped("evaluate_after_inputs"),
         run_status=dg.DagsterRunStatus.SUCCESS,
         monitored_jobs=[inputs_job],
         request_job=evaluate_job,
@@ -51,10 +55,10 @@ def evaluate_after_inputs(
     )
     def sensor(context: dg.RunStatusSensorContext):
         run = context.dagster_run
-        if run.tags.get("dagster/schedule_name") != SCHEDULE_NAME:
+        if run.tags.get("dagster/schedule_name") != names.scoped(SCHEDULE_NAME):
             return dg.SkipReason(f"run {run.run_id} was not launched by the schedule")
         day = run.tags[PARTITION_TAG]
-        known = set(context.instance.get_dynamic_partitions(models_partitions.name))
+        known = set(context.instance.get_dynamic_partitions(names.models_partitions.name))
         models = []
         for model in configured_models():
             if model in known:
@@ -80,13 +84,15 @@ def evaluate_after_inputs(
     return sensor
 
 
-def _chains(instance: dg.DagsterInstance, inputs_job: Job) -> Sequence[dg.DagsterRun]:
+def _chains(
+    instance: dg.DagsterInstance, inputs_job: Job, schedule: str
+) -> Sequence[dg.DagsterRun]:
     since = datetime.now(UTC) - CHAIN_WINDOW
     return instance.get_runs(
         dg.RunsFilter(
             job_name=inputs_job.name,
             statuses=[dg.DagsterRunStatus.SUCCESS],
-            tags={"dagster/schedule_name": SCHEDULE_NAME},
+            tags={"dagster/schedule_name": schedule},
             created_after=since,
         ),
         limit=20,
@@ -94,14 +100,14 @@ def _chains(instance: dg.DagsterInstance, inputs_job: Job) -> Sequence[dg.Dagste
 
 
 def report_after_evaluations(
-    inputs_job: Job, evaluate_job: Job, report_job: Job
+    inputs_job: Job, evaluate_job: Job, report_job: Job, names: SuiteNames = UNNAMED
 ) -> dg.SensorDefinition:
     """The day's leaderboard and report, in one `day_report` run, once every model's run of
     a scheduled day has finished and one of them succeeded (a model that failed is named by
     its own run; the others still get their report)."""
 
     @dg.sensor(
-        name="report_after_evaluations",
+        name=names.scoped("report_after_evaluations"),
         minimum_interval_seconds=30,
         default_status=dg.DefaultSensorStatus.RUNNING,
         job=report_job,
@@ -110,7 +116,7 @@ def report_after_evaluations(
     )
     def sensor(context: dg.SensorEvaluationContext):
         requests = []
-        for inputs in _chains(context.instance, inputs_job):
+        for inputs in _chains(context.instance, inputs_job, names.scoped(SCHEDULE_NAME)):
             runs = context.instance.get_runs(
                 dg.RunsFilter(job_name=evaluate_job.name, tags={CHAIN_TAG: inputs.run_id})
             )

@@ -115,7 +115,7 @@ def _landed() -> dg.AutomationCondition:
 
 
 def follows_parents(
-    partitioned_parents: Sequence[str], *, caches: Sequence[str] = ()
+    partitioned_parents: Sequence[dg.AssetKey], *, caches: Sequence[dg.AssetKey] = ()
 ) -> dg.AutomationCondition:
     """A daily or model × day partition runs once a parent of the same partition lands (any
     day: a backfill of runs carries through), or, today only, once an unpartitioned parent
@@ -133,11 +133,11 @@ def follows_parents(
         & ~AC.any_deps_match(AC.missing()).ignore(ignored)
         & ~AC.any_deps_in_progress()
         & ~AC.in_progress()
-        & ~AnyParentUnsynced(frozenset(dg.AssetKey(name) for name in caches))
+        & ~AnyParentUnsynced(frozenset(caches))
     ).with_label("follows_parents")
 
 
-def leaderboard_condition(summaries: str) -> dg.AutomationCondition:
+def leaderboard_condition(summaries: dg.AssetKey) -> dg.AutomationCondition:
     """The day's leaderboard follows each model's summary of the day: a model not evaluated
     that day (a retired one, a later one) is no reason to wait."""
     return (
@@ -147,14 +147,14 @@ def leaderboard_condition(summaries: str) -> dg.AutomationCondition:
     ).with_label("follows_summaries")
 
 
-def references_condition(runs: str) -> dg.AutomationCondition:
+def references_condition(runs: dg.AssetKey) -> dg.AutomationCondition:
     """Today's references when the day starts or the tests or warehouse change (as `eager`),
     and a past day's once runs exist for it without references (a backfill of runs)."""
     today = (
         AC.in_latest_time_window()
         & (AC.newly_missing() | AC.any_deps_match(_landed())).since_last_handled()
     )
-    backfilled = (AC.missing() & RunsWithoutReferences(dg.AssetKey(runs))).newly_true()
+    backfilled = (AC.missing() & RunsWithoutReferences(runs)).newly_true()
     return (
         (today | backfilled)
         & ~AC.any_deps_match(AC.missing())
@@ -174,14 +174,18 @@ def cache_condition() -> dg.AutomationCondition:
     ).with_label("follows_parents")
 
 
-def automation_sensor() -> dg.AutomationConditionSensorDefinition:
+def automation_sensor(
+    name: str, target: dg.AssetSelection
+) -> dg.AutomationConditionSensorDefinition:
+    """The sensor evaluating the conditions above, over the suite's own assets (`target`):
+    in a team's project beside assets of its own, it never launches theirs."""
     with warnings.catch_warnings():
         # Conditions of our own (unsynced parents) are evaluated with the code, as sensors are.
         warnings.simplefilter("ignore", dg.PreviewWarning)
         warnings.simplefilter("ignore", dg.BetaWarning)
         return dg.AutomationConditionSensorDefinition(
-            "evaluation_automation",
-            target=dg.AssetSelection.all(),
+            name,
+            target=target,
             default_status=dg.DefaultSensorStatus.RUNNING,
             use_user_code_server=True,
             description="Materializes references, grades, summaries, leaderboard and report "

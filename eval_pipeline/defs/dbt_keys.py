@@ -1,4 +1,4 @@
-"""The warehouse's dbt asset keys and their parents, cached beside its manifest, without importing dagster_dbt."""
+"""The warehouse's dbt asset keys and their parents, cached in the user's cache, without importing dagster_dbt."""
 
 from __future__ import annotations
 
@@ -8,9 +8,15 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.defs.dbt_target import MANIFEST, parse_target, project_cache_dir
 from eval_pipeline.suite import WarehouseConfig
 
 CACHE_NAME = "eval_pipeline_asset_keys.json"
+
+
+def keys_cache(project_dir: Path) -> Path:
+    """The file caching a dbt project's asset keys, in the user's cache."""
+    return project_cache_dir(project_dir) / CACHE_NAME
 
 
 def _stamp(manifest: Path) -> str | None:
@@ -18,7 +24,7 @@ def _stamp(manifest: Path) -> str | None:
         stat = manifest.stat()
     except FileNotFoundError:
         return None
-    return f"{stat.st_mtime_ns}:{stat.st_size}"
+    return f"{manifest}:{stat.st_mtime_ns}:{stat.st_size}"
 
 
 def warehouse_asset_keys(
@@ -29,11 +35,12 @@ def warehouse_asset_keys(
 
     Importing dagster_dbt and loading a manifest take seconds, and an evaluation only needs
     the keys its assets depend on. They are computed once by the real dbt assets and cached
-    beside the manifest, stamped with its mtime and size: a re-parsed project recomputes them.
+    (`keys_cache`), stamped with the manifest's path, mtime and size: a re-parsed project
+    recomputes them.
     """
     assert warehouse.dbt_project is not None
-    manifest = warehouse.dbt_project / "target" / "manifest.json"
-    cache = manifest.with_name(CACHE_NAME)
+    manifest = parse_target(warehouse.dbt_project) / MANIFEST
+    cache = keys_cache(warehouse.dbt_project)
     stamp = _stamp(manifest)
     if stamp is not None:
         try:
@@ -52,10 +59,12 @@ def warehouse_asset_keys(
         key: set(assets.asset_deps.get(key, set()))
         for key in sorted(assets.keys, key=lambda key: key.path)
     }
+    manifest = parse_target(warehouse.dbt_project) / MANIFEST  # where the parse went
     stamp = _stamp(manifest)
     if stamp is not None:
         partial = cache.with_name(f"{CACHE_NAME}.{os.getpid()}.tmp")
         try:
+            cache.parent.mkdir(parents=True, exist_ok=True)
             partial.write_text(
                 json.dumps(
                     {
@@ -70,5 +79,5 @@ def warehouse_asset_keys(
             )
             partial.replace(cache)
         except OSError:
-            partial.unlink(missing_ok=True)  # a read-only project: computed again next time
+            partial.unlink(missing_ok=True)  # a read-only cache: computed again next time
     return models

@@ -28,6 +28,7 @@ from eval_pipeline.defs.instance import (
     share_log_handlers,
     waiting_on_a_daemon,
 )
+from eval_pipeline.defs.names import UNNAMED
 from eval_pipeline.defs.partitions import add_models, model_day_key
 from eval_pipeline.defs.unchanged import Freshness
 from eval_pipeline.pipeline import (
@@ -187,7 +188,7 @@ def run_evaluation(
                     run_config=run_config,
                     tags=tags,
                     raise_on_error=False,
-                    asset_selection=[dg.AssetKey(name) for name in assets] if assets else None,
+                    asset_selection=[UNNAMED.key(name) for name in assets] if assets else None,
                 )
                 _require(executed, what)
                 return executed
@@ -268,7 +269,7 @@ def run_evaluation(
             for executed in done:
                 result.run_ids.append(executed.run_id)
                 for event in executed.get_asset_materialization_events():
-                    if event.asset_key.to_user_string() == "agent_runs":
+                    if event.asset_key == UNNAMED.key("agent_runs"):
                         metadata = event.materialization.metadata
                         result.executed += int(metadata["executed"].value)
                         result.reused += int(metadata["reused"].value)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import dagster as dg
 
 LAUNCHED_BY_TAG = "eval_pipeline/source"
 CLI, SCHEDULE, UI, BACKFILL, AUTOMATION = "cli", "schedule", "ui", "backfill", "automation"
+ASSET_JOB_PREFIX = "__ASSET_JOB"
 
 
 def launched_by(tags: Mapping[str, str]) -> str:
@@ -32,15 +33,38 @@ def launched_by(tags: Mapping[str, str]) -> str:
     return own or UI
 
 
-@dg.run_status_sensor(
-    name="tag_run_launcher",
-    run_status=dg.DagsterRunStatus.STARTED,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description=f"Tags every started run with {LAUNCHED_BY_TAG} = cli, schedule, ui, backfill "
-    "or automation, so the runs list can be filtered by what launched them.",
-)
-def tag_run_launcher(context: dg.RunStatusSensorContext) -> None:
-    run = context.dagster_run
-    source = launched_by(run.tags)
-    if run.tags.get(LAUNCHED_BY_TAG) != source:
-        context.instance.add_run_tags(run.run_id, {LAUNCHED_BY_TAG: source})
+def build_tag_run_launcher(
+    name: str, *, jobs: Collection[str], assets: Collection[dg.AssetKey]
+) -> dg.RunStatusSensorDefinition:
+    """`tag_run_launcher` (named `name`): tags the runs of the suite's own `jobs`, and the
+    asset runs (the UI's graph, the automation, the watch sensor) materializing only the
+    suite's `assets`; a run of any other job in the code location (a team's own, another
+    suite's) is left as it is."""
+    own_jobs, own_assets = frozenset(jobs), frozenset(assets)
+
+    @dg.run_status_sensor(
+        name=name,
+        run_status=dg.DagsterRunStatus.STARTED,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Tags every started run of the suite with {LAUNCHED_BY_TAG} = cli, "
+        "schedule, ui, backfill or automation, so the runs list can be filtered by what "
+        "launched them.",
+    )
+    def tag_run_launcher(context: dg.RunStatusSensorContext) -> None:
+        run = context.dagster_run
+        if not _own_run(run, own_jobs, own_assets):
+            return
+        source = launched_by(run.tags)
+        if run.tags.get(LAUNCHED_BY_TAG) != source:
+            context.instance.add_run_tags(run.run_id, {LAUNCHED_BY_TAG: source})
+
+    return tag_run_launcher
+
+
+def _own_run(run: dg.DagsterRun, jobs: frozenset[str], assets: frozenset[dg.AssetKey]) -> bool:
+    if run.job_name in jobs:
+        return True
+    # A run of assets picked in the UI or by a sensor runs Dagster's implicit asset job
+    # (`__ASSET_JOB…`), shared by every asset of the code location: its selection decides.
+    selection = run.asset_selection
+    return run.job_name.startswith(ASSET_JOB_PREFIX) and bool(selection) and selection <= assets

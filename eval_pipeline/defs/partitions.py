@@ -7,6 +7,7 @@ from datetime import date
 
 import dagster as dg
 
+from eval_pipeline.defs.names import UNNAMED, SuiteNames
 from eval_pipeline.pipeline import first_evaluated_day, today
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import SuiteConfig
@@ -19,7 +20,7 @@ warnings.filterwarnings(
     category=DeprecationWarning,
 )
 
-models_partitions = dg.DynamicPartitionsDefinition(name="models")
+models_partitions = UNNAMED.models_partitions
 
 
 @dataclass(frozen=True)
@@ -30,12 +31,12 @@ class DayPartitions:
     model_day: dg.MultiPartitionsDefinition
 
 
-def day_partitions(start: date) -> DayPartitions:
+def day_partitions(start: date, names: SuiteNames = UNNAMED) -> DayPartitions:
     # end_offset=1: today's partition exists today, so a morning run evaluates today.
     daily = dg.DailyPartitionsDefinition(start_date=start.isoformat(), end_offset=1)
     return DayPartitions(
         daily=daily,
-        model_day=dg.MultiPartitionsDefinition({"date": daily, "model": models_partitions}),
+        model_day=dg.MultiPartitionsDefinition({"date": daily, "model": names.models_partitions}),
     )
 
 
@@ -53,17 +54,20 @@ def model_day_key(model: str, day: str) -> dg.MultiPartitionKey:
     return dg.MultiPartitionKey({"model": model, "date": day})
 
 
-def add_models(instance: dg.DagsterInstance, models: Sequence[str]) -> None:
+def add_models(
+    instance: dg.DagsterInstance, models: Sequence[str], names: SuiteNames = UNNAMED
+) -> None:
     """Make sure the models' partitions exist, also when another evaluation adds them at the
     same moment (the instance then refuses the second insert of a partition)."""
-    known = set(instance.get_dynamic_partitions(models_partitions.name))
+    partitions = names.models_partitions.name
+    known = set(instance.get_dynamic_partitions(partitions))
     missing = [m for m in models if m not in known]
     if not missing:
         return
     try:
-        instance.add_dynamic_partitions(models_partitions.name, missing)
+        instance.add_dynamic_partitions(partitions, missing)
     except Exception:
-        known = set(instance.get_dynamic_partitions(models_partitions.name))
+        known = set(instance.get_dynamic_partitions(partitions))
         if any(m not in known for m in missing):
             raise
 

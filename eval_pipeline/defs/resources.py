@@ -4,6 +4,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.pipeline import load_suite_once
 from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import (
@@ -13,6 +14,8 @@ from eval_pipeline.suite import (
     load_agent_context,
     load_config,
 )
+
+SUITE_KEY = "suite"
 
 
 class SuiteResource(dg.ConfigurableResource):
@@ -55,3 +58,11 @@ class SuiteResource(dg.ConfigurableResource):
         layout = StateFolder.of(self.config())
         ensure_schema_files(layout)
         return layout
+
+
+def suite_of(
+    context: dg.AssetExecutionContext | dg.OpExecutionContext, names: SuiteNames
+) -> SuiteResource:
+    """The suite resource of a step, under the key the suite's names give it (`suite`,
+    `sales_suite`): a parameter named `suite` could only ever be the unnamed one."""
+    return getattr(context.resources, names.resource(SUITE_KEY))

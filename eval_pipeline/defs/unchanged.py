@@ -18,16 +18,22 @@ import dagster as dg
 from dagster._core.asset_graph_view.asset_graph_view import AssetGraphView, TemporalContext
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 
+from eval_pipeline.defs.names import UNNAMED, SuiteNames
+
 
 class Freshness:
     """The stale status of asset partitions in one instance, as the Dagster UI shows it.
 
     One resolver per evaluation: it caches what it read, and an evaluation asks before each
-    stage only about partitions that stage would materialize.
+    stage only about partitions that stage would materialize. Assets are asked for by their
+    bare names (`agent_runs`), keyed as the definitions' `names` say.
     """
 
-    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+    def __init__(
+        self, defs: dg.Definitions, instance: dg.DagsterInstance, names: SuiteNames = UNNAMED
+    ) -> None:
         self._instance = instance
+        self._names = names
         graph = defs.resolve_asset_graph()
         view = AssetGraphView(
             temporal_context=TemporalContext(effective_dt=datetime.now(UTC), last_event_id=None),
@@ -43,14 +49,16 @@ class Freshness:
         """Every asset's partition is materialized and none of its inputs' data versions
         changed since (the UI shows no "Unsynced" and no "Missing")."""
         return all(
-            self._resolver.get_status(dg.AssetKey(name), partition_key) is StaleStatus.FRESH
+            self._resolver.get_status(self._names.key(name), partition_key) is StaleStatus.FRESH
             for name in assets
         )
 
     def latest_metadata(self, asset: str, partition_key: str) -> dict[str, object] | None:
         """The metadata values of the asset partition's latest materialization, if any."""
         records = self._instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=[partition_key]),
+            dg.AssetRecordsFilter(
+                asset_key=self._names.key(asset), asset_partitions=[partition_key]
+            ),
             limit=1,
         ).records
         if not records or records[0].asset_materialization is None:

@@ -29,9 +29,13 @@ def _problem_line(error: Exception) -> str:
 
 
 def build_watch_sensor(
-    suite_root: str, *, test_cases: dg.AssetsDefinition, agent_context: dg.AssetsDefinition
+    suite_root: str,
+    *,
+    name: str,
+    test_cases: dg.AssetsDefinition,
+    agent_context: dg.AssetsDefinition,
 ) -> dg.SensorDefinition:
-    """`watch_suite_files`: every 30 s, hash the test files and the agent's context as the
+    """`watch_suite_files` (named `name`): every 30 s, hash the test files and the agent's context as the
     assets would; when a hash differs from the one last materialized, materialize that
     asset. On an instance where neither was ever materialized it requests nothing (no run
     at start-up). Its new data version marks each model's runs unsynced (Dagster carries
@@ -39,7 +43,7 @@ def build_watch_sensor(
     materialization), and its metadata lists the tests or files that changed."""
 
     @dg.sensor(
-        name="watch_suite_files",
+        name=name,
         minimum_interval_seconds=WATCH_INTERVAL_S,
         default_status=dg.DefaultSensorStatus.RUNNING,
         target=dg.AssetSelection.assets(test_cases, agent_context),

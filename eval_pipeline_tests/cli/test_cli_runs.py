@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 import yaml
 
-from eval_pipeline.defs.dbt_keys import CACHE_NAME
+from eval_pipeline.defs.dbt_keys import keys_cache
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, by_turn
 from eval_pipeline_tests.agents.tiny_suite import write_suite
 from eval_pipeline_tests.cli.console import (
@@ -128,7 +128,7 @@ def test_an_unchanged_rerun_of_a_dbt_suite_does_not_import_dagster_dbt(
     server: ScriptedServer, tmp_path: Path
 ):
     """A suite with a dbt project whose warehouse is built: the first command reads the dbt
-    models (their keys are cached beside the manifest), the unchanged rerun imports no
+    models (their keys are cached in the user's cache), the unchanged rerun imports no
     dagster_dbt. The claim does not depend on the project's size: two models do."""
     suite = write_suite(
         tmp_path / "suite",
@@ -143,7 +143,7 @@ def test_an_unchanged_rerun_of_a_dbt_suite_does_not_import_dagster_dbt(
     first = run_cli(*args, cwd=suite)
     no_traceback(first)
     assert first.returncode == 0, first.stdout + first.stderr
-    assert (suite / "dbt" / "target" / CACHE_NAME).exists(), "the dbt models were not read"
+    assert keys_cache(suite / "dbt").exists(), "the dbt models were not read"
     again = subprocess.run(
         [sys.executable, "-X", "importtime", str(SCRIPT), *args],
         cwd=suite,

@@ -17,6 +17,8 @@ import yaml
 
 import eval_pipeline
 from eval_pipeline.defs import SUITE_ENV, build_definitions, default_suite_root
+from eval_pipeline.defs.assets.history import PROJECT_DIR
+from eval_pipeline.defs.dbt_target import parse_target, user_cache_dir
 
 # Every test loads the definitions (dbt parses the sample project) or runs `dagster`.
 pytestmark = pytest.mark.slow
@@ -200,5 +202,7 @@ def test_the_evaluate_job_and_the_groups_name_what_the_ui_shows(defs):
 
 def test_loading_the_definitions_never_writes_into_the_installed_package(first_load):
     assert first_load.package_after == first_load.package_before
-    # The packaged history project is parsed into the suite's state folder instead.
-    assert (first_load.suite / ".eval" / "history_dbt" / "target" / "manifest.json").is_file()
+    # The packaged history project is parsed into the user's cache instead, not the suite.
+    manifest = parse_target(PROJECT_DIR) / "manifest.json"
+    assert manifest.is_file()
+    assert manifest.is_relative_to(user_cache_dir())

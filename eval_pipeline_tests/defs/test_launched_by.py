@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, launched_by, tag_run_launcher
+from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, build_tag_run_launcher, launched_by
 
 
 @dg.asset
@@ -13,8 +13,32 @@ def one() -> None:
     return None
 
 
+@dg.asset
+def theirs() -> None:
+    return None
+
+
 JOB = dg.define_asset_job("one_job", selection=[one], run_tags={LAUNCHED_BY_TAG: "ui"})
-DEFS = dg.Definitions(assets=[one], jobs=[JOB])
+# A team's own job in the same code location: not the suite's, so never tagged.
+FOREIGN = dg.define_asset_job("their_job", selection=[theirs])
+DEFS = dg.Definitions(assets=[one, theirs], jobs=[JOB, FOREIGN])
+tag_run_launcher = build_tag_run_launcher("tag_run_launcher", jobs=["one_job"], assets=[one.key])
+
+
+def _started(instance: dg.DagsterInstance, job: str, **options) -> dg.RunStatusSensorContext:
+    result = DEFS.resolve_job_def(job).execute_in_process(instance=instance, **options)
+    run = instance.get_run_by_id(result.run_id)
+    started = next(
+        e.dagster_event
+        for e in instance.all_logs(run.run_id)
+        if e.dagster_event and e.dagster_event.event_type_value == "PIPELINE_START"
+    )
+    return dg.build_run_status_sensor_context(
+        sensor_name="tag_run_launcher",
+        dagster_instance=instance,
+        dagster_run=run,
+        dagster_event=started,
+    )
 
 
 @pytest.mark.parametrize(
@@ -29,19 +53,15 @@ DEFS = dg.Definitions(assets=[one], jobs=[JOB])
 )
 def test_a_started_run_is_tagged_with_what_launched_it(tags, expected):
     with dg.DagsterInstance.ephemeral() as instance:
-        result = DEFS.resolve_job_def("one_job").execute_in_process(instance=instance, tags=tags)
-        run = instance.get_run_by_id(result.run_id)
-        started = next(
-            e.dagster_event
-            for e in instance.all_logs(run.run_id)
-            if e.dagster_event and e.dagster_event.event_type_value == "PIPELINE_START"
-        )
-        context = dg.build_run_status_sensor_context(
-            sensor_name="tag_run_launcher",
-            dagster_instance=instance,
-            dagster_run=run,
-            dagster_event=started,
-        )
+        context = _started(instance, "one_job", tags=tags)
+        run = context.dagster_run
         tag_run_launcher(context)
         assert instance.get_run_by_id(run.run_id).tags[LAUNCHED_BY_TAG] == expected
         assert launched_by(instance.get_run_by_id(run.run_id).tags) == expected  # stable
+
+
+def test_a_run_of_another_job_in_the_code_location_is_left_untagged():
+    with dg.DagsterInstance.ephemeral() as instance:
+        context = _started(instance, "their_job")
+        tag_run_launcher(context)
+        assert LAUNCHED_BY_TAG not in instance.get_run_by_id(context.dagster_run.run_id).tags

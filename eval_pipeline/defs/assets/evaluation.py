@@ -9,7 +9,9 @@ from eval_pipeline.defs.assets.grades import grades_asset
 from eval_pipeline.defs.assets.references import reference_results_asset
 from eval_pipeline.defs.assets.report import leaderboard_asset, report_asset
 from eval_pipeline.defs.assets.runs import agent_runs_asset
+from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.assets.summaries import model_summaries_asset
+from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.partitions import DayPartitions
 
 
@@ -38,21 +40,26 @@ def build_evaluation_assets(
     warehouse_keys: Sequence[dg.AssetKey],
     warehouse_variants: dg.AssetsDefinition,
     partitions: DayPartitions,
+    inputs: SuiteAssets,
+    names: SuiteNames,
 ) -> EvaluationAssets:
     """The partitioned assets and their checks; `warehouse_keys` are the dbt models they
     query, `warehouse_variants` the variants that grades re-run semantic checks on,
-    `partitions` the suite's days (from where its history starts)."""
+    `partitions` the suite's days (from where its history starts), `inputs` what the user
+    writes, `names` how the suite's assets are keyed."""
     daily, model_day = partitions.daily, partitions.model_day
-    reference_results = reference_results_asset(daily, warehouse_keys)
-    agent_runs = agent_runs_asset(model_day, warehouse_keys)
-    grades = grades_asset(model_day, agent_runs, reference_results, warehouse_variants)
-    model_summaries = model_summaries_asset(model_day, grades)
-    leaderboard = leaderboard_asset(daily, model_summaries)
+    reference_results = reference_results_asset(daily, warehouse_keys, inputs, names)
+    agent_runs = agent_runs_asset(model_day, warehouse_keys, inputs, names)
+    grades = grades_asset(
+        model_day, agent_runs, reference_results, warehouse_variants, inputs, names
+    )
+    model_summaries = model_summaries_asset(model_day, grades, names)
+    leaderboard = leaderboard_asset(daily, model_summaries, names)
     return EvaluationAssets(
         reference_results=reference_results,
         agent_runs=agent_runs,
         grades=grades,
         model_summaries=model_summaries,
         leaderboard=leaderboard,
-        report=report_asset(daily, leaderboard),
+        report=report_asset(daily, leaderboard, names),
     )

@@ -6,7 +6,7 @@ import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import grading_rules, test_cases
+from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import follows_parents
 from eval_pipeline.defs.metadata import (
     digest,
@@ -16,8 +16,9 @@ from eval_pipeline.defs.metadata import (
     table_definition,
     table_written,
 )
+from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.partitions import BY_DATE
-from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.resources import SUITE_KEY, suite_of
 from eval_pipeline.grading import GRADING_CODE_VERSION, GradeStatus
 from eval_pipeline.pipeline import grade_runs
 
@@ -42,32 +43,35 @@ def grades_asset(
     agent_runs: dg.AssetsDefinition,
     reference_results: dg.AssetsDefinition,
     warehouse_variants: dg.AssetsDefinition,
+    inputs: SuiteAssets,
+    names: SuiteNames,
 ) -> dg.AssetsDefinition:
     """`grades`, per model and day, from the partition's runs and the day's references."""
 
     @dg.asset(
-        group_name=groups.EVALUATION,
+        key=names.key("grades"),
+        group_name=names.group(groups.EVALUATION),
+        required_resource_keys={names.resource(SUITE_KEY)},
         partitions_def=model_day,
         deps=[
             agent_runs,
             dg.AssetDep(reference_results, partition_mapping=BY_DATE),
-            test_cases,
-            grading_rules,
+            inputs.test_cases,
+            inputs.grading_rules,
             warehouse_variants,
         ],
         code_version=GRADING_CODE_VERSION,
         kinds={"duckdb", "python"},
         metadata=table_definition("grades"),
         automation_condition=follows_parents(
-            ["agent_runs", "reference_results"], caches=["warehouse_variants"]
+            [agent_runs.key, reference_results.key], caches=[warehouse_variants.key]
         ),
         description="The grade of every run: passed, failed (the agent was wrong) or error. "
         "Grading reads stored runs and never calls the agent under test; new grading rules "
         "(tolerance, extraction, the judge and its prompts) or grading code regrade them.",
     )
-    def grades(
-        context: dg.AssetExecutionContext, config: GradesConfig, suite: SuiteResource
-    ) -> dg.MaterializeResult:
+    def grades(context: dg.AssetExecutionContext, config: GradesConfig) -> dg.MaterializeResult:
+        suite = suite_of(context, names)
         model, day = model_and_day(context)
         layout = suite.store()
         graded = asyncio.run(

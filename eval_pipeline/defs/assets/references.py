@@ -7,39 +7,45 @@ from datetime import date
 import dagster as dg
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import test_cases
+from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import references_condition
 from eval_pipeline.defs.metadata import digest, table_definition, table_written, warnings_table
-from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.names import SuiteNames
+from eval_pipeline.defs.resources import SUITE_KEY, suite_of
 from eval_pipeline.pipeline import compute_references
 
 
 def reference_results_asset(
-    daily: dg.PartitionsDefinition, warehouse_keys: Sequence[dg.AssetKey]
+    daily: dg.PartitionsDefinition,
+    warehouse_keys: Sequence[dg.AssetKey],
+    inputs: SuiteAssets,
+    names: SuiteNames,
 ) -> dg.AssetsDefinition:
     """`reference_results`, per day, downstream of the dbt models `warehouse_keys`."""
+    key = names.key("reference_results")
 
     @dg.asset(
-        group_name=groups.EVALUATION,
+        key=key,
+        group_name=names.group(groups.EVALUATION),
+        required_resource_keys={names.resource(SUITE_KEY)},
         partitions_def=daily,
-        deps=[test_cases, *warehouse_keys],
+        deps=[inputs.test_cases, *warehouse_keys],
         kinds={"duckdb", "sql"},
         metadata=table_definition("reference_results"),
-        automation_condition=references_condition("agent_runs"),
+        automation_condition=references_condition(names.key("agent_runs")),
         description="Each test's reference SQL run on the warehouse, kept per day.",
         check_specs=[
             dg.AssetCheckSpec(
                 "reference_health",
-                asset="reference_results",
+                asset=key,
                 description="No reference returns no rows (unless tagged empty-answer), cuts "
                 "ties with LIMIT, disagrees with itself, reads the current date or drifted "
                 "since the previous day while its SQL did not.",
             )
         ],
     )
-    def reference_results(
-        context: dg.AssetExecutionContext, suite: SuiteResource
-    ) -> dg.MaterializeResult:
+    def reference_results(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        suite = suite_of(context, names)
         day = date.fromisoformat(context.partition_key)
         layout = suite.store()
         results = compute_references(suite.load(), day, layout=layout)

@@ -8,9 +8,10 @@ from pydantic import Field
 
 from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import agent_context, test_cases
+from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.metadata import digest, model_and_day, table_definition, table_written
-from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.names import SuiteNames
+from eval_pipeline.defs.resources import SUITE_KEY, suite_of
 from eval_pipeline.pipeline import forget_budget, run_agents
 
 
@@ -36,22 +37,28 @@ class AgentRunsConfig(dg.Config):
 
 
 def agent_runs_asset(
-    model_day: dg.PartitionsDefinition, warehouse_keys: Sequence[dg.AssetKey]
+    model_day: dg.PartitionsDefinition,
+    warehouse_keys: Sequence[dg.AssetKey],
+    inputs: SuiteAssets,
+    names: SuiteNames,
 ) -> dg.AssetsDefinition:
     """`agent_runs`, per model and day, reading the dbt models `warehouse_keys`."""
 
     @dg.asset(
-        group_name=groups.EVALUATION,
+        key=names.key("agent_runs"),
+        group_name=names.group(groups.EVALUATION),
+        required_resource_keys={names.resource(SUITE_KEY)},
         partitions_def=model_day,
-        deps=[test_cases, agent_context, *warehouse_keys],
+        deps=[inputs.test_cases, inputs.agent_context, *warehouse_keys],
         kinds={"duckdb", "python"},
         metadata=table_definition("agent_runs"),
         description="Every agent run of the model on the day. Completed runs whose key (test, "
         "its input, model, context, attempt, day) is unchanged are reused, never re-run.",
     )
     def agent_runs(
-        context: dg.AssetExecutionContext, config: AgentRunsConfig, suite: SuiteResource
+        context: dg.AssetExecutionContext, config: AgentRunsConfig
     ) -> dg.MaterializeResult:
+        suite = suite_of(context, names)
         model, day = model_and_day(context)
         loaded, layout = suite.load(), suite.store()
         if not config.budget_round:

@@ -3,12 +3,14 @@
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.metadata import table_definition, table_written
-from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.names import SuiteNames
+from eval_pipeline.defs.resources import SUITE_KEY, suite_of
 from eval_pipeline.grading import PROMPTS_VERSION, GradingRules
 from eval_pipeline.pipeline import snapshot_cases
 from eval_pipeline.suite import AgentContext, Case, Suite
@@ -58,97 +60,128 @@ def context_hashes(loaded: AgentContext) -> dict[str, str]:
     return {f.label: hashlib.sha256(f.text.encode()).hexdigest()[:16] for f in loaded.all_files}
 
 
-@dg.asset(
-    group_name=groups.SUITE,
-    kinds={"yaml", "duckdb"},
-    description="The suite's test files, validated. Its data version is the suite hash, so "
-    "editing a test marks the runs and grades that depend on it as unsynced; the "
-    "watch_suite_files sensor re-reads the files within a minute of an edit, and "
-    "`changed_tests` names the tests added, edited or removed.",
-    metadata=table_definition("test_cases"),
-)
-def test_cases(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
-    loaded, layout = suite.load(), suite.store()
-    snapshot_cases(loaded, layout)
-    cases = list(loaded.cases)
-    kinds = Counter(kind for case in cases for kind in case.kinds)
-    unverified = [case.name for case in cases if not case.kinds]
-    hashes = suite_hashes(loaded)
-    changed = changes(_previous_hashes(context, "case_hashes"), hashes)
-    context.log.info(f"{len(cases)} test cases loaded from {loaded.cases_dir}")
-    context.log.info(f"changed tests: {_changes_text(changed)}")
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(loaded.hash),
-        metadata={
-            # What a reader of "test_cases has a new data version" wants to know first.
-            "changed_tests": _changes_text(changed),
-            "changes": dg.MetadataValue.json(changed),
-            "cases": len(cases),
-            **{f"cases_with_{kind}": count for kind, count in sorted(kinds.items())},
-            "without_verification": len(unverified),
-            "suite_hash": loaded.hash,
-            "suite": dg.MetadataValue.path(str(loaded.root)),
-            "cases_table": dg.MetadataValue.md(_cases_table(cases)),
-            "case_hashes": dg.MetadataValue.json(hashes),
-            **table_written(layout, "test_cases", len(cases)),
-        },
+@dataclass(frozen=True)
+class SuiteAssets:
+    """What the user writes, as assets: the tests, the agent's context, the grading rules."""
+
+    test_cases: dg.AssetsDefinition
+    agent_context: dg.AssetsDefinition
+    grading_rules: dg.AssetsDefinition
+
+    @property
+    def all(self) -> list[dg.AssetsDefinition]:
+        return [self.test_cases, self.agent_context, self.grading_rules]
+
+
+def build_suite_assets(names: SuiteNames) -> SuiteAssets:
+    """The suite's input assets, keyed and grouped as `names` say."""
+    group = names.group(groups.SUITE)
+    resources = {names.resource(SUITE_KEY)}
+
+    @dg.asset(
+        key=names.key("test_cases"),
+        group_name=group,
+        required_resource_keys=resources,
+        kinds={"yaml", "duckdb"},
+        description="The suite's test files, validated. Its data version is the suite hash, so "
+        "editing a test marks the runs and grades that depend on it as unsynced; the "
+        "watch_suite_files sensor re-reads the files within a minute of an edit, and "
+        "`changed_tests` names the tests added, edited or removed.",
+        metadata=table_definition("test_cases"),
     )
+    def test_cases(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        suite = suite_of(context, names)
+        loaded, layout = suite.load(), suite.store()
+        snapshot_cases(loaded, layout)
+        cases = list(loaded.cases)
+        kinds = Counter(kind for case in cases for kind in case.kinds)
+        unverified = [case.name for case in cases if not case.kinds]
+        hashes = suite_hashes(loaded)
+        changed = changes(_previous_hashes(context, "case_hashes"), hashes)
+        context.log.info(f"{len(cases)} test cases loaded from {loaded.cases_dir}")
+        context.log.info(f"changed tests: {_changes_text(changed)}")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(loaded.hash),
+            metadata={
+                # What a reader of "test_cases has a new data version" wants to know first.
+                "changed_tests": _changes_text(changed),
+                "changes": dg.MetadataValue.json(changed),
+                "cases": len(cases),
+                **{f"cases_with_{kind}": count for kind, count in sorted(kinds.items())},
+                "without_verification": len(unverified),
+                "suite_hash": loaded.hash,
+                "suite": dg.MetadataValue.path(str(loaded.root)),
+                "cases_table": dg.MetadataValue.md(_cases_table(cases)),
+                "case_hashes": dg.MetadataValue.json(hashes),
+                **table_written(layout, "test_cases", len(cases)),
+            },
+        )
 
-
-@dg.asset(
-    group_name=groups.SUITE,
-    kinds={"markdown"},  # it reads dbt docs, but it is no dbt asset
-    description="What the built-in agent is told besides the question: the configured context "
-    "files (RULES.md), the dbt model documentation and, in a nao project, the docs `nao sync` "
-    "wrote under databases/. Editing them marks agent runs unsynced "
-    "(re-read by the watch_suite_files sensor; `changed_files` names them).",
-)
-def agent_context(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
-    loaded = suite.agent_context()
-    rows = ["| file | kind | characters |", "|---|---|---|"]
-    rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
-    rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
-    rows += [f"| {f.label} | synced docs | {len(f.text):,} |" for f in loaded.synced_docs]
-    hashes = context_hashes(loaded)
-    changed = changes(_previous_hashes(context, "file_hashes"), hashes)
-    context.log.info(f"agent context hash {loaded.hash}; changed files: {_changes_text(changed)}")
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(loaded.hash),
-        metadata={
-            "changed_files": _changes_text(changed),
-            "changes": dg.MetadataValue.json(changed),
-            "context_hash": loaded.hash,
-            "context_files": len(loaded.files),
-            "dbt_doc_files": len(loaded.dbt_docs),
-            "synced_doc_files": len(loaded.synced_docs),
-            "files": dg.MetadataValue.md("\n".join(rows)),
-            "file_hashes": dg.MetadataValue.json(hashes),
-        },
+    @dg.asset(
+        key=names.key("agent_context"),
+        group_name=group,
+        required_resource_keys=resources,
+        kinds={"markdown"},  # it reads dbt docs, but it is no dbt asset
+        description="What the built-in agent is told besides the question: the configured context "
+        "files (RULES.md), the dbt model documentation and, in a nao project, the docs `nao sync` "
+        "wrote under databases/. Editing them marks agent runs unsynced "
+        "(re-read by the watch_suite_files sensor; `changed_files` names them).",
     )
+    def agent_context(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        suite = suite_of(context, names)
+        loaded = suite.agent_context()
+        rows = ["| file | kind | characters |", "|---|---|---|"]
+        rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
+        rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
+        rows += [f"| {f.label} | synced docs | {len(f.text):,} |" for f in loaded.synced_docs]
+        hashes = context_hashes(loaded)
+        changed = changes(_previous_hashes(context, "file_hashes"), hashes)
+        context.log.info(
+            f"agent context hash {loaded.hash}; changed files: {_changes_text(changed)}"
+        )
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(loaded.hash),
+            metadata={
+                "changed_files": _changes_text(changed),
+                "changes": dg.MetadataValue.json(changed),
+                "context_hash": loaded.hash,
+                "context_files": len(loaded.files),
+                "dbt_doc_files": len(loaded.dbt_docs),
+                "synced_doc_files": len(loaded.synced_docs),
+                "files": dg.MetadataValue.md("\n".join(rows)),
+                "file_hashes": dg.MetadataValue.json(hashes),
+            },
+        )
 
+    @dg.asset(
+        key=names.key("grading_rules"),
+        group_name=group,
+        required_resource_keys=resources,
+        kinds={"yaml"},
+        description="How runs are graded besides what each test says: the suite's comparison "
+        "defaults (test.comparison), the answer extraction, the judge model with its prompts and "
+        "endpoint. A change marks the grades unsynced (`changed_rules` names it); regrading reads "
+        "the stored runs, with no agent call. The grading code is the grades' code version.",
+    )
+    def grading_rules(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+        suite = suite_of(context, names)
+        rules = GradingRules.of(suite.config())
+        parts = {name: digest for name, digest in rules.parts().items() if name != "grading code"}
+        changed = GradingRules.changed(_previous_hashes(context, "rule_digests"), parts)
+        described = rules.describe()
+        context.log.info(f"grading rules: {described}; changed: {', '.join(changed) or 'nothing'}")
+        return dg.MaterializeResult(
+            data_version=dg.DataVersion(rules.settings_version),
+            metadata={
+                "changed_rules": ", ".join(changed) or "nothing changed",
+                "tolerance": dg.MetadataValue.json(described["tolerance"]),
+                "extraction": rules.extraction,
+                "judge_model": rules.judge or "(none)",
+                "prompt_version": PROMPTS_VERSION,
+                "rule_digests": dg.MetadataValue.json(parts),
+            },
+        )
 
-@dg.asset(
-    group_name=groups.SUITE,
-    kinds={"yaml"},
-    description="How runs are graded besides what each test says: the suite's comparison "
-    "defaults (test.comparison), the answer extraction, the judge model with its prompts and "
-    "endpoint. A change marks the grades unsynced (`changed_rules` names it); regrading reads "
-    "the stored runs, with no agent call. The grading code is the grades' code version.",
-)
-def grading_rules(context: dg.AssetExecutionContext, suite: SuiteResource) -> dg.MaterializeResult:
-    rules = GradingRules.of(suite.config())
-    parts = {name: digest for name, digest in rules.parts().items() if name != "grading code"}
-    changed = GradingRules.changed(_previous_hashes(context, "rule_digests"), parts)
-    described = rules.describe()
-    context.log.info(f"grading rules: {described}; changed: {', '.join(changed) or 'nothing'}")
-    return dg.MaterializeResult(
-        data_version=dg.DataVersion(rules.settings_version),
-        metadata={
-            "changed_rules": ", ".join(changed) or "nothing changed",
-            "tolerance": dg.MetadataValue.json(described["tolerance"]),
-            "extraction": rules.extraction,
-            "judge_model": rules.judge or "(none)",
-            "prompt_version": PROMPTS_VERSION,
-            "rule_digests": dg.MetadataValue.json(parts),
-        },
+    return SuiteAssets(
+        test_cases=test_cases, agent_context=agent_context, grading_rules=grading_rules
     )

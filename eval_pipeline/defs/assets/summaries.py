@@ -13,14 +13,16 @@ from eval_pipeline.defs.metadata import (
     table_definition,
     table_written,
 )
-from eval_pipeline.defs.resources import SuiteResource
+from eval_pipeline.defs.names import SuiteNames
+from eval_pipeline.defs.resources import SUITE_KEY, suite_of
 from eval_pipeline.pipeline import check_partition, stored_budget, summarize_partition
 
 
 def model_summaries_asset(
-    model_day: dg.PartitionsDefinition, grades: dg.AssetsDefinition
+    model_day: dg.PartitionsDefinition, grades: dg.AssetsDefinition, names: SuiteNames
 ) -> dg.AssetsDefinition:
     """`model_summaries`, per model and day, and its checks."""
+    key = names.key("model_summaries")
     with warnings.catch_warnings():
         # Partitioned checks are a preview in Dagster 1.13; without them a check's history
         # cannot say which model and day a result belongs to.
@@ -28,7 +30,7 @@ def model_summaries_asset(
         summary_checks = [
             dg.AssetCheckSpec(
                 "min_accuracy",
-                asset="model_summaries",
+                asset=key,
                 partitions_def=model_day,
                 description="Accuracy (the mean of each test's pass@1, as `eval-pipeline test "
                 "--min-accuracy` computes it) reaches test.min_accuracy (oxy's average / all "
@@ -36,7 +38,7 @@ def model_summaries_asset(
             ),
             dg.AssetCheckSpec(
                 "no_regression",
-                asset="model_summaries",
+                asset=key,
                 partitions_def=model_day,
                 description="No test that passed on the model's previous evaluated day fails now "
                 "(with test.regression.significant_only: no significant drop, paired test).",
@@ -48,13 +50,13 @@ def model_summaries_asset(
     @dg.multi_asset(
         specs=[
             dg.AssetSpec(
-                "model_summaries",
-                group_name=groups.EVALUATION,
+                key,
+                group_name=names.group(groups.EVALUATION),
                 partitions_def=model_day,
                 deps=[grades],
                 kinds={"duckdb", "python"},
                 metadata=table_definition("model_summaries"),
-                automation_condition=follows_parents(["grades"]),
+                automation_condition=follows_parents([grades.key]),
                 description="One row per model and day: pass rate (percent of runs passed), "
                 "counts, tokens, cost, latency.",
             )
@@ -62,9 +64,11 @@ def model_summaries_asset(
         check_specs=summary_checks,
         partitions_def=model_day,
         can_subset=True,
-        name="model_summaries",
+        required_resource_keys={names.resource(SUITE_KEY)},
+        name=names.scoped("model_summaries"),
     )
-    def model_summaries(context: dg.AssetExecutionContext, suite: SuiteResource):
+    def model_summaries(context: dg.AssetExecutionContext):
+        suite = suite_of(context, names)
         model, day = model_and_day(context)
         loaded, layout = suite.load(), suite.store()
         result = summarize_partition(loaded, model, day, layout=layout)
@@ -81,7 +85,7 @@ def model_summaries_asset(
         gate, diff = checks.accuracy, checks.regression
         summary = result.summary if result else None
         yield dg.MaterializeResult(
-            asset_key="model_summaries",
+            asset_key=key,
             metadata={
                 "pass_rate": dg.MetadataValue.float(percent(summary.pass_rate) if summary else 0.0),
                 "passed": summary.passed if summary else 0,

@@ -1,0 +1,1 @@
+"""A team's Dagster project: its own assets, and two eval_pipeline suites as components."""

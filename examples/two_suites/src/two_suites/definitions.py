@@ -1,0 +1,10 @@
+"""The code location: everything under defs/, the suites' defs.yaml and the team's own module."""
+
+from pathlib import Path
+
+import dagster as dg
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)
