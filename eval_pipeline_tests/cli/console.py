@@ -35,7 +35,7 @@ import traceback
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -66,9 +66,14 @@ def production_env(home: Path, server: Server) -> dict[str, str]:
 
 
 def run_cli_subprocess(
-    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 180
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 300,
+    **options: Any,
 ) -> subprocess.CompletedProcess[str]:
-    """The real console script in a subprocess, in `env` (default `cli_env()`)."""
+    """The real console script in a subprocess, in `env` (default `cli_env()`); `options`
+    go to `subprocess.run` (`input`, `preexec_fn`)."""
     return subprocess.run(
         [str(SCRIPT), *args],
         cwd=cwd,
@@ -76,6 +81,7 @@ def run_cli_subprocess(
         capture_output=True,
         text=True,
         timeout=timeout,
+        **options,
     )
 
 
