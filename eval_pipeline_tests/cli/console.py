@@ -135,6 +135,7 @@ def _as_a_new_process(
     stderr: io.StringIO,
 ) -> Iterator[None]:
     from eval_pipeline.pipeline import _loaded_suite
+    from eval_pipeline.suite import _secrets
 
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
@@ -143,6 +144,7 @@ def _as_a_new_process(
     saved_signals = {s: signal.getsignal(s) for s in _SIGNALS}
     saved_loggers = _logging_state()
     saved_threads = set(threading.enumerate())
+    saved_secrets = _secrets._KNOWN
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -151,6 +153,8 @@ def _as_a_new_process(
     sys.argv = [str(SCRIPT), *args]
     # A new process has loaded no suite: a call must not be answered with another's.
     _loaded_suite._LOADED.clear()
+    # Secrets are redacted process-wide: one call's must not blank the next call's output.
+    _secrets.forget_secrets()
     try:
         with warnings.catch_warnings():
             yield
@@ -165,6 +169,7 @@ def _as_a_new_process(
                 signal.signal(signum, handler)
         _restore_logging(saved_loggers)
         _loaded_suite._LOADED.clear()
+        _secrets._KNOWN = saved_secrets
         _wait_for_threads_started(saved_threads)
 
 
