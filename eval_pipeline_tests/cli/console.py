@@ -6,12 +6,13 @@ no_traceback(result)
 document = json.loads(written_results(result.stderr).read_text())
 
 `run_cli` calls `eval_pipeline.cli.main` as the console script would, in the environment
-`cli_env` gives and in `cwd`, with stdout and stderr captured (pipes, not a terminal), and
-returns what `subprocess.run` would: a process pays the import of Dagster, DuckDB and pandas
-(seconds on a loaded CI machine) before it does anything, and most CLI tests are about what
-the command does, not about the process. Whatever a call changes in the process (the
-environment, the working directory, logging handlers, warning filters, signal handlers, the
-suites kept loaded) is put back after it, so each call starts as a new process would.
+`cli_env` gives and in `cwd`, with stdout and stderr captured and stdin empty (none of
+them a terminal), and returns what `subprocess.run` would: a process pays the import of
+Dagster, DuckDB and pandas (seconds on a loaded CI machine) before it does anything, and
+most CLI tests are about what the command does, not about the process. Whatever a call
+changes in the process (the environment, the working directory, logging handlers, warning
+filters, signal handlers, the suites kept loaded, the secrets to redact) is put back after
+it, so each call starts as a new process would; a thread it leaves running fails the test.
 
 `run_cli_subprocess` is the real console script: for tests about the process itself
 (signals, `ui`, stdin or a terminal, what it imports, the environment read at import,
