@@ -144,6 +144,12 @@ def _as_a_new_process(
     saved_argv = sys.argv
     saved_signals = {s: signal.getsignal(s) for s in _SIGNALS}
     saved_loggers = _logging_state()
+    # A new process has no root handler: a warning logged goes to stderr (logging's last
+    # resort), where pytest's handlers would take it from the command's output.
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.setLevel(logging.WARNING)
     saved_threads = set(threading.enumerate())
     saved_secrets = _secrets._KNOWN
     os.environ.clear()
