@@ -14,7 +14,14 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from eval_pipeline.suite import CONFIG_FILE, NAO_CONFIG_FILE, Suite, discover_case_files, load_suite
+from eval_pipeline.suite import (
+    CONFIG_FILE,
+    NAO_CONFIG_FILE,
+    NAO_RULES_FILE,
+    Suite,
+    discover_case_files,
+    load_suite,
+)
 
 __all__ = ["SuiteChanged", "load_suite_once", "remember_suite", "suite_files_digest"]
 
@@ -37,7 +44,9 @@ class SuiteChanged(RuntimeError):
 
 def suite_files_digest(root: Path, cases_dirname: str) -> str:
     """A digest of the files `load_suite` reads in `root`: its configuration files and every
-    test file below `cases_dirname` (their paths and bytes), and of which are absent."""
+    test file below `cases_dirname` (their paths and bytes), and of which are absent; and
+    whether a nao project's RULES.md is there (the suite's context then lists it: a process
+    that kept the suite loaded would otherwise run on without the rules added since)."""
     digest = hashlib.sha256()
     configs = [root / CONFIG_FILE, root / NAO_CONFIG_FILE]
     for path in [*configs, *discover_case_files(root / cases_dirname)]:
@@ -49,6 +58,7 @@ def suite_files_digest(root: Path, cases_dirname: str) -> str:
         size = -1 if content is None else len(content)
         digest.update(f"{name}\0{size}\0".encode())
         digest.update(content or b"")
+    digest.update(f"{NAO_RULES_FILE}\0{(root / NAO_RULES_FILE).is_file()}\0".encode())
     return digest.hexdigest()
 
 

@@ -46,7 +46,7 @@ from eval_pipeline.suite._errors import (
     describe_error,
 )
 from eval_pipeline.suite._limits import Limits
-from eval_pipeline.suite._nao import NAO_CONFIG_FILE, to_model_id
+from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_RULES_FILE, to_model_id
 from eval_pipeline.suite._parse import MAX_ATTEMPTS
 from eval_pipeline.suite._secrets import (
     IDENTITY_FIELDS,
@@ -92,6 +92,7 @@ __all__ = [
     "MAX_DEPTH",
     "MIN_PIECE",
     "NAO_CONFIG_FILE",
+    "NAO_RULES_FILE",
     "PUBLIC_HEADERS",
     "REDACTED",
     "RULES_FILE",

@@ -1,4 +1,4 @@
-"""The real `eval-pipeline` console script on bad commands, configs and broken machinery.
+"""`eval-pipeline` on bad commands, configs and broken machinery.
 
 Every case ends in a message and an exit code a CI gate can read — 2 for a mistake in the
 command, configuration or test files, 3 when the work could not run — never a traceback
@@ -11,36 +11,23 @@ from __future__ import annotations
 import csv
 import resource
 import shutil
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
 import pytest
 
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env
+from eval_pipeline_tests.cli.console import (
+    no_traceback,
+    run_cli,
+    run_cli_subprocess,
+)
 from eval_pipeline_tests.cli.replay_suite import write_suite
 
-# Every test runs the `eval-pipeline` command in a subprocess.
+# Every test runs the `eval-pipeline` command, some in a subprocess.
 pytestmark = pytest.mark.slow
 
 Setup = Callable[[Path], None]
-
-
-def run_cli(*args: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args],
-        cwd=cwd,
-        env=cli_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        **kwargs,
-    )
-
-
-def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
-    assert "Traceback" not in result.stderr + result.stdout, result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -228,9 +215,11 @@ def test_a_results_file_held_read_write_elsewhere_never_stops_a_command(suite):
     database = suite / ".eval" / "results.duckdb"
     database.parent.mkdir(parents=True, exist_ok=True)
     holder = duckdb.connect(str(database))  # a notebook holding the store read-write
+    # Subprocesses: DuckDB's lock keeps out other processes; this one would share the holder's.
     try:
-        evaluated = run_cli("test", "--date", "2026-01-01", "-q", cwd=suite)
-        result = run_cli("sql", "SELECT count(*) AS n FROM grades", "--format", "csv", cwd=suite)
+        evaluated = run_cli_subprocess("test", "--date", "2026-01-01", "-q", cwd=suite)
+        query = "SELECT count(*) AS n FROM grades"
+        result = run_cli_subprocess("sql", query, "--format", "csv", cwd=suite)
     finally:
         holder.close()
     assert evaluated.returncode in (0, 1), evaluated.stdout + evaluated.stderr
@@ -255,7 +244,10 @@ def test_a_full_disk_during_a_run_exits_3_naming_the_step(suite):
     # A first evaluation with room: the instance, the store and the history project's dbt
     # manifest exist (as on any machine that has run before), so the disk fills during a run.
     assert run_cli("test", "--date", "2026-01-01", "-q", cwd=suite).returncode in (0, 1)
-    result = run_cli("test", "--date", "2026-01-02", "-q", cwd=suite, preexec_fn=small_disk)
+    # A subprocess: the limit is the process's own, and would outlive the call here.
+    result = run_cli_subprocess(
+        "test", "--date", "2026-01-02", "-q", cwd=suite, preexec_fn=small_disk
+    )
     assert result.returncode == 3, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from datetime import timedelta
 from pathlib import Path
 
@@ -15,18 +14,12 @@ import pytest
 
 from eval_pipeline.pipeline import today
 from eval_pipeline_tests.agents.servers import ScriptedServer
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli
 from eval_pipeline_tests.suite.nao_project import KEY_VARIABLE, by_prompt, write_nao_project
 
-pytestmark = pytest.mark.slow  # the real console script, in subprocesses
+pytestmark = pytest.mark.slow  # evaluations through the command line
 
 NAO_FILE = Path(__file__).parents[1] / "pipeline" / "nao_results" / "results_20260105_143022.json"
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args], cwd=cwd, env=cli_env(), capture_output=True, text=True, timeout=300
-    )
 
 
 def _nao_document(day: str, time: str = "14:30:22") -> dict:
@@ -41,16 +34,9 @@ def _write(path: Path, document: dict) -> str:
     return path.name
 
 
-def _test_natively(project: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _test_natively(project: Path, *args: str):
     """`eval-pipeline test` in the project, its model served by the scripted server."""
-    return subprocess.run(
-        [str(SCRIPT), "test", *args],
-        cwd=project,
-        env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("test", *args, cwd=project, env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"})
 
 
 def _count(project: Path) -> str:

@@ -24,7 +24,7 @@ from eval_pipeline_tests.agents.servers import (
     execute_sql,
     tool_calls,
 )
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +32,7 @@ REFERENCE = "SELECT COUNT(*) AS row_count FROM orders"
 
 
 def run(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    result = subprocess.run(
-        [str(SCRIPT), *args],
-        cwd=cwd,
-        env=env if env is not None else without_keys(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_cli(*args, cwd=cwd, env=env if env is not None else without_keys())
     no_traceback(result)
     return result
 

@@ -29,7 +29,7 @@ from eval_pipeline_tests.agents.servers import (
     exhausted,
     tool_calls,
 )
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli
 from eval_pipeline_tests.warehouses.small_warehouse import (
     load_statements,
 )
@@ -128,9 +128,7 @@ def write_suite(root: Path, base_url: str) -> Path:
 
 def run(root: Path, url: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**cli_env(), "FINANCE_PG_URL": url, "OPENAI_API_KEY": "sk-test-key"}
-    result = subprocess.run(
-        [str(SCRIPT), *args], cwd=root, env=env, capture_output=True, text=True, timeout=300
-    )
+    result = run_cli(*args, cwd=root, env=env)
     no_traceback(result)
     return result
 

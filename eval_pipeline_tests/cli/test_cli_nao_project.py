@@ -5,7 +5,6 @@ the environment as nao does."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
 )
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli, run_cli_subprocess
 from eval_pipeline_tests.cli.nao_files import key_paths
 from eval_pipeline_tests.cli.replay_suite import DAY
 from eval_pipeline_tests.suite.nao_project import (
@@ -33,13 +32,15 @@ def test_eval_pipeline_test_runs_a_nao_project_as_it_is(tmp_path):
         # Our extras may sit beside nao's file: grade from the last query, no extraction model.
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
         before = snapshot(project)
-        result = subprocess.run(
-            [str(SCRIPT), "test", "--date", DAY, "--format", "json"],
+        # The real console script: a nao project's evaluation as nao's users start it.
+        result = run_cli_subprocess(
+            "test",
+            "--date",
+            DAY,
+            "--format",
+            "json",
             cwd=project,
             env={**cli_env(), KEY_VARIABLE: "sk-vllm-test"},
-            capture_output=True,
-            text=True,
-            timeout=300,
         )
     no_traceback(result)
     assert result.returncode == 1, result.stdout + result.stderr  # one test failed
@@ -67,15 +68,9 @@ def test_the_results_file_has_every_key_path_of_naos_with_naos_value_kinds(tmp_p
         project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
         (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
         env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}
-        run = subprocess.run(
-            [str(SCRIPT), "test", "--date", DAY, "-q", "-m", "openaiCompatible/vllm:qwen3"],
-            cwd=project,
-            env=env,
-            stdin=subprocess.DEVNULL,  # CI: nothing to answer a prompt (nao #565); none is asked
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        # stdin is empty, as in CI: nothing to answer a prompt; none is asked.
+        model = "openaiCompatible/vllm:qwen3"
+        run = run_cli("test", "--date", DAY, "-q", "-m", model, cwd=project, env=env)
     no_traceback(run)
     assert run.returncode == 1, run.stdout + run.stderr
     # nao's self-hosted model has no price: our own output says so, never $0 (nao #1220).
@@ -147,13 +142,8 @@ def test_a_database_problem_names_nao_config_yaml_and_its_line(tmp_path, host, e
         "      api_key: none\n"
         "      models: [{id: agent}]\n"
     )
-    result = subprocess.run(
-        [str(SCRIPT), "test", "--date", DAY, "-m", "local:agent"],
-        cwd=project,
-        env={**cli_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=120,
+    result = run_cli(
+        "test", "--date", DAY, "-m", "local:agent", cwd=project, env={**cli_env(), **env}
     )
     no_traceback(result)
     assert result.returncode == 2, result.stdout + result.stderr
@@ -172,14 +162,7 @@ def test_an_edit_of_rules_md_runs_the_tests_again_and_the_agent_reads_the_new_ru
 
         def evaluate() -> int:
             before = len(server.requests)
-            run = subprocess.run(
-                [str(SCRIPT), "test", "--date", DAY, "-q"],
-                cwd=project,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            run = run_cli("test", "--date", DAY, "-q", cwd=project, env=env)
             no_traceback(run)
             assert run.returncode == 1, run.stdout + run.stderr  # order_count fails
             return len(server.requests) - before

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -22,10 +21,10 @@ import yaml
 
 from eval_pipeline.suite import MIN_PIECE
 from eval_pipeline_tests.agents.servers import ScriptedServer, agent_reply, error
+from eval_pipeline_tests.cli import console
 
 pytestmark = pytest.mark.slow
 
-SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 DAY = "2026-01-01"
 TOKEN = "sk-REDTEAM-OPEN-9f3c71d2e8b4AAAA"
 HEAD, TAIL = TOKEN[:9], TOKEN[-19:]  # "sk-REDTEA", "OPEN-9f3c71d2e8b4AAAA"
@@ -86,9 +85,7 @@ def suite(tmp_path: Path):
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in {"DAGSTER_HOME", "EVAL_SUITE_DIR"}}
     env["EVAL_TEST_BOT_TOKEN"] = TOKEN
-    return subprocess.run(
-        [str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    return console.run_cli(*args, cwd=cwd, env=env)
 
 
 def readable(path: Path) -> str:

@@ -54,14 +54,7 @@ def suite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def run_with(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args],
-        cwd=cwd,
-        env={**cli_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    return run_cli(*args, cwd=cwd, env={**cli_env(), **env})
 
 
 @pytest.fixture(scope="module")

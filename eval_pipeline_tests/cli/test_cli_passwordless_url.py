@@ -28,7 +28,7 @@ from eval_pipeline_tests.agents.servers import (
     execute_sql,
     tool_calls,
 )
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli
 from eval_pipeline_tests.cli.replay_suite import DAY
 from eval_pipeline_tests.warehouses.servers import Server, postgres_missing, postgres_server
 
@@ -75,13 +75,16 @@ def passwordless_url(server: Server) -> str:
 
 
 def run(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), "test", "--date", DAY, "--format", "json", "-m", "local:agent"],
+    return run_cli(
+        "test",
+        "--date",
+        DAY,
+        "--format",
+        "json",
+        "-m",
+        "local:agent",
         cwd=root,
         env={**cli_env(), **env},
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
 
 

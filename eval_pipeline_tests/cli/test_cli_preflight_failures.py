@@ -9,13 +9,12 @@ not Dagster's ERROR event with its stack trace (that stays in the instance).
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
 
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env
+from eval_pipeline_tests.cli.console import cli_env, run_cli, run_cli_subprocess
 from eval_pipeline_tests.cli.replay_suite import write_suite
 
 pytestmark = pytest.mark.slow
@@ -29,12 +28,6 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def suite(template: Path, tmp_path: Path) -> Path:
     return Path(shutil.copytree(template, tmp_path / "suite"))
-
-
-def run_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 def without_keys() -> dict[str, str]:
@@ -73,7 +66,8 @@ def test_a_failed_step_prints_one_line_and_no_dagster_stack_trace(suite, tmp_pat
     )
     env = cli_env()
     env["PYTHONPATH"] = f"{hook}:{env.get('PYTHONPATH', '')}"
-    result = run_cli("test", "--date", "2026-01-01", "-q", cwd=suite, env=env)
+    # A subprocess: the fault is injected where an interpreter starts.
+    result = run_cli_subprocess("test", "--date", "2026-01-01", "-q", cwd=suite, env=env)
     assert result.returncode == 3, result.stdout + result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

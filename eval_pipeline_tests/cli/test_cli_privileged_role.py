@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline_tests.agents.servers import ScriptedServer, answer, repeat
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback
+from eval_pipeline_tests.cli.console import cli_env, no_traceback, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -33,14 +33,7 @@ def _suite(root: Path, base_url: str, database_options: str) -> Path:
 
 def _run(root: Path, url: str) -> subprocess.CompletedProcess[str]:
     env = {**cli_env(), "FINANCE_URL": url, "OPENAI_API_KEY": "sk-test-key"}
-    result = subprocess.run(
-        [str(SCRIPT), "test", "--date", "2026-04-01"],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_cli("test", "--date", "2026-04-01", cwd=root, env=env)
     no_traceback(result)
     return result
 

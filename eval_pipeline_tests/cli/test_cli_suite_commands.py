@@ -1,23 +1,17 @@
-"""The real `eval-pipeline` console script on suite commands: listing, CSV import, bad input."""
+"""`eval-pipeline` on suite commands: listing, CSV import, bad input."""
 
 from __future__ import annotations
 
 import csv
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-# Every test runs the `eval-pipeline` command in a subprocess.
+from eval_pipeline_tests.cli.console import run_cli
+
+# Every test runs an `eval-pipeline` command.
 pytestmark = pytest.mark.slow
-
-SCRIPT = Path(sys.executable).with_name("eval-pipeline")
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *args], cwd=cwd, capture_output=True, text=True, timeout=60)
 
 
 @pytest.fixture

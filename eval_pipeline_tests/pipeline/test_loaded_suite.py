@@ -15,6 +15,7 @@ from eval_pipeline.pipeline import (
 )
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.tiny_suite import write_suite
+from eval_pipeline_tests.suite.nao_project import write_nao_project
 
 
 @pytest.fixture
@@ -74,3 +75,16 @@ def test_files_beside_the_tests_are_not_the_suite(root: Path) -> None:
     (root / "cases" / "outputs" / "results.yml").write_text("{}")
     (root / "notes.yml").write_text("not a test\n")
     assert suite_files_digest(root, "cases") == digest
+
+
+def test_rules_added_to_a_nao_project_are_read_by_a_process_that_loaded_it_before(tmp_path):
+    """A long-lived process (the daemon, a code server) evaluating a nao project: RULES.md
+    written after its first evaluation is in the agent's context of the next."""
+    root = write_nao_project(tmp_path / "shop", base_url="http://127.0.0.1:9/v1")
+    rules = root / "RULES.md"
+    rules.unlink(missing_ok=True)
+    assert load_suite_once(root).config.context == ()
+    rules.write_text("Amounts are in EUR.\n")
+    assert load_suite_once(root).config.context == (rules,)
+    rules.unlink()
+    assert load_suite_once(root).config.context == ()
