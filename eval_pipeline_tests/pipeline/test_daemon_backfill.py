@@ -63,7 +63,9 @@ def command_line_history(suite: SmallSuite, home: Path) -> None:
     run_evaluation(load_suite(suite.root), request)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         inputs = suite.definitions().resolve_job_def("day_inputs")
-        assert inputs.execute_in_process(instance=instance, partition_key=DAY).success
+        # Tagged as the schedule tags it: automation leaves its day to the schedule's chain.
+        tags = {"eval_pipeline/source": "schedule"}
+        assert inputs.execute_in_process(instance=instance, partition_key=DAY, tags=tags).success
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
