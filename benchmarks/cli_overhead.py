@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from eval_pipeline.pipeline._unchanged import STAMP_FILE  # noqa: E402
 from eval_pipeline_tests.agents.servers import ServerProcess, answer, by_turn  # noqa: E402
 from eval_pipeline_tests.agents.tiny_suite import write_suite  # noqa: E402
+from eval_pipeline_tests.conftest import copy_sample_suite  # noqa: E402
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 PROVIDER = "bench"
@@ -141,13 +142,7 @@ def main(argv: list[str] | None = None) -> int:
             )
 
         if "sample" in parts:
-            suite = Path(shutil.copytree(ROOT / "tests_suite", work / "sample"))
-            for state in (".eval", "warehouse.duckdb", "dbt/target", "results"):
-                path = suite / state
-                if path.is_dir():
-                    shutil.rmtree(path)
-                elif path.exists():
-                    path.unlink()
+            suite = copy_sample_suite(work / "sample")
             first = cli_test(suite)
             rerun = median_of(repeats, lambda _: cli_test(suite))
             print(

@@ -40,6 +40,7 @@ from eval_pipeline.defs.partitions import model_day_key  # noqa: E402
 from eval_pipeline.suite import load_config  # noqa: E402
 from eval_pipeline_tests.agents.servers import ServerProcess, answer, by_turn  # noqa: E402
 from eval_pipeline_tests.agents.tiny_suite import write_suite  # noqa: E402
+from eval_pipeline_tests.conftest import copy_sample_suite  # noqa: E402
 from eval_pipeline_tests.pipeline.services import BIN, service, wait_for  # noqa: E402
 from eval_pipeline_tests.warehouses.servers import free_port  # noqa: E402
 
@@ -84,13 +85,7 @@ def cli_test(suite: Path, *extra: str) -> float:
 
 
 def sample_suite(work: Path) -> tuple[Path, str]:
-    suite = Path(shutil.copytree(ROOT / "tests_suite", work / "sample"))
-    for state in (".eval", "warehouse.duckdb", "dbt/target", "results"):
-        path = suite / state
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    suite = copy_sample_suite(work / "sample")
     return suite, load_config(suite).test.models[0]
 
 
