@@ -1,4 +1,4 @@
-"""Whether a reference query promises a row order (the per-case default for `ordered`)."""
+"""Whether a query promises a row order (the per-case default for `ordered`), and on which output columns."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-__all__ = ["sql_is_ordered"]
+__all__ = ["order_columns", "sql_is_ordered"]
 
 
 # Cached: a reference query is asked about once per run graded, and parsing it is the cost.
@@ -38,12 +38,54 @@ def sql_is_ordered(sql: str, dialect: str = "duckdb") -> bool:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except (SqlglotError, ValueError):
         return False
+    return _top_order(statements) is not None
+
+
+def _top_order(statements: list[exp.Expression]) -> exp.Order | None:
+    """The ORDER BY of the last statement's outermost query, if it has one."""
     if not statements:
-        return False
+        return None
     node = statements[-1]
     # `(SELECT ... ORDER BY x)` and `(SELECT ...) ORDER BY x` are both ordered at the top.
     while isinstance(node, (exp.Subquery, exp.Paren)):
         if node.args.get("order") is not None:
-            return True
+            return node.args["order"]
         node = node.this
-    return isinstance(node, exp.Query) and node.args.get("order") is not None
+    return node.args.get("order") if isinstance(node, exp.Query) else None
+
+
+@functools.lru_cache(maxsize=4096)
+def order_columns(sql: str, columns: tuple[str, ...], dialect: str = "duckdb") -> tuple[int, ...]:
+    """The output columns an ordered query sorts on, by position in `columns`.
+
+    Rows that tie on every sort key come back in any order (a parallel sort does not keep
+    them where they were), so a caller that wants one order from run to run can sort each tie
+    by the rest of the row. That needs the sort keys' values, which are in the result only
+    when every key is an output column: named by its name or alias (`ORDER BY n DESC`) or by
+    position (`ORDER BY 2`).
+
+    Returns:
+        The positions, in sort order; empty when the query is not ordered, cannot be parsed,
+        or sorts on anything that is not an output column (an expression, a column left out
+        of the select list, a name two output columns share).
+    """
+    try:
+        order = _top_order([s for s in sqlglot.parse(sql, read=dialect) if s is not None])
+    except (SqlglotError, ValueError):
+        return ()
+    if order is None:
+        return ()
+    lowered = [c.lower() for c in columns]
+    positions: list[int] = []
+    for term in order.expressions:
+        key = term.this if isinstance(term, exp.Ordered) else term
+        if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit():
+            position = int(key.this) - 1
+            if not 0 <= position < len(columns):
+                return ()
+        elif isinstance(key, exp.Column) and not key.table and lowered.count(key.name.lower()) == 1:
+            position = lowered.index(key.name.lower())
+        else:
+            return ()
+        positions.append(position)
+    return tuple(positions)

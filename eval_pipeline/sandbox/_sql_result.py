@@ -7,6 +7,7 @@ import csv
 import dataclasses
 import datetime as dt
 import io
+import itertools
 import json
 import math
 import uuid
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from eval_pipeline.sandbox._ordering import sql_is_ordered
+from eval_pipeline.sandbox._ordering import order_columns, sql_is_ordered
 from eval_pipeline.suite import truncate
 
 #: Larger results keep the database's order: sorting them would cost more than it is worth
@@ -39,19 +40,24 @@ class QueryResult:
     note: str | None = None
 
     def in_stable_order(self, dialect: str = "duckdb") -> QueryResult:
-        """The same result with its rows in one order from run to run, when the query leaves
-        the order open (no ORDER BY on the outermost query; a database returns GROUP BY
-        groups in any order, a parallel scan too). What a model reads of it is then the same
-        every time: a replay finds its recorded request, and cached completions match. A
-        truncated or very large result is left as it came (only some of its rows are here).
+        """The same result with its rows in one order from run to run, where the query leaves
+        the order open: all of it without ORDER BY on the outermost query (a database returns
+        GROUP BY groups in any order, a parallel scan too), and within each run of rows that
+        tie on every sort key when the keys are output columns (`ORDER BY n DESC` with two
+        equal counts). What a model reads of it is then the same every time: a replay finds
+        its recorded request, and cached completions match. A truncated or very large result
+        is left as it came (only some of its rows are here), as are ties on sort keys that
+        are not in the result.
         """
-        if (
-            self.truncated
-            or len(self.rows) > _MAX_ROWS_TO_ORDER
-            or sql_is_ordered(self.sql, dialect)
-        ):
+        if self.truncated or len(self.rows) > _MAX_ROWS_TO_ORDER:
             return self
-        rows = sorted(self.rows, key=lambda row: json.dumps(row, default=str, sort_keys=True))
+        if not sql_is_ordered(self.sql, dialect):
+            return dataclasses.replace(self, rows=sorted(self.rows, key=_row_text))
+        keys = order_columns(self.sql, tuple(self.columns), dialect)
+        if not keys:
+            return self
+        ties = itertools.groupby(self.rows, key=lambda row: [row[i] for i in keys])
+        rows = [row for _, tie in ties for row in sorted(tie, key=_row_text)]
         return dataclasses.replace(self, rows=rows)
 
     def to_text(
@@ -86,6 +92,11 @@ class QueryResult:
         if self.note:
             note += f"\n(cut: {self.note})"
         return out.getvalue() + note
+
+
+def _row_text(row: tuple[Any, ...]) -> str:
+    """A total order on rows of any values (NULLs and mixed types included)."""
+    return json.dumps(row, default=str, sort_keys=True)
 
 
 def to_json_safe(value: Any) -> Any:

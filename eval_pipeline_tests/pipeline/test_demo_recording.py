@@ -22,6 +22,7 @@ import pytest
 from eval_pipeline.defs import build_definitions
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.pipeline import attempts_for
+from eval_pipeline.sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.store import StateFolder, query
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.conftest import SAMPLE_SUITE_DIR, SampleWarehouse
@@ -91,6 +92,30 @@ def test_the_recording_says_it_is_a_hand_written_sample():
     assert "HAND-WRITTEN SAMPLE" in header[0]["_comment"]
     assert "not" in header[0]["_comment"] and "real model" in header[0]["_comment"]
     assert "ON PURPOSE" in " ".join(entry["_comment"] for entry in header)
+
+
+def test_every_recorded_query_reads_the_same_on_any_number_of_threads(
+    sample_warehouse: SampleWarehouse,
+):
+    # A replay answers only the request it was recorded for, and a request holds what the
+    # model read of each query: a result whose row order moves (GROUP BY groups, ties under
+    # ORDER BY) makes the demo miss its recording now and then. Rows in any order are put in
+    # one by the agent's tool; this checks that every query the recording sends gets there.
+    queries = [
+        (entry["test"], call["arguments"]["sql_query"])
+        for entry in map(json.loads, RECORDING.read_text(encoding="utf-8").splitlines())
+        for call in entry.get("completion", {}).get("tool_calls", [])
+        if call["name"] == "execute_sql"
+    ]
+    assert len(queries) > 40
+    texts: dict[tuple[str, str], set[str]] = {query: set() for query in queries}
+    for threads in (1, 2, 4, 8, 1, 2, 4, 8):
+        limits = SandboxLimits(threads=threads)
+        with SqlSandbox.for_file(sample_warehouse.path, limits=limits) as sandbox:
+            for test, sql in queries:
+                texts[test, sql].add(sandbox.render(sandbox.execute(sql).in_stable_order()))
+    moving = [f"{test}: {sql}" for (test, sql), seen in texts.items() if len(seen) > 1]
+    assert not moving, moving
 
 
 def test_every_case_is_graded_and_nothing_errors(demo):
