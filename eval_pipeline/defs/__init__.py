@@ -103,7 +103,7 @@ def build_definitions(
     }
     inputs = build_suite_assets(names)
     suite_assets = inputs.all
-    assets: list[dg.AssetsDefinition] = list(suite_assets)
+    assets: list[dg.AssetsDefinition | dg.SourceAsset] = [*inputs.sources, *suite_assets]
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
@@ -170,12 +170,13 @@ def build_definitions(
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
-        test_cases=inputs.test_cases,
-        agent_context=inputs.agent_context,
+        inputs=inputs,
         inputs_job=inputs_job,
         evaluate_job=evaluate_job,
         report_job=report_job,
-        own_assets=dg.AssetSelection.assets(*assets),
+        own_assets=dg.AssetSelection.assets(
+            *(key for definition in assets for key in _keys(definition))
+        ),
         names=names,
     )
     compaction, compaction_schedule = build_compaction(names)
@@ -185,7 +186,7 @@ def build_definitions(
         build_tag_run_launcher(
             names.scoped("tag_run_launcher"),
             jobs=[job.name for job in jobs],
-            assets=[key for definition in assets for key in definition.keys],
+            assets=[key for definition in assets for key in _keys(definition)],
         )
     )
     return dg.Definitions(
@@ -199,6 +200,12 @@ def build_definitions(
         # steps themselves take); runs of other partitions still run at once.
         executor=dg.in_process_executor,
     )
+
+
+def _keys(definition: dg.AssetsDefinition | dg.SourceAsset) -> list[dg.AssetKey]:
+    if isinstance(definition, dg.SourceAsset):
+        return [definition.key]
+    return list(definition.keys)
 
 
 def _models_read(

@@ -18,6 +18,7 @@ from eval_pipeline.defs.watch import build_watch_sensor
 from eval_pipeline.suite import CONFIG_FILE, Problem, SuiteError, load_config
 
 if TYPE_CHECKING:
+    from eval_pipeline.defs.assets.suite import SuiteAssets
     from eval_pipeline.defs.chain import Job
 
 RUNNING = dg.DefaultScheduleStatus.RUNNING
@@ -50,8 +51,7 @@ def build_automation(
     suite_root: str,
     cron: str,
     *,
-    test_cases: dg.AssetsDefinition,
-    agent_context: dg.AssetsDefinition,
+    inputs: SuiteAssets,
     inputs_job: Job,
     evaluate_job: Job,
     report_job: Job,
@@ -119,12 +119,7 @@ def build_automation(
             dynamic_partitions_requests=[names.models_partitions.build_add_request(missing)]
         )
 
-    watch = build_watch_sensor(
-        suite_root,
-        name=names.scoped("watch_suite_files"),
-        test_cases=test_cases,
-        agent_context=agent_context,
-    )
+    watch = build_watch_sensor(suite_root, name=names.scoped("watch_suite_files"), inputs=inputs)
     return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,
         evaluate_after_inputs(inputs_job, evaluate_job, configured_models, names),

@@ -31,6 +31,7 @@ from eval_pipeline.defs.instance import (
 from eval_pipeline.defs.names import UNNAMED
 from eval_pipeline.defs.partitions import add_models, model_day_key
 from eval_pipeline.defs.unchanged import Freshness
+from eval_pipeline.defs.watch import observe_suite_files
 from eval_pipeline.pipeline import (
     EvaluationRequest,
     EvaluationResult,
@@ -40,7 +41,14 @@ from eval_pipeline.pipeline import (
     require_day,
 )
 from eval_pipeline.store import StateFolder
-from eval_pipeline.suite import Suite, SuiteConfig, SuiteError, describe_error, first_line
+from eval_pipeline.suite import (
+    Suite,
+    SuiteConfig,
+    SuiteError,
+    describe_error,
+    first_line,
+    load_agent_context,
+)
 
 __all__ = [
     "EvaluationFailed",
@@ -214,6 +222,15 @@ def run_evaluation(
             inputs = [*SUITE_ASSETS, "reference_results", "warehouse_variants"]
             if request.budget_round < 2:  # a budget's later rounds: its first read them
                 on_stage("reading the suite and running the reference SQL")
+                # The files as this run reads them, observed first: what read them is then
+                # never older than the sources in the UI.
+                observe_suite_files(
+                    instance,
+                    {
+                        UNNAMED.key("test_files"): suite.hash,
+                        UNNAMED.key("context_files"): load_agent_context(config).hash,
+                    },
+                )
                 step(
                     "reading the suite and running the reference SQL",
                     INPUTS_JOB,

@@ -14,7 +14,7 @@ from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key, today
 from eval_pipeline_tests.cli.console import no_traceback, run_cli
 from eval_pipeline_tests.cli.replay_suite import write_suite
-from eval_pipeline_tests.pipeline.automation import evaluate_conditions
+from eval_pipeline_tests.pipeline.automation import evaluate_conditions, watch_tick
 
 pytestmark = pytest.mark.slow
 
@@ -52,9 +52,10 @@ def test_a_daemon_tick_after_a_cli_run_requests_nothing(tmp_path):
 
         after = evaluate_conditions(defs, instance, before.cursor)
         assert requested(defs, after) == set()  # the CLI ran the whole chain of its day
-        sensor = defs.resolve_sensor_def("watch_suite_files")
-        with dg.build_sensor_context(instance=instance, definitions=defs) as context:
-            assert not sensor.evaluate_tick(context).run_requests  # the CLI read the tests
+        # the CLI observed the files it read: nothing to observe, nothing to re-read
+        tick = watch_tick(defs, instance)
+        assert not tick.run_requests and not tick.asset_events
+        assert instance.fetch_observations(dg.AssetKey("test_files"), limit=1).records
 
 
 @pytest.fixture(scope="module")

@@ -31,9 +31,14 @@ def status(
 
 
 def watch_tick(defs: dg.Definitions, instance: dg.DagsterInstance):
+    """A tick of `watch_suite_files` as the daemon runs it: its observations recorded
+    (before any run it requests), its result returned."""
     sensor = defs.resolve_sensor_def("watch_suite_files")
     with dg.build_sensor_context(instance=instance, definitions=defs) as context:
-        return sensor.evaluate_tick(context)
+        result = sensor.evaluate_tick(context)
+    for event in result.asset_events:
+        instance.report_runless_asset_event(event)
+    return result
 
 
 def run_requested(defs: dg.Definitions, instance: dg.DagsterInstance, request: dg.RunRequest):

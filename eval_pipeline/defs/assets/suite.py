@@ -1,6 +1,7 @@
-"""Assets for what the user writes: the test cases, the context the built-in agent reads, the grading rules."""
+"""Assets for what the user writes: the files on disk as observable sources, the test cases and the context the built-in agent reads, the grading rules."""
 
 import hashlib
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -62,15 +63,24 @@ def context_hashes(loaded: AgentContext) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class SuiteAssets:
-    """What the user writes, as assets: the tests, the agent's context, the grading rules."""
+    """What the user writes, as assets: the files on disk (observable sources, never
+    materialized), and what is read of them: the tests, the agent's context, the grading
+    rules."""
 
+    test_files: dg.SourceAsset
+    context_files: dg.SourceAsset
     test_cases: dg.AssetsDefinition
     agent_context: dg.AssetsDefinition
     grading_rules: dg.AssetsDefinition
 
     @property
     def all(self) -> list[dg.AssetsDefinition]:
+        """The materializable ones, which a run reads the suite into."""
         return [self.test_cases, self.agent_context, self.grading_rules]
+
+    @property
+    def sources(self) -> list[dg.SourceAsset]:
+        return [self.test_files, self.context_files]
 
 
 def build_suite_assets(names: SuiteNames) -> SuiteAssets:
@@ -78,15 +88,55 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     group = names.group(groups.SUITE)
     resources = {names.resource(SUITE_KEY)}
 
+    # The files themselves: observed, never materialized (the watch_suite_files sensor
+    # observes them every 30 s without a run, a command-line evaluation before it reads them,
+    # and the UI's "Observe sources" on demand). A new data version marks what read them
+    # unsynced, with these assets named as the cause.
+    with warnings.catch_warnings():
+        # Dagster calls observable source assets beta; they are its one way to observe
+        # something it does not materialize and still give data versions for staleness.
+        warnings.simplefilter("ignore", dg.BetaWarning)
+
+        @dg.observable_source_asset(
+            key=names.key("test_files"),
+            group_name=group,
+            required_resource_keys=resources,
+            tags={"dagster/kind/yaml": ""},
+            description="The test files on disk, observed: its data version is the suite "
+            "hash (every test's verdict-relevant content); test_cases reads them.",
+        )
+        def test_files(context: dg.AssetExecutionContext) -> dg.ObserveResult:
+            loaded = suite_of(context, names).load()
+            return dg.ObserveResult(
+                data_version=dg.DataVersion(loaded.hash), metadata={"cases": len(loaded.cases)}
+            )
+
+        @dg.observable_source_asset(
+            key=names.key("context_files"),
+            group_name=group,
+            required_resource_keys=resources,
+            tags={"dagster/kind/markdown": ""},
+            description="The files the built-in agent is told (context files, dbt docs, "
+            "synced docs) on disk, observed: its data version is the context hash; "
+            "agent_context reads them.",
+        )
+        def context_files(context: dg.AssetExecutionContext) -> dg.ObserveResult:
+            loaded = suite_of(context, names).agent_context()
+            return dg.ObserveResult(
+                data_version=dg.DataVersion(loaded.hash),
+                metadata={"files": len(loaded.all_files)},
+            )
+
     @dg.asset(
         key=names.key("test_cases"),
         group_name=group,
+        deps=[test_files],
         required_resource_keys=resources,
         kinds={"yaml", "duckdb"},
         description="The suite's test files, validated. Its data version is the suite hash, so "
         "editing a test marks the runs and grades that depend on it as unsynced; the "
-        "watch_suite_files sensor re-reads the files within a minute of an edit, and "
-        "`changed_tests` names the tests added, edited or removed.",
+        "watch_suite_files sensor observes test_files and re-reads them within a minute of "
+        "an edit, and `changed_tests` names the tests added, edited or removed.",
         metadata=table_definition("test_cases"),
     )
     def test_cases(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
@@ -120,12 +170,14 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     @dg.asset(
         key=names.key("agent_context"),
         group_name=group,
+        deps=[context_files],
         required_resource_keys=resources,
         kinds={"markdown"},  # it reads dbt docs, but it is no dbt asset
         description="What the built-in agent is told besides the question: the configured context "
         "files (RULES.md), the dbt model documentation and, in a nao project, the docs `nao sync` "
         "wrote under databases/. Editing them marks agent runs unsynced "
-        "(re-read by the watch_suite_files sensor; `changed_files` names them).",
+        "(context_files is observed and re-read by the watch_suite_files sensor; "
+        "`changed_files` names them).",
     )
     def agent_context(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
@@ -183,5 +235,9 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
         )
 
     return SuiteAssets(
-        test_cases=test_cases, agent_context=agent_context, grading_rules=grading_rules
+        test_files=test_files,
+        context_files=context_files,
+        test_cases=test_cases,
+        agent_context=agent_context,
+        grading_rules=grading_rules,
     )
