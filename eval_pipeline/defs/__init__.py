@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -46,7 +47,7 @@ def default_suite_root() -> Path:
 
 
 def suite_definitions(
-    suite_dir: str | os.PathLike[str], *, name: str | None = None
+    suite_dir: str | os.PathLike[str], *, name: str | None = None, owners: Sequence[str] = ()
 ) -> dg.Definitions:
     """One suite's assets, checks, jobs, schedules and sensors, to merge into a Dagster
     project of your own (`dg.Definitions.merge`, or `EvalSuiteComponent` in a defs folder).
@@ -59,8 +60,10 @@ def suite_definitions(
             sensors (`sales__evaluate_model_day`), resource keys (`sales_suite`,
             `sales_dbt`) and the models partitions (`sales_models`). Without one the names
             are the bare ones `eval-pipeline ui` shows, for a project holding one suite.
+        owners: the owners of every asset the suite defines, as Dagster spells them
+            (`team:analytics`, `ana@example.com`), shown in the catalog and its filters.
     """
-    return build_definitions(Path(suite_dir).resolve(), names=SuiteNames(name))
+    return build_definitions(Path(suite_dir).resolve(), names=SuiteNames(name), owners=owners)
 
 
 def _stage_job(name: str, assets, description: str) -> Job:
@@ -82,6 +85,7 @@ def build_definitions(
     include_day: date | None = None,
     suite: Suite | None = None,
     names: SuiteNames = UNNAMED,
+    owners: Sequence[str] = (),
 ) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder; its daily
     partitions start where its history does (`history_start`), or at `include_day` if earlier.
@@ -95,6 +99,7 @@ def build_definitions(
     `suite` (an evaluation from the command line, in this process) is the suite its runs
     read, as loaded and checked; each fails once the files no longer hash to it.
     `names` (`suite_definitions(name=…)`) prefix every key and name; the CLI's are bare.
+    `owners` own every asset (none by default).
     """
     config = load_config(suite_root)
     digest = remember_suite(suite) if suite is not None else None
@@ -103,7 +108,7 @@ def build_definitions(
     }
     inputs = build_suite_assets(names)
     suite_assets = inputs.all
-    assets: list[dg.AssetsDefinition | dg.SourceAsset] = [*inputs.sources, *suite_assets]
+    assets: list[dg.AssetsDefinition] = [*inputs.sources, *suite_assets]
     jobs: list = []
     warehouse_keys: list[dg.AssetKey] = []
     if config.warehouse is not None and config.warehouse.dbt_project is not None:
@@ -174,9 +179,7 @@ def build_definitions(
         inputs_job=inputs_job,
         evaluate_job=evaluate_job,
         report_job=report_job,
-        own_assets=dg.AssetSelection.assets(
-            *(key for definition in assets for key in _keys(definition))
-        ),
+        own_assets=dg.AssetSelection.assets(*assets),
         names=names,
     )
     compaction, compaction_schedule = build_compaction(names)
@@ -186,9 +189,13 @@ def build_definitions(
         build_tag_run_launcher(
             names.scoped("tag_run_launcher"),
             jobs=[job.name for job in jobs],
-            assets=[key for definition in assets for key in _keys(definition)],
+            assets=[key for definition in assets for key in definition.keys],
         )
     )
+    if owners:
+        assets = dg.map_asset_specs(
+            lambda spec: spec.replace_attributes(owners=[*spec.owners, *owners]), assets
+        )
     return dg.Definitions(
         assets=assets,
         resources=resources,
@@ -200,12 +207,6 @@ def build_definitions(
         # steps themselves take); runs of other partitions still run at once.
         executor=dg.in_process_executor,
     )
-
-
-def _keys(definition: dg.AssetsDefinition | dg.SourceAsset) -> list[dg.AssetKey]:
-    if isinstance(definition, dg.SourceAsset):
-        return [definition.key]
-    return list(definition.keys)
 
 
 def _models_read(

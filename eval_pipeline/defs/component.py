@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import dagster as dg
+from pydantic import Field
 
 from eval_pipeline.defs import suite_definitions
 
@@ -31,10 +32,13 @@ class EvalSuiteComponent(dg.Component, dg.Model, dg.Resolvable):
             and models partitions (`sales_models`), so it merges beside other suites and the
             project's own assets and resources. Without one the bare names are used: one
             suite per code location.
+        owners: the owners of every asset of the suite (`team:analytics`,
+            `ana@example.com`), as the catalog shows and filters them.
     """
 
     suite_dir: str
     name: str | None = None
+    owners: list[str] = Field(default_factory=list)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        return suite_definitions(context.path / self.suite_dir, name=self.name)
+        return suite_definitions(context.path / self.suite_dir, name=self.name, owners=self.owners)

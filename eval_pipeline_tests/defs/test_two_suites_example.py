@@ -51,6 +51,20 @@ def test_both_suites_load_prefixed_beside_the_teams_own_asset_and_dbt_resource(p
         assert snapshot(root / "suites" / name) == before[name], f"loading wrote into {name}"
 
 
+def test_each_suite_has_its_owners_by_attribute_or_by_dagsters_post_processing(project):
+    _, defs, _ = project
+    graph = defs.resolve_asset_graph()
+    owners = {"sales": ["team:sales-analytics"], "support": ["support-lead@example.com"]}
+    for key in graph.get_all_asset_keys():
+        node = graph.get(key)
+        expected = owners.get(key.path[0], [])  # the team's own asset keeps none
+        assert list(node.owners) == expected, key.to_user_string()
+        if key.path[0] == "support":
+            assert node.tags.get("domain") == "support", key.to_user_string()
+    # the observed files too, which a post-processing that cannot reach sources would miss
+    assert graph.get(dg.AssetKey(["support", "test_files"])).is_observable
+
+
 def test_each_suites_automation_targets_its_own_assets_only(project):
     _, defs, _ = project
     graph = defs.resolve_asset_graph()

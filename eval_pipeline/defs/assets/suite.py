@@ -67,8 +67,8 @@ class SuiteAssets:
     materialized), and what is read of them: the tests, the agent's context, the grading
     rules."""
 
-    test_files: dg.SourceAsset
-    context_files: dg.SourceAsset
+    test_files: dg.AssetsDefinition
+    context_files: dg.AssetsDefinition
     test_cases: dg.AssetsDefinition
     agent_context: dg.AssetsDefinition
     grading_rules: dg.AssetsDefinition
@@ -79,7 +79,7 @@ class SuiteAssets:
         return [self.test_cases, self.agent_context, self.grading_rules]
 
     @property
-    def sources(self) -> list[dg.SourceAsset]:
+    def sources(self) -> list[dg.AssetsDefinition]:
         return [self.test_files, self.context_files]
 
 
@@ -93,36 +93,48 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     # and the UI's "Observe sources" on demand). A new data version marks what read them
     # unsynced, with these assets named as the cause.
     with warnings.catch_warnings():
-        # Dagster calls observable source assets beta; they are its one way to observe
-        # something it does not materialize and still give data versions for staleness.
+        # Dagster calls observable sources beta; they are its one way to observe something
+        # it does not materialize and still give data versions for staleness. The multi-
+        # form is an AssetsDefinition, so `map_asset_specs` and a component's
+        # post-processing (owners, tags) reach these too.
         warnings.simplefilter("ignore", dg.BetaWarning)
 
-        @dg.observable_source_asset(
-            key=names.key("test_files"),
-            group_name=group,
+        @dg.multi_observable_source_asset(
+            name=names.scoped("observe_test_files"),
+            specs=[
+                dg.AssetSpec(
+                    names.key("test_files"),
+                    group_name=group,
+                    kinds={"yaml"},
+                    description="The test files on disk, observed: its data version is the "
+                    "suite hash (every test's verdict-relevant content); test_cases reads them.",
+                )
+            ],
             required_resource_keys=resources,
-            tags={"dagster/kind/yaml": ""},
-            description="The test files on disk, observed: its data version is the suite "
-            "hash (every test's verdict-relevant content); test_cases reads them.",
         )
-        def test_files(context: dg.AssetExecutionContext) -> dg.ObserveResult:
+        def test_files(context: dg.AssetExecutionContext):
             loaded = suite_of(context, names).load()
-            return dg.ObserveResult(
+            yield dg.ObserveResult(
                 data_version=dg.DataVersion(loaded.hash), metadata={"cases": len(loaded.cases)}
             )
 
-        @dg.observable_source_asset(
-            key=names.key("context_files"),
-            group_name=group,
+        @dg.multi_observable_source_asset(
+            name=names.scoped("observe_context_files"),
+            specs=[
+                dg.AssetSpec(
+                    names.key("context_files"),
+                    group_name=group,
+                    kinds={"markdown"},
+                    description="The files the built-in agent is told (context files, dbt "
+                    "docs, synced docs) on disk, observed: its data version is the context "
+                    "hash; agent_context reads them.",
+                )
+            ],
             required_resource_keys=resources,
-            tags={"dagster/kind/markdown": ""},
-            description="The files the built-in agent is told (context files, dbt docs, "
-            "synced docs) on disk, observed: its data version is the context hash; "
-            "agent_context reads them.",
         )
-        def context_files(context: dg.AssetExecutionContext) -> dg.ObserveResult:
+        def context_files(context: dg.AssetExecutionContext):
             loaded = suite_of(context, names).agent_context()
-            return dg.ObserveResult(
+            yield dg.ObserveResult(
                 data_version=dg.DataVersion(loaded.hash),
                 metadata={"files": len(loaded.all_files)},
             )
