@@ -159,6 +159,7 @@ LONGEST_FILES = (
     "cli/test_cli_production_instance.py",
     "cli/test_cli_ui.py",
     "pipeline/test_history_marts.py",
+    "defs/test_two_suites_dg_dev.py",
     "pipeline/test_lineage_in_the_ui.py",
     "pipeline/test_processes_bucket.py",
     "cli/test_cli_rejudge_samples.py",

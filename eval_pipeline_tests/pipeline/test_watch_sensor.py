@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dagster as dg
 import pytest
-
 from dagster._core.definitions.data_version import StaleStatus
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
