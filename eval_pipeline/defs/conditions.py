@@ -114,12 +114,19 @@ def _landed() -> dg.AutomationCondition:
     ).with_label("newly_updated, not by this run, the command line nor the schedule")
 
 
+def _changed() -> dg.AutomationCondition:
+    """Landed with another data version than before: a re-read of unchanged tests, context or
+    rules (the UI's "Materialize" with nothing edited) gives the same version, and nothing
+    that read them is out of date."""
+    return (_landed() & AC.data_version_changed()).with_label("landed with a new data version")
+
+
 def follows_parents(
     partitioned_parents: Sequence[dg.AssetKey], *, caches: Sequence[dg.AssetKey] = ()
 ) -> dg.AutomationCondition:
     """A daily or model × day partition runs once a parent of the same partition lands (any
     day: a backfill of runs carries through), or, today only, once an unpartitioned parent
-    (the tests, the grading rules) lands; it waits while a parent is missing, in progress or
+    (the tests, the grading rules) lands with a new data version; it waits while a parent is missing, in progress or
     unsynced, and never joins its parent's tick (each runs after the other). `caches` are
     parents the step rebuilds itself when missing (the warehouse variants): neither a
     reason to run nor to wait."""
@@ -127,7 +134,7 @@ def follows_parents(
         dg.AssetSelection.assets(*partitioned_parents)
     )
     ignored = dg.AssetSelection.assets(*caches)
-    today = AC.in_latest_time_window() & AC.any_deps_match(_landed()).ignore(ignored)
+    today = AC.in_latest_time_window() & AC.any_deps_match(_changed()).ignore(ignored)
     return (
         (same_partition | today).since_last_handled()
         & ~AC.any_deps_match(AC.missing()).ignore(ignored)
@@ -152,7 +159,7 @@ def references_condition(runs: dg.AssetKey) -> dg.AutomationCondition:
     and a past day's once runs exist for it without references (a backfill of runs)."""
     today = (
         AC.in_latest_time_window()
-        & (AC.newly_missing() | AC.any_deps_match(_landed())).since_last_handled()
+        & (AC.newly_missing() | AC.any_deps_match(_changed())).since_last_handled()
     )
     backfilled = (AC.missing() & RunsWithoutReferences(runs)).newly_true()
     return (
@@ -167,7 +174,7 @@ def cache_condition() -> dg.AutomationCondition:
     """A cache the steps using it build when missing (the warehouse variants): rebuilt ahead
     of them when a parent lands, never just because it is missing."""
     return (
-        AC.any_deps_match(_landed()).since_last_handled()
+        AC.any_deps_match(_changed()).since_last_handled()
         & ~AC.any_deps_match(AC.missing())
         & ~AC.any_deps_in_progress()
         & ~AC.in_progress()

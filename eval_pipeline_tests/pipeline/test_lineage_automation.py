@@ -131,3 +131,28 @@ def test_grades_wait_while_their_runs_are_unsynced_and_follow_the_rerun(small_su
     evaluate(defs, instance, MODELS[0], day, assets=["agent_runs"])  # the schedule, the UI
     result, asked = tick(defs, instance, result.cursor)
     assert asked == {("grades", str(model_day_key(MODELS[0], day)))}
+
+
+def test_rereading_unchanged_inputs_from_the_ui_starts_nothing(small_suite, instance):
+    # "Materialize" on the suite's inputs with nothing edited: the same data versions, so no
+    # run or grade of today is out of date, and nothing of the day may run again
+    day = today().isoformat()
+    defs = prepare(small_suite, instance, day)
+    for model in MODELS:
+        evaluate(defs, instance, model, day)
+    cursor, _ = drive(defs, instance)
+
+    assert materialize(defs, INPUTS, instance=instance, tags={"eval_pipeline/source": "ui"}).success
+    result, asked = tick(defs, instance, cursor)
+    assert asked == set()
+
+    # an edit read the same way still carries through (the grading rules: only grades)
+    config = small_suite.root / "eval_config.yaml"
+    config.write_text(
+        config.read_text().replace("test:\n", "test:\n  comparison: {decimals: 1}\n", 1)
+    )
+    assert materialize(
+        defs, ["grading_rules"], instance=instance, tags={"eval_pipeline/source": "ui"}
+    ).success
+    _, asked = tick(defs, instance, result.cursor)
+    assert {asset for asset, _ in asked} == {"grades"}, asked
