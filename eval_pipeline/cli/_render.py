@@ -32,6 +32,10 @@ from eval_pipeline.suite import truncate
 MESSAGE_WIDTH = 120
 MESSAGE_WIDTH_PLAIN = 160  # a pipe or a file: 200 columns
 MODEL_WIDTH = 44
+#: Above this many runs the pretty report lists only the runs that did not pass, unless
+#: `--all-runs`: a table of thousands of passing lines buries the failures a reader looks for
+#: (and rendering it took seconds at 1,500 runs). The summary still counts every run.
+FULL_REPORT_MAX_RUNS = 200
 
 
 def plain_console(**options: Any) -> Console:
@@ -463,6 +467,7 @@ def print_report(
     reused: int,
     answerer_changed: int = 0,
     failures_only: bool = False,
+    all_runs: bool = False,
     judge_noise: bool = False,
     label: Callable[[str], str] = str,
 ) -> None:
@@ -470,11 +475,18 @@ def print_report(
     as the user spelled them), `models` and `changes` in the same spelling, and the `label`
     of our ids for the comparisons and the judge's noise, which keep them.
     `failures_only`: the per-run, grid and pass@k tables leave out what passed (the summary
-    and the model table still count it). `judge_noise`: the judge's self-agreement table,
-    when this command re-judged (a stored grade keeps its samples, so the results file has
-    them either way)."""
+    and the model table still count it); so do they past `FULL_REPORT_MAX_RUNS` runs, unless
+    `all_runs`. `judge_noise`: the judge's self-agreement table, when this command re-judged
+    (a stored grade keeps its samples, so the results file has them either way)."""
     results = document.results
     several_attempts = any(m.attempts > 1 for m in document.pass_metrics_by_test)
+    summarised = not failures_only and not all_runs and len(results) > FULL_REPORT_MAX_RUNS
+    hidden_reason = (
+        f"more than {FULL_REPORT_MAX_RUNS} runs; --all-runs lists them"
+        if summarised
+        else "--failures-only"
+    )
+    failures_only = failures_only or summarised
     shown = [r for r in results if r.status != "passed"] if failures_only else list(results)
     console.print(
         results_table(
@@ -486,7 +498,7 @@ def print_report(
     )
     if failures_only:
         console.print(
-            f"{len(results) - len(shown)} passing run(s) not shown (--failures-only)",
+            f"{len(results) - len(shown)} passing run(s) not shown ({hidden_reason})",
             highlight=False,
         )
     console.print(models_table(document.by_model))

@@ -28,7 +28,12 @@ from eval_pipeline.cli._formats import junit_xml
 from eval_pipeline.cli._options import output_file, parse_day, suite_root
 from eval_pipeline.cli._preflight import warehouse_warnings
 from eval_pipeline.cli._progress import Progress
-from eval_pipeline.cli._render import plain_console, print_report, report_console
+from eval_pipeline.cli._render import (
+    FULL_REPORT_MAX_RUNS,
+    plain_console,
+    print_report,
+    report_console,
+)
 from eval_pipeline.cli._run_details import print_verbose
 from eval_pipeline.pipeline import (
     EvaluationRequest,
@@ -191,6 +196,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--failures-only",
         action="store_true",
         help="the pretty report lists only the runs that did not pass (the summary counts all)",
+    )
+    parser.add_argument(
+        "--all-runs",
+        action="store_true",
+        help=f"the pretty report lists every run even past {FULL_REPORT_MAX_RUNS} runs (by "
+        "default a larger run lists only the runs that did not pass)",
     )
 
 
@@ -405,6 +416,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             reused=evaluation.ran.reused,
             answerer_changed=evaluation.ran.answerer_changed,
             failures_only=args.failures_only,
+            all_runs=args.all_runs,
             judge_noise=args.rejudge_samples > 1,
         )
         if output:

@@ -14,7 +14,7 @@ import pandas as pd
 
 from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
 from eval_pipeline.grading._assertions import check_assertions
-from eval_pipeline.grading._compare import Comparison, compare_results
+from eval_pipeline.grading._compare import Comparison, compare_results, exact_match
 from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
 from eval_pipeline.grading._failure_kind import classify_failure
 from eval_pipeline.grading._judges import Judge, judge_label
@@ -122,6 +122,10 @@ def _dates_as_timestamps(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _compare_as_data(actual: pd.DataFrame, expected: pd.DataFrame, **options: Any) -> Comparison:
+    # Most answers are the reference's rows themselves: no dates to convert, nothing to diff.
+    identical = exact_match(actual, expected)
+    if identical is not None:
+        return identical
     compared = _dates_as_timestamps(actual), _dates_as_timestamps(expected)
     comparison = compare_results(*compared, **options)
     if comparison.diff.empty or (compared[0] is actual and compared[1] is expected):

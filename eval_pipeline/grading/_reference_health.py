@@ -10,7 +10,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from eval_pipeline.grading._compare import compare_results
+from eval_pipeline.grading._compare import compare_results, same_cells
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
 from eval_pipeline.sandbox import QueryResult, SandboxError, sql_is_ordered
 from eval_pipeline.suite import truncate
@@ -148,12 +148,16 @@ def nondeterminism_warning(
         return ReferenceWarning(
             "nondeterministic", f"the reference failed when run a second time: {error.message}"
         )
-    comparison = compare_results(
-        frame_from_rows(list(again.columns), [list(row) for row in again.rows]),
-        result.to_frame(),
-        ordered=sql_is_ordered(result.sql, dialect),
-    )
-    if not comparison.passed:
+    rows = [list(row) for row in again.rows]
+    if same_cells(list(again.columns), rows, result.columns, result.rows):
+        comparison = None  # the same answer again, value for value
+    else:
+        comparison = compare_results(
+            frame_from_rows(list(again.columns), rows),
+            result.to_frame(),
+            ordered=sql_is_ordered(result.sql, dialect),
+        )
+    if comparison is not None and not comparison.passed:
         cause = f" ({reason})" if reason else ""
         return ReferenceWarning(
             "nondeterministic",

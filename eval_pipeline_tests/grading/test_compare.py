@@ -383,3 +383,18 @@ def test_rounding_follows_display_rounding_of_the_exact_value():
     assert compare_results(pd.DataFrame({"x": ["$0.01"]}), pd.DataFrame({"x": [0.005]})).passed
     # 0.015 is stored just below a half: it displays as 0.01, so 0.02 is a different figure.
     assert not compare_results(pd.DataFrame({"x": [0.02]}), pd.DataFrame({"x": [0.015]})).passed
+
+
+def test_only_results_the_same_cell_for_cell_take_the_exact_shortcut():
+    from eval_pipeline.grading._compare import exact_match, same_cells
+
+    assert same_cells(["n", "s"], [[1, "a"]], ["n", "s"], [[1, "a"]])
+    # Python has True == 1 == 1.0; the comparison's rules do not, so neither does the shortcut.
+    assert not same_cells(["n"], [[True]], ["n"], [[1]])
+    assert not same_cells(["n"], [[1.0]], ["n"], [[1]])
+    assert not same_cells(["n"], [[float("nan")]], ["n"], [[float("nan")]])
+    assert not same_cells(["N"], [[1]], ["n"], [[1]])
+    same = exact_match(frame(n=obj(1, 2)), frame(n=obj(1, 2)))
+    assert same is not None and same.passed and same.message == "match" and same.diff.empty
+    assert exact_match(frame(n=obj(1, 2)), frame(n=obj(2, 1))) is None
+    assert compare_results(frame(n=obj(1, 2)), frame(n=obj(2, 1))).passed  # the full rules
