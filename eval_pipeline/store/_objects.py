@@ -235,7 +235,11 @@ def children(folder: Location) -> list[Location]:
         except FileNotFoundError:
             return []
         return sorted(folder / n.rstrip("/").rsplit("/", 1)[-1] for n in names)
-    return sorted(folder.iterdir()) if folder.is_dir() else []
+    try:
+        return sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        # None yet, or a partition folder compaction emptied and removed (`remove_empty_folders`).
+        return []
 
 
 def remove(paths: Iterable[Location]) -> None:
