@@ -22,8 +22,28 @@ DESCRIBE, SUMMARIZE, EXPLAIN); nothing can be changed and no file outside the st
   .tables   the tables and views       .help   this text       .quit (or Ctrl-D)   leave"""
 
 
-def print_rows(columns: Sequence[str], rows: Sequence[tuple], *, fmt: str, limit: int) -> None:
-    """A query's result on stdout as a table (the first `limit` rows), CSV or JSON."""
+def read_rows(layout, sql: str, *, fmt: str, limit: int, limits=None):
+    """(columns, rows, row count) of one read-only query, as `print_rows` prints them: a
+    table shows `limit` rows, so only those are fetched (`head_read_only`); CSV and JSON
+    print every row."""
+    from eval_pipeline.store import fetch_read_only, head_read_only
+
+    if fmt == "table":
+        return head_read_only(layout, sql, limit, limits)
+    columns, rows = fetch_read_only(layout, sql, limits)
+    return columns, rows, len(rows)
+
+
+def print_rows(
+    columns: Sequence[str],
+    rows: Sequence[tuple],
+    *,
+    fmt: str,
+    limit: int,
+    row_count: int | None = None,
+) -> None:
+    """A query's result on stdout as a table (the first `limit` rows, of `row_count` when
+    only those were fetched), CSV or JSON."""
     from eval_pipeline.cli._formats import csv_text
     from eval_pipeline.sandbox import to_json_safe
 
@@ -45,8 +65,9 @@ def print_rows(columns: Sequence[str], rows: Sequence[tuple], *, fmt: str, limit
         for row in rows[:limit]:
             table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
         report_console().print(table)
-        if len(rows) > limit:
-            print(f"({len(rows):,} rows, {limit:,} shown; --limit N or --format csv for all)")
+        total = len(rows) if row_count is None else row_count
+        if total > limit:
+            print(f"({total:,} rows, {limit:,} shown; --limit N or --format csv for all)")
 
 
 def read_limits(args: argparse.Namespace):
@@ -64,18 +85,20 @@ def read_limits(args: argparse.Namespace):
 def cmd_sql(args: argparse.Namespace) -> int:
     """Run one SQL query on the results (read-only) and print it; no query: the prompt.
     Ctrl-C stops the query: exit 130, as for any command."""
-    from eval_pipeline.store import NotReadOnly, QueryTooSlow, StateFolder, fetch_read_only
+    from eval_pipeline.store import NotReadOnly, QueryTooSlow, StateFolder
 
     layout = StateFolder.of(load_config(suite_root(args)))
     limits = read_limits(args)
     if args.query is None:
         return sql_prompt(layout, fmt=args.format, limit=args.limit, limits=limits)
     try:
-        columns, rows = fetch_read_only(layout, args.query, limits)
+        columns, rows, count = read_rows(
+            layout, args.query, fmt=args.format, limit=args.limit, limits=limits
+        )
     except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
         print(f"error: {str(error).strip()}", file=sys.stderr)
         return ExitCode.USAGE
-    print_rows(columns, rows, fmt=args.format, limit=args.limit)
+    print_rows(columns, rows, fmt=args.format, limit=args.limit, row_count=count)
     return ExitCode.OK
 
 
@@ -133,7 +156,7 @@ def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
     """Read statements from the terminal (or piped input) and run each read-only, as
     `eval-pipeline sql "…"` does; a refused, failing or too slow statement says why and the
     prompt goes on, and so does one stopped by Ctrl-C."""
-    from eval_pipeline.store import TABLE_LISTING, NotReadOnly, QueryTooSlow, fetch_read_only
+    from eval_pipeline.store import TABLE_LISTING, NotReadOnly, QueryTooSlow
 
     interactive = sys.stdin.isatty()
     if interactive:
@@ -156,7 +179,9 @@ def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
                 failed = True
                 continue
             try:
-                columns, rows = fetch_read_only(layout, statement.rstrip("; \n"), limits)
+                columns, rows, count = read_rows(
+                    layout, statement.rstrip("; \n"), fmt=fmt, limit=limit, limits=limits
+                )
             except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
                 print(f"error: {str(error).strip()}", file=sys.stderr)
                 failed = True
@@ -166,7 +191,7 @@ def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
                     raise  # a script stops: exit 130
                 print("interrupted", file=sys.stderr)
                 continue
-            print_rows(columns, rows, fmt=fmt, limit=limit)
+            print_rows(columns, rows, fmt=fmt, limit=limit, row_count=count)
             sys.stdout.flush()
     # A script piped in fails (exit 2) when a statement did; a person at the prompt saw it.
     return ExitCode.USAGE if failed and not interactive else ExitCode.OK

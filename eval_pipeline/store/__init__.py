@@ -58,6 +58,7 @@ from eval_pipeline.store._sandbox import (
     QueryTooSlow,
     ReadLimits,
     fetch_read_only,
+    head_read_only,
 )
 from eval_pipeline.store._state_folder import StateFolder, quote_part
 from eval_pipeline.store._tables import TABLES, TableSpec
@@ -90,6 +91,7 @@ __all__ = [
     "files_below",
     "fsspec_spec",
     "graded_days",
+    "head_read_only",
     "journal_files",
     "latest_file",
     "latest_graded_day",

@@ -19,7 +19,8 @@ writers) and goes in steps, each safe to interrupt:
    while holding the readers lock exclusively (every reader of the files holds it shared:
    the views in memory, the viewer, `read_latest`, a publication). If they hold it too
    long, the deletion waits for the next compaction: such files are ignored by every reader
-   that starts meanwhile.
+   that starts meanwhile. The partition folders left empty go too: every `**` glob of the
+   views and every listing of the store would walk them (12k after a year).
 
 In a bucket store, readers on other machines hold no lock this process could wait for, and
 may still read through the views of the previous generation: step 4 deletes only what
@@ -51,6 +52,7 @@ from eval_pipeline.store._objects import (
     put_local_file,
     register,
     remove,
+    remove_empty_folders,
     staging_file,
 )
 from eval_pipeline.store._state_folder import StateFolder
@@ -266,6 +268,8 @@ def _compact(
         with deleting_files(layout, wait_s=readers_wait_s) as may_delete:
             if may_delete:
                 remove(garbage)
+                for name in TABLES:
+                    remove_empty_folders(layout.table_dir(name))
                 report.deleted = len(garbage)
             else:
                 report.deletion_deferred = True

@@ -143,10 +143,18 @@ def write_parquet(table: pa.Table, path: Location) -> None:
         pq.write_table(table, buffer, compression="zstd")
         path.fs.pipe_file(path.path, buffer.getvalue())
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
     # A name of its own: two processes may write the same file at once (the schema files).
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    pq.write_table(table, temporary, compression="zstd")
+    for attempt in range(3):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            pq.write_table(table, temporary, compression="zstd")
+            break
+        except FileNotFoundError:
+            # Compaction removed the (empty) folder between the mkdir and the write
+            # (`remove_empty_folders`); once the temporary file is in it, it stays.
+            if attempt == 2:
+                raise
     with open(temporary, "rb") as handle:
         os.fsync(handle.fileno())
     os.replace(temporary, path)  # readers see the whole file or none of it
@@ -227,7 +235,11 @@ def children(folder: Location) -> list[Location]:
         except FileNotFoundError:
             return []
         return sorted(folder / n.rstrip("/").rsplit("/", 1)[-1] for n in names)
-    return sorted(folder.iterdir()) if folder.is_dir() else []
+    try:
+        return sorted(folder.iterdir())
+    except (FileNotFoundError, NotADirectoryError):
+        # None yet, or a partition folder compaction emptied and removed (`remove_empty_folders`).
+        return []
 
 
 def remove(paths: Iterable[Location]) -> None:
@@ -238,6 +250,20 @@ def remove(paths: Iterable[Location]) -> None:
                 path.fs.rm(path.path, recursive=True)
         else:
             path.unlink(missing_ok=True)
+
+
+def remove_empty_folders(folder: Location) -> None:
+    """Remove every empty folder below `folder` (not `folder` itself), deepest first.
+
+    Compaction empties a year of partition folders: left in place, every `**` glob of the
+    views and every listing of the store (`files_below`) walks them all, seconds over 12k
+    folders. A writer recreates its folder (`write_parquet`). A bucket has no folders."""
+    if is_remote(folder):
+        return
+    for parent, _, _ in os.walk(folder, topdown=False):
+        if parent != str(folder):
+            with contextlib.suppress(OSError):  # not empty (written meanwhile): kept
+                os.rmdir(parent)
 
 
 def move(source: Location, target: Location) -> bool:

@@ -8,8 +8,10 @@ import sys
 import textwrap
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import duckdb
+import pyarrow.parquet as pq
 import pytest
 
 from eval_pipeline.store import (
@@ -150,6 +152,29 @@ def test_writes_after_compaction_supersede_the_segments(layout):
         "c"
     ]
     assert read_latest(layout, "tool_calls", model=MODELS[1], run_date=DAY) == []
+
+
+def test_compaction_leaves_no_empty_folder_and_a_writer_recreates_its_own(layout, monkeypatch):
+    populate(layout, PAST)
+    assert compact_store(layout).status == "compacted"
+    # Every glob of the views and listing of the store would walk them (a year: 12k).
+    folders = [p for p in layout.tables_dir.rglob("*") if p.is_dir()]
+    assert [p for p in folders if not any(p.iterdir())] == []
+    assert not layout.partition_dir("grades", model=MODELS[0], run_date=DAY).exists()
+
+    # A compaction that removes the folder between the writer's mkdir and its write.
+    write_table = pq.write_table
+
+    def compacted_meanwhile(table, where, **options):
+        monkeypatch.setattr(pq, "write_table", write_table)
+        Path(where).parent.rmdir()
+        return write_table(table, where, **options)
+
+    monkeypatch.setattr(pq, "write_table", compacted_meanwhile)
+    write_rows(layout, "grades", [grade("c", MODELS[0], "passed")], model=MODELS[0], run_date=DAY)
+    assert [r["name"] for r in read_latest(layout, "grades", model=MODELS[0], run_date=DAY)] == [
+        "c"
+    ]
 
 
 def test_a_second_compaction_folds_the_first(layout):

@@ -14,9 +14,11 @@ import duckdb
 import pytest
 
 from eval_pipeline.store import (
+    NotReadOnly,
     StateFolder,
     connect,
     fetch_read_only,
+    head_read_only,
     publish_results,
     published_current,
     table_names,
@@ -188,6 +190,22 @@ def test_sql_answers_from_the_file_when_current_and_from_the_files_when_not(layo
             fetch_read_only(layout, "SELECT * FROM read_text('/etc/hostname')")
         with pytest.raises(duckdb.Error):
             fetch_read_only(layout, f"SELECT * FROM read_parquet('{layout.root.parent}/x.parquet')")
+
+
+def test_a_head_is_the_first_rows_and_counts_them_all_on_either_path(layout):
+    """What `eval-pipeline sql` shows as a table: only the rows shown are fetched."""
+    write_day(layout, "m")
+    sql = "SELECT name FROM grades ORDER BY name"
+    for published in (False, True):
+        if published:
+            publish_results(layout)
+        assert published_current(layout) == published
+        columns, every_row = fetch_read_only(layout, sql)
+        assert head_read_only(layout, sql, 3) == (columns, every_row[:3], 10)
+        assert head_read_only(layout, sql, 10) == (columns, every_row, 10)
+        assert head_read_only(layout, sql + " LIMIT 2", 3) == (columns, every_row[:2], 2)
+        with pytest.raises(NotReadOnly):
+            head_read_only(layout, "SELECT 1; SELECT 2", 3)
 
 
 def test_a_caller_returns_at_once_when_a_publication_already_waits(layout):
