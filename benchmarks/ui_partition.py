@@ -41,21 +41,16 @@ from eval_pipeline.suite import load_config  # noqa: E402
 from eval_pipeline_tests.agents.servers import ServerProcess, answer, by_turn  # noqa: E402
 from eval_pipeline_tests.agents.tiny_suite import write_suite  # noqa: E402
 from eval_pipeline_tests.conftest import copy_sample_suite  # noqa: E402
-from eval_pipeline_tests.pipeline.services import BIN, service, wait_for  # noqa: E402
+from eval_pipeline_tests.pipeline.services import (  # noqa: E402
+    BIN,
+    LAUNCH_RUN,
+    service,
+    wait_for,
+)
 from eval_pipeline_tests.warehouses.servers import free_port  # noqa: E402
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 DAY = "2026-03-02"
-LAUNCH_RUN = """
-mutation($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-    ... on RunConfigValidationInvalid { errors { message } }
-  }
-}
-"""
 
 
 def one_answer():

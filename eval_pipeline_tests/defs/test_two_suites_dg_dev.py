@@ -11,11 +11,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from eval_pipeline.defs.instance import default_instance_yaml
-from eval_pipeline_tests.pipeline.services import BIN, wait_for
+from eval_pipeline_tests.pipeline.services import BIN, LAUNCH_RUN, graphql, wait_for
 from eval_pipeline_tests.warehouses.servers import free_port
 
 pytestmark = pytest.mark.slow  # starts `dg dev`: a webserver, a daemon and a code server
@@ -43,28 +42,11 @@ query($runId: ID!) {
   runOrError(runId: $runId) { ... on Run { status tags { key value } } }
 }
 """
-LAUNCH_RUN = """
-mutation($params: ExecutionParams!) {
-  launchRun(executionParams: $params) {
-    __typename
-    ... on LaunchRunSuccess { run { runId } }
-    ... on PythonError { message }
-  }
-}
-"""
 LOADED = """
 { workspaceOrError { ... on Workspace { locationEntries {
     locationOrLoadError { __typename ... on PythonError { message } }
 } } } }
 """
-
-
-def graphql(base: str, query: str, variables: dict | None = None) -> dict:
-    reply = httpx.post(f"{base}/graphql", json={"query": query, "variables": variables or {}})
-    reply.raise_for_status()
-    body = reply.json()
-    assert "errors" not in body, body["errors"]
-    return body["data"]
 
 
 def _loaded(base: str) -> bool:

@@ -1,4 +1,4 @@
-"""Dagster's webserver and daemon started as a deployment runs them, and the UI's backfill query."""
+"""Dagster's webserver and daemon started as a deployment runs them, and the GraphQL the UI sends them."""
 
 from __future__ import annotations
 
@@ -28,6 +28,27 @@ mutation($params: LaunchBackfillParams!) {
   }
 }
 """
+
+
+LAUNCH_RUN = """
+mutation($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+
+
+def graphql(base: str, query: str, variables: dict | None = None) -> dict:
+    """The `data` of a GraphQL answer of the webserver at `base`; fails on any error."""
+    reply = httpx.post(f"{base}/graphql", json={"query": query, "variables": variables or {}})
+    reply.raise_for_status()
+    body = reply.json()
+    assert "errors" not in body, body["errors"]
+    return body["data"]
 
 
 @contextlib.contextmanager

@@ -25,6 +25,7 @@ import pytest
 from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.pipeline.automation import run_requested, watch_tick
+from eval_pipeline_tests.pipeline.services import graphql
 from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, evaluate, prepare
 from eval_pipeline_tests.warehouses.servers import free_port
 
@@ -47,14 +48,6 @@ query Stale($partitions: [String!]) {
 }
 """
 LOADED = "{ workspaceOrError { ... on Workspace { locationEntries { locationOrLoadError { __typename } } } } }"
-
-
-def graphql(base: str, query: str, variables: dict | None = None) -> dict:
-    reply = httpx.post(f"{base}/graphql", json={"query": query, "variables": variables or {}})
-    reply.raise_for_status()
-    body = reply.json()
-    assert "errors" not in body, body["errors"]
-    return body["data"]
 
 
 @pytest.fixture
