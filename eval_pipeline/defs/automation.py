@@ -119,7 +119,9 @@ def build_automation(
             dynamic_partitions_requests=[names.models_partitions.build_add_request(missing)]
         )
 
-    watch = build_watch_sensor(suite_root, name=names.scoped("watch_suite_files"), inputs=inputs)
+    watch = build_watch_sensor(
+        suite_root, name=names.scoped("watch_suite_files"), inputs=inputs, names=names
+    )
     return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,
         evaluate_after_inputs(inputs_job, evaluate_job, configured_models, names),

@@ -21,6 +21,7 @@ from eval_pipeline.defs import (
     WAREHOUSE_JOB,
     build_definitions,
 )
+from eval_pipeline.defs.assets.suite import file_versions
 from eval_pipeline.defs.instance import (
     DAGSTER_HOME_ENV,
     instance_home,
@@ -225,11 +226,7 @@ def run_evaluation(
                 # The files as this run reads them, observed first: what read them is then
                 # never older than the sources in the UI.
                 observe_suite_files(
-                    instance,
-                    {
-                        UNNAMED.key("test_files"): suite.hash,
-                        UNNAMED.key("context_files"): load_agent_context(config).hash,
-                    },
+                    instance, file_versions(suite, load_agent_context(config), UNNAMED)
                 )
                 step(
                     "reading the suite and running the reference SQL",

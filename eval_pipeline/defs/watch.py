@@ -4,8 +4,9 @@ from collections.abc import Mapping
 
 import dagster as dg
 
-from eval_pipeline.defs.assets.suite import SuiteAssets
+from eval_pipeline.defs.assets.suite import SuiteAssets, file_versions
 from eval_pipeline.defs.launched import AUTOMATION, LAUNCHED_BY_TAG
+from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SuiteResource
 from eval_pipeline.suite import SuiteError, describe_error, first_line
 
@@ -64,6 +65,7 @@ def build_watch_sensor(
     *,
     name: str,
     inputs: SuiteAssets,
+    names: SuiteNames,
 ) -> dg.SensorDefinition:
     """`watch_suite_files` (named `name`): every 30 s, hash the test files and the agent's
     context as the assets would, and observe the source assets (`test_files`,
@@ -73,31 +75,29 @@ def build_watch_sensor(
     (or `agent_context`) has the new data version, and its metadata lists the tests or
     files that changed. On an instance where neither reader was ever materialized it
     requests no run (none at start-up)."""
-    readers = [inputs.test_cases.key, inputs.agent_context.key]
-    source_of = {
-        inputs.test_cases.key: inputs.test_files.key,
-        inputs.agent_context.key: inputs.context_files.key,
+    reader_of = {
+        inputs.test_files.key: inputs.test_cases.key,
+        inputs.context_files.key: inputs.agent_context.key,
     }
 
     @dg.sensor(
         name=name,
         minimum_interval_seconds=WATCH_INTERVAL_S,
         default_status=dg.DefaultSensorStatus.RUNNING,
-        target=dg.AssetSelection.assets(*readers),
+        target=dg.AssetSelection.assets(*reader_of.values()),
         description="Re-reads the test files and the agent context when they change on disk, "
         "so the runs and grades they affect show as unsynced within a minute.",
     )
     def watch_suite_files(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         suite = SuiteResource(root=suite_root)
         try:
-            current = dict(zip(readers, file_versions(suite), strict=True))
+            versions = file_versions(suite.load(), suite.agent_context(), names)
         except (SuiteError, OSError) as error:
             # A half-written test file is normal while someone edits: say what is wrong and
             # look again next tick; the last good materialization stays.
             return dg.SensorResult(skip_reason=_problem_line(error))
-        observed = observations(
-            context.instance, {source_of[key]: version for key, version in current.items()}
-        )
+        observed = observations(context.instance, versions)
+        current = {reader_of[key]: version for key, version in versions.items()}
         recorded_versions = {key: _recorded(context.instance, key) for key in current}
         if all(recorded is None for recorded, _ in recorded_versions.values()):
             # A new instance (the UI started before any evaluation): nothing depends on the
@@ -131,9 +131,3 @@ def build_watch_sensor(
         )
 
     return watch_suite_files
-
-
-def file_versions(suite: SuiteResource) -> tuple[str, str]:
-    """The hashes of the test files and of the agent's context on disk now, as `test_cases`
-    and `agent_context` compute their data versions (raises `SuiteError`, `OSError`)."""
-    return suite.load().hash, suite.agent_context().hash

@@ -3,7 +3,7 @@
 import hashlib
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -11,7 +11,7 @@ import dagster as dg
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.metadata import table_definition, table_written
 from eval_pipeline.defs.names import SuiteNames
-from eval_pipeline.defs.resources import SUITE_KEY, suite_of
+from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
 from eval_pipeline.grading import PROMPTS_VERSION, GradingRules
 from eval_pipeline.pipeline import snapshot_cases
 from eval_pipeline.suite import AgentContext, Case, Suite
@@ -53,6 +53,19 @@ def _previous_hashes(context: dg.AssetExecutionContext, key: str) -> dict[str, s
     return dict(value.value) if isinstance(value, dg.JsonMetadataValue) else None
 
 
+#: The observed files (source assets), by their bare names.
+TEST_FILES, CONTEXT_FILES = "test_files", "context_files"
+#: What an observation of files records: their data version and its metadata.
+ObservedFiles = tuple[str, dict[str, int]]
+
+
+def file_versions(suite: Suite, context: AgentContext, names: SuiteNames) -> dict[dg.AssetKey, str]:
+    """The data versions of the observed files as `suite` and `context` read them: the suite
+    hash for `test_files`, the context hash for `context_files` (the versions `test_cases`
+    and `agent_context` take too)."""
+    return {names.key(TEST_FILES): suite.hash, names.key(CONTEXT_FILES): context.hash}
+
+
 def suite_hashes(suite: Suite) -> dict[str, str]:
     return {case.name: case.content_hash for case in suite.cases}
 
@@ -92,52 +105,53 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     # observes them every 30 s without a run, a command-line evaluation before it reads them,
     # and the UI's "Observe sources" on demand). A new data version marks what read them
     # unsynced, with these assets named as the cause.
-    with warnings.catch_warnings():
-        # Dagster calls observable sources beta; they are its one way to observe something
-        # it does not materialize and still give data versions for staleness. The multi-
-        # form is an AssetsDefinition, so `map_asset_specs` and a component's
-        # post-processing (owners, tags) reach these too.
-        warnings.simplefilter("ignore", dg.BetaWarning)
+    def observed(
+        name: str, kind: str, description: str, read: Callable[[SuiteResource], ObservedFiles]
+    ) -> dg.AssetsDefinition:
+        with warnings.catch_warnings():
+            # Dagster calls observable sources beta; they are its one way to observe something
+            # it does not materialize and still give data versions for staleness. The multi-
+            # form is an AssetsDefinition, so `map_asset_specs` and a component's
+            # post-processing (owners, tags) reach these too.
+            warnings.simplefilter("ignore", dg.BetaWarning)
 
-        @dg.multi_observable_source_asset(
-            name=names.scoped("observe_test_files"),
-            specs=[
-                dg.AssetSpec(
-                    names.key("test_files"),
-                    group_name=group,
-                    kinds={"yaml"},
-                    description="The test files on disk, observed: its data version is the "
-                    "suite hash (every test's verdict-relevant content); test_cases reads them.",
-                )
-            ],
-            required_resource_keys=resources,
-        )
-        def test_files(context: dg.AssetExecutionContext):
-            loaded = suite_of(context, names).load()
-            yield dg.ObserveResult(
-                data_version=dg.DataVersion(loaded.hash), metadata={"cases": len(loaded.cases)}
+            @dg.multi_observable_source_asset(
+                name=names.scoped(f"observe_{name}"),
+                specs=[
+                    dg.AssetSpec(
+                        names.key(name), group_name=group, kinds={kind}, description=description
+                    )
+                ],
+                required_resource_keys=resources,
             )
+            def observe(context: dg.AssetExecutionContext):
+                version, metadata = read(suite_of(context, names))
+                yield dg.ObserveResult(data_version=dg.DataVersion(version), metadata=metadata)
 
-        @dg.multi_observable_source_asset(
-            name=names.scoped("observe_context_files"),
-            specs=[
-                dg.AssetSpec(
-                    names.key("context_files"),
-                    group_name=group,
-                    kinds={"markdown"},
-                    description="The files the built-in agent is told (context files, dbt "
-                    "docs, synced docs) on disk, observed: its data version is the context "
-                    "hash; agent_context reads them.",
-                )
-            ],
-            required_resource_keys=resources,
-        )
-        def context_files(context: dg.AssetExecutionContext):
-            loaded = suite_of(context, names).agent_context()
-            yield dg.ObserveResult(
-                data_version=dg.DataVersion(loaded.hash),
-                metadata={"files": len(loaded.all_files)},
-            )
+        return observe
+
+    def read_tests(suite: SuiteResource) -> ObservedFiles:
+        loaded = suite.load()
+        return loaded.hash, {"cases": len(loaded.cases)}
+
+    def read_context(suite: SuiteResource) -> ObservedFiles:
+        loaded = suite.agent_context()
+        return loaded.hash, {"files": len(loaded.all_files)}
+
+    test_files = observed(
+        TEST_FILES,
+        "yaml",
+        "The test files on disk, observed: its data version is the suite hash (every test's "
+        "verdict-relevant content); test_cases reads them.",
+        read_tests,
+    )
+    context_files = observed(
+        CONTEXT_FILES,
+        "markdown",
+        "The files the built-in agent is told (context files, dbt docs, synced docs) on disk, "
+        "observed: its data version is the context hash; agent_context reads them.",
+        read_context,
+    )
 
     @dg.asset(
         key=names.key("test_cases"),
