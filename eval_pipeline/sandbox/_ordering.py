@@ -11,8 +11,6 @@ from sqlglot.errors import SqlglotError
 __all__ = ["order_columns", "sql_is_ordered"]
 
 
-# Cached: a reference query is asked about once per run graded, and parsing it is the cost.
-@functools.lru_cache(maxsize=4096)
 def sql_is_ordered(sql: str, dialect: str = "duckdb") -> bool:
     """Tell whether a query's result has a defined row order.
 
@@ -32,17 +30,20 @@ def sql_is_ordered(sql: str, dialect: str = "duckdb") -> bool:
         cannot be parsed (an unparseable query promises nothing, and the comparison then
         treats rows as a multiset, the lenient choice).
     """
-    if not isinstance(sql, str):
-        return False
+    return isinstance(sql, str) and _top_order(sql, dialect) is not None
+
+
+# Cached: a reference query is asked about once per run graded, a query of the agent once
+# for its order and once for its sort keys, and parsing it is the cost. The node returned is
+# shared between callers: read it, never change it.
+@functools.lru_cache(maxsize=4096)
+def _top_order(sql: str, dialect: str) -> exp.Order | None:
+    """The ORDER BY of the last statement's outermost query, if it has one (None too when
+    the SQL cannot be parsed)."""
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except (SqlglotError, ValueError):
-        return False
-    return _top_order(statements) is not None
-
-
-def _top_order(statements: list[exp.Expression]) -> exp.Order | None:
-    """The ORDER BY of the last statement's outermost query, if it has one."""
+        return None
     if not statements:
         return None
     node = statements[-1]
@@ -69,10 +70,7 @@ def order_columns(sql: str, columns: tuple[str, ...], dialect: str = "duckdb") -
         or sorts on anything that is not an output column (an expression, a column left out
         of the select list, a name two output columns share).
     """
-    try:
-        order = _top_order([s for s in sqlglot.parse(sql, read=dialect) if s is not None])
-    except (SqlglotError, ValueError):
-        return ()
+    order = _top_order(sql, dialect)
     if order is None:
         return ()
     lowered = [c.lower() for c in columns]
