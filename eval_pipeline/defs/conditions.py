@@ -126,10 +126,10 @@ def follows_parents(
 ) -> dg.AutomationCondition:
     """A daily or model × day partition runs once a parent of the same partition lands (any
     day: a backfill of runs carries through), or, today only, once an unpartitioned parent
-    (the tests, the grading rules) lands with a new data version; it waits while a parent is missing, in progress or
-    unsynced, and never joins its parent's tick (each runs after the other). `caches` are
-    parents the step rebuilds itself when missing (the warehouse variants): neither a
-    reason to run nor to wait."""
+    (the tests, the grading rules) lands with a new data version; it waits while a parent
+    is missing, in progress or unsynced, and never joins its parent's tick (each runs after
+    the other). `caches` are parents the step rebuilds itself when missing (the warehouse
+    variants): neither a reason to run nor to wait."""
     same_partition = AC.any_deps_match(_landed()).allow(
         dg.AssetSelection.assets(*partitioned_parents)
     )
