@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 import shutil
 from pathlib import Path
 
@@ -180,3 +181,25 @@ def test_k_beyond_the_bound_exits_2_before_anything_runs(suite):
     assert result.returncode == 2
     assert "-k: expected an integer from 1 to 100" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_the_console_script_ends_with_its_whole_output_and_its_exit_code(suite):
+    """The console script ends its process without tearing the interpreter down: what it
+    printed still reaches a pipe whole, last line included, and the exit code is the
+    command's, for a listing of many tests and for a refusal alike."""
+    from eval_pipeline_tests.cli.console import cli_env, run_cli_subprocess
+
+    # Buffered, as on a user's machine: the end of the output waits in the buffer.
+    env = {k: v for k, v in cli_env().items() if k != "PYTHONUNBUFFERED"}
+    for i in range(400):
+        (suite / "cases" / f"t{i:03d}.yml").write_text(
+            f"prompt: Question {i}?\nsql: SELECT {i} AS answer\n", encoding="utf-8"
+        )
+    listed = run_cli_subprocess("list", cwd=suite, env=env)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert sum(re.match(r"t\d{3} ", line) is not None for line in lines) == 400
+    assert lines[-1] == f"402 test(s) in {suite / 'cases'}"
+    refused = run_cli_subprocess("list", "-s", "nope", cwd=suite, env=env)
+    assert refused.returncode == 2
+    assert refused.stderr.endswith("--select: no test, file or folder named 'nope'\n")

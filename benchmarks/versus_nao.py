@@ -1,0 +1,277 @@
+"""Benchmark `eval-pipeline test` against nao's own `nao test` on the same nao project, side by side.
+
+Run: python benchmarks/versus_nao.py [--tests 10] [--repeats 3] [--threads 4]
+
+One nao project (`nao_config.yaml`, `tests/*.yml`, a DuckDB file) of `--tests` tests, and one
+instant OpenAI-compatible model in its own process that plays both agents' parts: it runs the
+test's SQL, then answers; nao's verification (a structured output) and our answer extraction
+each get one query over the table they name. So every test costs three completions on either
+side, and what is measured is each tool's own work.
+
+* nao: nao-core 0.3.29's real backend (its FastAPI server and `nao-chat-server`) is started
+  once and an account signed up, as `nao chat` leaves it; each repeat is `nao test` in the
+  project (its first repeat signs in, as a user's first command does). The backend's start is
+  printed apart: nao needs it running before a test runs, we do not.
+* ours, fresh: `eval-pipeline test` on a new copy of the project (no `.eval/` folder yet),
+  our built-in agent driven by the same model: what a user's first run costs.
+* ours, unchanged rerun: the same command again in the last copy.
+
+Medians of `--repeats`, the sides interleaved, the load average beside them, and the ratio
+ours / nao (target: ≤ 1 for the fresh run). The import baseline (`import dagster, duckdb,
+pandas`) is printed too, so figures from machines of other speeds can be compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import duckdb
+
+# The test helpers (eval_pipeline_tests) are not installed: import them from this checkout.
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from eval_pipeline_tests.agents.real_nao_backend import nao_backend, nao_python  # noqa: E402
+from eval_pipeline_tests.agents.servers import (  # noqa: E402
+    RecordedRequest,
+    ServerProcess,
+    Step,
+    answer,
+    execute_sql,
+    tool_calls,
+)
+
+SCRIPT = Path(sys.executable).with_name("eval-pipeline")
+MODEL = "openaiCompatible/vllm:qwen3"
+KEY_VARIABLE = "NAO_BENCH_VLLM_KEY"
+EMAIL, PASSWORD = "bench@example.com", "bench-password-1234"
+DAY = "2026-03-02"
+
+#: (question, SQL): the reference, and what the scripted agent runs (so every test passes).
+QUESTIONS = [
+    ("What is the total revenue of all orders?", "SELECT SUM(amount) AS total_revenue FROM orders"),
+    ("How many orders were placed?", "SELECT COUNT(*) AS orders FROM orders"),
+    ("How many customers bought?", "SELECT COUNT(DISTINCT customer) AS customers FROM orders"),
+    ("What is the largest order?", "SELECT MAX(amount) AS largest FROM orders"),
+    ("What is the smallest order?", "SELECT MIN(amount) AS smallest FROM orders"),
+    ("What is the average order?", "SELECT ROUND(AVG(amount), 2) AS average FROM orders"),
+    (
+        "What is the revenue per customer?",
+        "SELECT customer, SUM(amount) AS revenue FROM orders GROUP BY customer",
+    ),
+    (
+        "How many orders has each customer?",
+        "SELECT customer, COUNT(*) AS orders FROM orders GROUP BY customer",
+    ),
+    ("Which order is the largest?", "SELECT id FROM orders ORDER BY amount DESC LIMIT 1"),
+    (
+        "How many orders are above 40?",
+        "SELECT COUNT(*) AS big_orders FROM orders WHERE amount > 40",
+    ),
+]
+
+_QUESTION = re.compile(r"Question (\d+):")
+_NAO_TABLE = re.compile(r"- (query_\w+) \(")
+_OUR_TABLE = re.compile(r"Table (\w+) \(")
+
+
+def _sql_of(text: str) -> str:
+    found = _QUESTION.search(text)
+    if found is None:
+        raise ValueError(f"no test question in {text[:200]!r}")
+    return QUESTIONS[int(found.group(1)) % len(QUESTIONS)][1]
+
+
+def _model(request: RecordedRequest, _index: int) -> Step:
+    """Both agents' loop (the test's SQL, then the answer), nao's verification and our
+    extraction (one query over the table each names)."""
+    body = request.json or {}
+    messages = body.get("messages", [])
+    text = " ".join(str(m.get("content")) for m in messages if m.get("role") in ("user", "system"))
+    if body.get("response_format"):  # nao's verification
+        table = _NAO_TABLE.search(text)
+        return answer(json.dumps({"sql": f"SELECT * FROM {table.group(1) if table else 'x'}"}))
+    if "You turn the results an analytics assistant fetched" in text:  # our extraction
+        table = _OUR_TABLE.search(text)
+        return answer(f"SELECT * FROM {table.group(1) if table else 'x'}")
+    if not any(m.get("role") == "tool" for m in messages):
+        return tool_calls(execute_sql(_sql_of(text)))
+    return answer("Here is the answer.")
+
+
+def make_model():
+    return _model
+
+
+def write_project(root: Path, tests: int, llm_url: str) -> Path:
+    """A nao project as nao documents it: its config, its tests, a DuckDB file."""
+    (root / "tests").mkdir(parents=True)
+    (root / "data").mkdir()
+    with duckdb.connect(str(root / "data" / "shop.duckdb")) as connection:
+        connection.execute("CREATE TABLE orders (id INTEGER, customer TEXT, amount DOUBLE)")
+        connection.execute(
+            "INSERT INTO orders SELECT i, 'c' || (i % 7), (i * 37 % 101) + 0.25 "
+            "FROM range(1, 201) t(i)"
+        )
+    for i in range(tests):
+        question, sql = QUESTIONS[i % len(QUESTIONS)]
+        (root / "tests" / f"test_{i:03d}.yml").write_text(
+            f"name: test_{i:03d}\nprompt: 'Question {i}: {question}'\nsql: {sql}\n",
+            encoding="utf-8",
+        )
+    (root / "nao_config.yaml").write_text(
+        "project_name: shop\n"
+        "databases:\n  - name: shop\n    type: duckdb\n    path: data/shop.duckdb\n"
+        "llm:\n  providers:\n    - provider: openaiCompatible/vllm\n"
+        f"      base_url: {llm_url}\n"
+        f"      api_key: ${{{{ env('{KEY_VARIABLE}') }}}}\n"
+        "      models:\n        - id: qwen3\n",
+        encoding="utf-8",
+    )
+    return root
+
+
+def env(**more: str) -> dict[str, str]:
+    drop = {"DAGSTER_HOME", "EVAL_SUITE_DIR", "FORCE_COLOR", "CLICOLOR_FORCE"}
+    base = {k: v for k, v in os.environ.items() if k not in drop}
+    return {**base, KEY_VARIABLE: "sk-bench", **more}
+
+
+#: A command that has not ended by then hung (nao 0.3.29's client, with several threads, now
+#: and then waits for ever on a reply its backend logged as sent): it is stopped and run again.
+HUNG_S = 120.0
+HUNG: list[str] = []
+
+
+def timed(args: list[str], cwd: Path, environment: dict[str, str], passed: str) -> float:
+    """The wall time of a command that must end with every test passed (`passed` in its output)."""
+    for _ in range(3):
+        started = time.perf_counter()
+        try:
+            done = subprocess.run(
+                args, cwd=cwd, env=environment, capture_output=True, text=True, timeout=HUNG_S
+            )
+        except subprocess.TimeoutExpired:
+            HUNG.append(Path(args[0]).name)
+            continue
+        wall = time.perf_counter() - started
+        break
+    else:
+        raise SystemExit(f"{' '.join(args)} hung three times")
+    if done.returncode != 0:
+        raise SystemExit(
+            f"{' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}\n"
+            f"{done.stderr[-3000:]}"
+        )
+    output = done.stdout + done.stderr
+    if passed not in output:
+        raise SystemExit(f"{' '.join(args)}: not every test passed:\n{output[-3000:]}")
+    return wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--tests", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=4)
+    options = parser.parse_args(argv)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs at the start")
+    python = nao_python()
+    nao = python.with_name("nao")
+    work = Path(tempfile.mkdtemp(prefix="versus_nao_"))
+    try:
+        baseline = statistics.median(_import_baseline(work) for _ in range(options.repeats))
+        print(f"import baseline (dagster, duckdb, pandas): {baseline:.2f} s")
+        with ServerProcess(make_model) as llm_url:
+            project = write_project(work / "nao_project", options.tests, llm_url)
+            (project / "nao_config.yaml").write_text(
+                (project / "nao_config.yaml").read_text()
+                + f"test:\n  threads: {options.threads}\n",
+                encoding="utf-8",
+            )
+            state = work / "nao_state"
+            state.mkdir()
+            home = work / "home"
+            (home / ".nao").mkdir(parents=True)
+            native = Path.home() / ".nao" / "native"  # the DuckDB engine, fetched once
+            if native.is_dir():
+                (home / ".nao" / "native").symlink_to(native)
+            started = time.perf_counter()
+            with nao_backend(python, project, state, env()) as backend:
+                backend_s = time.perf_counter() - started
+                backend.sign_up(EMAIL, PASSWORD)
+                nao_env = env(BACKEND_URL=backend.url, HOME=str(home))
+                nao_args = [
+                    str(nao),
+                    "test",
+                    "-m",
+                    MODEL,
+                    "-u",
+                    EMAIL,
+                    "--password",
+                    PASSWORD,
+                    "-t",
+                    str(options.threads),
+                ]
+                ours_args = [
+                    str(SCRIPT),
+                    "test",
+                    "-q",
+                    "--date",
+                    DAY,
+                    "-m",
+                    MODEL,
+                    "-t",
+                    str(options.threads),
+                ]
+                naos_pass = f"All {options.tests} test(s) passed"
+                ours_pass = f"{options.tests}/{options.tests} passed"
+                theirs, fresh, rerun = [], [], []
+                for i in range(options.repeats):
+                    theirs.append(timed(nao_args, project, nao_env, naos_pass))
+                    copy = work / f"ours_{i}"
+                    shutil.copytree(project, copy, ignore=shutil.ignore_patterns("outputs"))
+                    fresh.append(timed(ours_args, copy, env(), ours_pass))
+                    rerun.append(timed(ours_args, copy, env(), ours_pass))
+        nao_s, fresh_s, rerun_s = (statistics.median(x) for x in (theirs, fresh, rerun))
+        print(f"nao backend start (once, before any nao test): {backend_s:.2f} s")
+        print(f"{options.tests} tests, -t {options.threads}, medians of {options.repeats}:")
+        print(f"  nao test (backend running)  {nao_s:6.2f} s  {_all(theirs)}")
+        print(
+            f"  ours, fresh                 {fresh_s:6.2f} s  {_all(fresh)}  "
+            f"= {fresh_s / nao_s:.2f}× nao (target ≤ 1), {fresh_s / baseline:.2f}× baseline"
+        )
+        print(
+            f"  ours, unchanged rerun       {rerun_s:6.2f} s  {_all(rerun)}  "
+            f"= {rerun_s / nao_s:.2f}× nao"
+        )
+        if HUNG:
+            print(f"hung and run again (not timed): {', '.join(HUNG)}")
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def _all(walls: list[float]) -> str:
+    return "(" + ", ".join(f"{w:.2f}" for w in walls) + ")"
+
+
+def _import_baseline(cwd: Path) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import dagster, duckdb, pandas"], cwd=cwd, check=True)
+    return time.perf_counter() - started
+
+
+if __name__ == "__main__":
+    sys.exit(main())
