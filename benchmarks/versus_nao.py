@@ -15,6 +15,8 @@ side, and what is measured is each tool's own work.
 * ours, fresh: `eval-pipeline test` on a new copy of the project (no `.eval/` folder yet),
   our built-in agent driven by the same model: what a user's first run costs.
 * ours, unchanged rerun: the same command again in the last copy.
+* our pipeline alone: the fresh run's steps called without Dagster (`pipeline_alone.py`),
+  in another new copy: what the command would cost without its Dagster record.
 
 Medians of `--repeats`, the sides interleaved, the load average beside them, and the ratio
 ours / nao (target: ≤ 1 for the fresh run). The import baseline (`import dagster, duckdb,
@@ -236,14 +238,30 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 naos_pass = f"All {options.tests} test(s) passed"
                 ours_pass = f"{options.tests}/{options.tests} passed"
-                theirs, fresh, rerun = [], [], []
+                # Our pipeline's own steps in a process without Dagster (the model id as the
+                # command normalises nao's provider name).
+                alone_args = [sys.executable, str(ROOT / "benchmarks" / "pipeline_alone.py")]
+                alone_model = MODEL.removeprefix("openaiCompatible/")
+                theirs, fresh, rerun, alone = [], [], [], []
                 for i in range(options.repeats):
                     theirs.append(timed(nao_args, project, nao_env, naos_pass))
                     copy = work / f"ours_{i}"
                     shutil.copytree(project, copy, ignore=shutil.ignore_patterns("outputs"))
                     fresh.append(timed(ours_args, copy, env(), ours_pass))
                     rerun.append(timed(ours_args, copy, env(), ours_pass))
-        nao_s, fresh_s, rerun_s = (statistics.median(x) for x in (theirs, fresh, rerun))
+                    bare = work / f"alone_{i}"
+                    shutil.copytree(project, bare, ignore=shutil.ignore_patterns("outputs"))
+                    alone.append(
+                        timed(
+                            [*alone_args, str(bare), alone_model, "--date", DAY],
+                            bare,
+                            env(),
+                            ours_pass,
+                        )
+                    )
+        nao_s, fresh_s, rerun_s, alone_s = (
+            statistics.median(x) for x in (theirs, fresh, rerun, alone)
+        )
         print(f"nao backend start (once, before any nao test): {backend_s:.2f} s")
         print(f"{options.tests} tests, -t {options.threads}, medians of {options.repeats}:")
         print(f"  nao test (backend running)  {nao_s:6.2f} s  {_all(theirs)}")
@@ -254,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  ours, unchanged rerun       {rerun_s:6.2f} s  {_all(rerun)}  "
             f"= {rerun_s / nao_s:.2f}× nao"
+        )
+        print(
+            f"  our pipeline alone, fresh   {alone_s:6.2f} s  {_all(alone)}  "
+            f"= {alone_s / nao_s:.2f}× nao: the same steps without Dagster "
+            f"(benchmarks/pipeline_alone.py), so the Dagster record costs {fresh_s - alone_s:.2f} s"
         )
         if HUNG:
             print(f"hung and run again (not timed): {', '.join(HUNG)}")
