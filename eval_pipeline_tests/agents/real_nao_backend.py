@@ -66,6 +66,20 @@ def nao_python(cache: Path = CACHE) -> Path:
     return python
 
 
+def nao_config_yaml(llm_url: str, key_variable: str) -> str:
+    """`nao_config.yaml` of a nao project `shop` with one DuckDB file (`data/shop.duckdb`)
+    and one OpenAI-compatible provider `openaiCompatible/vllm` serving `qwen3` at `llm_url`,
+    its key read from `key_variable`, as nao documents it."""
+    return (
+        "project_name: shop\n"
+        "databases:\n  - name: shop\n    type: duckdb\n    path: data/shop.duckdb\n"
+        "llm:\n  providers:\n    - provider: openaiCompatible/vllm\n"
+        f"      base_url: {llm_url}\n"
+        f"      api_key: ${{{{ env('{key_variable}') }}}}\n"
+        "      models:\n        - id: qwen3\n"
+    )
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -15,6 +15,7 @@ import pytest
 
 from eval_pipeline.cli._main import build_parser
 from eval_pipeline_tests.agents.nao_backend import EMAIL, PASSWORD, fake_nao_backend, nao_reply
+from eval_pipeline_tests.agents.real_nao_backend import nao_config_yaml
 from eval_pipeline_tests.agents.servers import (
     RecordedRequest,
     ScriptedServer,
@@ -81,15 +82,7 @@ def write_project(root: Path, *, llm_url: str, backend_url: str | None = None) -
         (root / "tests" / f"{name}.yml").write_text(
             f"name: {name}\nprompt: {prompt}\nsql: {sql}\n", encoding="utf-8"
         )
-    (root / "nao_config.yaml").write_text(
-        "project_name: shop\n"
-        "databases:\n  - name: shop\n    type: duckdb\n    path: data/shop.duckdb\n"
-        "llm:\n  providers:\n    - provider: openaiCompatible/vllm\n"
-        f"      base_url: {llm_url}\n"
-        f"      api_key: ${{{{ env('{KEY_VARIABLE}') }}}}\n"
-        "      models:\n        - id: qwen3\n",
-        encoding="utf-8",
-    )
+    (root / "nao_config.yaml").write_text(nao_config_yaml(llm_url, KEY_VARIABLE), encoding="utf-8")
     backend = f"nao_backend:\n  url: {backend_url}\n" if backend_url else ""
     (root / "eval_config.yaml").write_text(
         f"{backend}test:\n  extraction: last_query\n  threads: 2\n", encoding="utf-8"
