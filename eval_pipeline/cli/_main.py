@@ -417,6 +417,7 @@ def run() -> None:
     main_thread = threading.main_thread()
     if any(t is not main_thread and not t.daemon for t in threading.enumerate()):
         sys.exit(code)
+    # What the interpreter's own exit calls first (CPython has no public name for it).
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         # A reader that left (`| head`), a closed stream: nothing more to write to.
