@@ -35,6 +35,16 @@ pytestmark = pytest.mark.slow  # each test starts Dagster runs
 INPUTS = ["test_cases", "agent_context", "grading_rules"]
 
 
+def evaluated(small_suite, instance, day: str) -> tuple[dg.Definitions, str | None]:
+    """`day` evaluated for every model, the daemon's ticks run until nothing is left to
+    request: the definitions and the last tick's cursor."""
+    defs = prepare(small_suite, instance, day)
+    for model in MODELS:
+        evaluate(defs, instance, model, day)
+    cursor, _ = drive(defs, instance)
+    return defs, cursor
+
+
 def test_an_edited_test_file_marks_every_models_runs_unsynced_naming_the_test(
     small_suite, instance
 ):
@@ -112,10 +122,7 @@ def test_a_backfill_of_runs_for_two_past_days_ends_with_their_grades_summaries_a
 
 def test_grades_wait_while_their_runs_are_unsynced_and_follow_the_rerun(small_suite, instance):
     day = today().isoformat()
-    defs = prepare(small_suite, instance, day)
-    for model in MODELS:
-        evaluate(defs, instance, model, day)
-    cursor, _ = drive(defs, instance)
+    defs, cursor = evaluated(small_suite, instance, day)
 
     small_suite.edit_case("customer_count", sql="SELECT COUNT(*) AS n FROM customers")
     (request,) = watch_tick(defs, instance).run_requests
@@ -136,11 +143,7 @@ def test_grades_wait_while_their_runs_are_unsynced_and_follow_the_rerun(small_su
 def test_rereading_unchanged_inputs_from_the_ui_starts_nothing(small_suite, instance):
     # "Materialize" on the suite's inputs with nothing edited: the same data versions, so no
     # run or grade of today is out of date, and nothing of the day may run again
-    day = today().isoformat()
-    defs = prepare(small_suite, instance, day)
-    for model in MODELS:
-        evaluate(defs, instance, model, day)
-    cursor, _ = drive(defs, instance)
+    defs, cursor = evaluated(small_suite, instance, today().isoformat())
 
     assert materialize(defs, INPUTS, instance=instance, tags={"eval_pipeline/source": "ui"}).success
     result, asked = tick(defs, instance, cursor)
