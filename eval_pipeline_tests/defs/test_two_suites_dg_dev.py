@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.defs.instance import default_instance_yaml
-from eval_pipeline_tests.pipeline.services import BIN, LAUNCH_RUN, graphql, wait_for
+from eval_pipeline_tests.pipeline.services import BIN, LAUNCH_RUN, graphql, stop_group, wait_for
 from eval_pipeline_tests.warehouses.servers import free_port
 
 pytestmark = pytest.mark.slow  # starts `dg dev`: a webserver, a daemon and a code server
@@ -146,9 +145,4 @@ def test_dg_dev_serves_both_suites_and_leaves_the_teams_asset_to_dagster(
         runs = graphql(base, RUNS)["runsOrError"]["results"]
         assert [r["runId"] for r in runs] == [run_id], runs
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)

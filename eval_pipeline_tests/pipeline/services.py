@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -59,6 +61,18 @@ def service(command: list[str], env: dict[str, str], log: Path) -> Iterator[subp
         yield process
     finally:
         _stop(process)
+
+
+def stop_group(process: subprocess.Popen, *, timeout_s: float = 60) -> None:
+    """Stop a service started in a process group of its own (`start_new_session=True`) and
+    everything it started: SIGTERM to the group, SIGKILL if it is still there after
+    `timeout_s`."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def wait_for(what: str, ready, *, timeout_s: float, logs: list[Path]) -> None:

@@ -9,7 +9,6 @@ shows (saved to docs/screenshots with EVAL_SAVE_SCREENSHOTS=1).
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -25,7 +24,7 @@ import pytest
 from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline_tests.pipeline.automation import run_requested, watch_tick
-from eval_pipeline_tests.pipeline.services import graphql
+from eval_pipeline_tests.pipeline.services import graphql, stop_group
 from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, evaluate, prepare
 from eval_pipeline_tests.warehouses.servers import free_port
 
@@ -85,11 +84,7 @@ def webserver(suite: Path, home: Path) -> Iterator[str]:
             raise AssertionError("the webserver did not come up")
         yield base
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_group(process, timeout_s=30)
 
 
 def screenshots(base: str, pages: dict[str, str]) -> None:
