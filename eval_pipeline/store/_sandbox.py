@@ -28,6 +28,7 @@ TABLE_LISTING = "SELECT table_name AS name FROM information_schema.tables ORDER 
 
 # How long a stopped query may take to wind down before the command goes on without it.
 _STOP_WAIT_S = 10.0
+_INTERRUPT_EVERY_S = 0.05
 
 
 class NotReadOnly(ValueError):
@@ -180,12 +181,10 @@ def _fetch_interruptibly(
     try:
         finished = done.wait(timeout_s)
     except KeyboardInterrupt:
-        connection.interrupt()
-        done.wait(_STOP_WAIT_S)
+        _stop(connection, done)
         raise
     if not finished:
-        connection.interrupt()
-        done.wait(_STOP_WAIT_S)
+        _stop(connection, done)
         raise QueryTooSlow(
             f"the query was stopped after {timeout_s:g} s (--timeout); "
             "filter or aggregate more, or allow it longer"
@@ -193,6 +192,17 @@ def _fetch_interruptibly(
     if "error" in outcome:
         raise outcome["error"]  # type: ignore[misc]
     return outcome["result"]  # type: ignore[return-value]
+
+
+def _stop(connection: duckdb.DuckDBPyConnection, done: threading.Event) -> None:
+    """Interrupt the query until its thread says it ended, for `_STOP_WAIT_S` at most. Once
+    is not enough: an interrupt that comes before the thread has started the query (a
+    loaded machine, Ctrl-C at once) stops nothing, the query then runs on, and closing the
+    connection waits for it."""
+    for _ in range(int(_STOP_WAIT_S / _INTERRUPT_EVERY_S)):
+        connection.interrupt()
+        if done.wait(_INTERRUPT_EVERY_S):
+            return
 
 
 def _reading(layout: StateFolder, sql: str) -> contextlib.AbstractContextManager:
