@@ -20,8 +20,9 @@ _KEYWORD_FUNCTIONS = {
     "localtime": "current_localtime",
     "localtimestamp": "current_localtimestamp",
 }
-# DuckDB declares `age(TIMESTAMP)` consistent, yet with one argument it measures from now.
-_CLOCK_DESPITE_CATALOG = frozenset({"age"})
+# Functions DuckDB declares consistent that read the clock: `age(TIMESTAMP)` measures from now
+# with one argument, and DuckDB 2.0 declares the local time and timestamp consistent.
+_CLOCK_DESPITE_CATALOG = frozenset({"age", "current_localtime", "current_localtimestamp"})
 _TIME_ZONE_TYPES = ("TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ_NS")
 
 
