@@ -18,7 +18,7 @@ repeat. Printed:
 * the CPU seconds (user + system) and the peak RSS of the CLI process tree (`os.wait4` of
   the command: the CPU of the process and its waited-for children, the largest RSS of them);
   CPU seconds move far less with the machine's load than wall seconds;
-* the load average beside every figure, and pass/fail against the targets of issue #31:
+* the load average beside every figure, and pass/fail against the targets docs/performance.md sets:
   ≤ 5 ms of wall per run beyond the fixed cost, 1,500 runs ≤ 12 s in all, peak RSS ≤ 500 MB.
 """
 

@@ -60,7 +60,7 @@ def agreement(pairs: Iterable[tuple[bool, bool]]) -> Agreement:
     )
 
 
-# --- the judge against itself (issue 18, `--rejudge-samples j`) ----------------------------
+# --- the judge against itself (`--rejudge-samples j`) --------------------------------------
 
 
 async def with_judge_samples(

@@ -1,6 +1,6 @@
 """Is the difference real? A day's intervals, paired comparisons and detectable difference.
 
-One place turns graded runs into the statistics of issue 18, so the results file, the
+One place turns graded runs into these statistics, so the results file, the
 `model_comparisons` table, the CLI, the leaderboard and the viewer all show the same numbers.
 """
 

@@ -240,7 +240,7 @@ def _run(
     cost_key = "cost_usd" if "cost_usd" in result else "cost"
     cost = _number(result.get(cost_key), f"{where}.{cost_key}")
     if not ours and cost == 0:
-        cost = None  # nao writes 0 for a model it has no price for (#1220): unknown, not free
+        cost = None  # nao writes 0 for a model it has no price for: unknown, not free
     checks = (
         _our_checks(details.get("checks"), f"{where}.details.checks")
         if ours

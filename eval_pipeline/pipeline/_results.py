@@ -315,7 +315,7 @@ def _summary(results: Sequence[ResultEntry]) -> Summary:
         total_tokens=sum(r.tokens for r in results),
         total_cost=round(sum(costs), 6) if costs else 0,
         # Ours: the sum of the known costs (null when none is known), and whether every
-        # run had a price; nao's `total_cost` is 0 for unknown (#1220).
+        # run had a price; nao's `total_cost` is 0 for unknown.
         total_cost_usd=round(sum(costs), 6) if costs else None,
         cost_complete=len(costs) == total,
         total_duration_ms=duration,

@@ -81,7 +81,7 @@ TABLES: dict[str, TableSpec] = {
                     ("result_hash", pa.string()),
                     _json("warnings"),  # reference health: [{kind, message}]
                     *_WRITE_COLUMNS,
-                    # Added later (issue 14): the `databases:` entry that answered (NULL before).
+                    # Added later: the `databases:` entry that answered (NULL before).
                     ("database", pa.string()),
                 ]
             ),
@@ -118,9 +118,9 @@ TABLES: dict[str, TableSpec] = {
                     ("finished_at", pa.string()),
                     ("reused", pa.bool_()),
                     *_WRITE_COLUMNS,
-                    # Added later (issue 14): the `databases:` entry the test names (NULL before).
+                    # Added later: the `databases:` entry the test names (NULL before).
                     ("database", pa.string()),
-                    # Added later (issue 25): what answered, `answerer_identity` (NULL before).
+                    # Added later: what answered, `answerer_identity` (NULL before).
                     ("answerer", pa.string()),
                     # Added later: what the answerer reported beside its answer (nao's
                     # own verification of a `nao:` run), NULL for every other run.
@@ -174,13 +174,13 @@ TABLES: dict[str, TableSpec] = {
                     # why a failed data check missed (grading.FailureKind), else NULL
                     ("failure_kind", pa.string()),
                     *_WRITE_COLUMNS,
-                    # Added later (issue 18): with `--rejudge-samples j`, the j verdicts of a
+                    # Added later: with `--rejudge-samples j`, the j verdicts of a
                     # run with judged checks (its own first), as a JSON list; NULL otherwise.
                     _json("judge_samples"),
-                    # Added later (issue 25): the digests of the grading rules applied, by
+                    # Added later: the digests of the grading rules applied, by
                     # name (tolerance, extraction, judge, grading code); NULL before.
                     _json("grading_rules"),
-                    # Added later (issue 25): who graded an imported run (`nao 0.3.29`, `nao`
+                    # Added later: who graded an imported run (`nao 0.3.29`, `nao`
                     # when its file names no version, `eval_pipeline`); NULL: graded here.
                     ("imported_from", pa.string()),
                 ]
@@ -210,7 +210,7 @@ TABLES: dict[str, TableSpec] = {
                     ("avg_tool_calls", pa.float64()),
                     ("suite_hash", pa.string()),
                     *_WRITE_COLUMNS,
-                    # Added later (issue 18): the 95% interval on pass_rate, as fractions.
+                    # Added later: the 95% interval on pass_rate, as fractions.
                     ("ci_low", pa.float64()),
                     ("ci_high", pa.float64()),
                 ]

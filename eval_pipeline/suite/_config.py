@@ -226,7 +226,7 @@ class TestDefaults:
     threshold_mode: ThresholdMode = "average"
     semantic: Semantic | None = None  # the semantic check of tests that set none (off: None)
     # `regression: {significant_only: true}`: no_regression fails only on a drop the paired
-    # test between the two days calls significant (issue 18); default: any regressed test.
+    # test between the two days calls significant; default: any regressed test.
     regression_significant_only: bool = False
     # The first day of the daily partitions (None: the day of the suite's first evaluation).
     start_date: date | None = None

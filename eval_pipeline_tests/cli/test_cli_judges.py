@@ -94,7 +94,7 @@ def evaluate(root: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], 
     return result, grade
 
 
-# --- a recorded judge judges only what it recorded (issue 10, point 2) ----------------------
+# --- a recorded judge judges only what it recorded -------------------------------------
 
 
 def write_recording(root: Path) -> None:

@@ -1,4 +1,4 @@
-"""Through the real CLI: what an evaluation leaves for Dagster's daemon and UI (issue 13.2, 13.6)."""
+"""Through the real CLI: what an evaluation leaves for Dagster's daemon and UI."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A PostgreSQL server lost in the middle of `eval-pipeline test`, then a rerun (issue 14).
+"""A PostgreSQL server lost in the middle of `eval-pipeline test`, then a rerun.
 
 The suite mixes a DuckDB file and a PostgreSQL database. The test's PostgreSQL is reached
 through a TCP relay this test controls: the relay is cut while the agent works on the first

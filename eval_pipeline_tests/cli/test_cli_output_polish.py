@@ -1,4 +1,4 @@
-"""What a person reads from `eval-pipeline test` and `diff` (issue 20): progress in a CI log,
+"""What a person reads from `eval-pipeline test` and `diff`: progress in a CI log,
 the report on a 100-column terminal, `--failures-only`, what changed when no run was made,
 the results file's name, and `diff` with nothing to compare — through the real script.
 

@@ -1,4 +1,4 @@
-"""`eval-pipeline test --rejudge-samples j` (issue 18, point 5): each run a judge decided is
+"""`eval-pipeline test --rejudge-samples j`: each run a judge decided is
 judged j times in all, and the report tells judge noise from agent noise, per test.
 
 The model under test and the judge are one scripted OpenAI-compatible server (told apart by

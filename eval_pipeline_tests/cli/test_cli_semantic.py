@@ -1,4 +1,4 @@
-"""Issue 19 through the real `eval-pipeline` script: semantic check, failure kinds, reference health.
+"""Through the real `eval-pipeline` script: semantic check, failure kinds, reference health.
 
 A suite over the small shop warehouse with `semantic: {variants: 8}` in its `test:` block and
 two recorded models: `cheat` answers the count with `max(id)` (right on the warehouse, since

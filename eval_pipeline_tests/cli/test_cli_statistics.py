@@ -1,4 +1,4 @@
-"""Is the difference real? (issue 18) through the real `eval-pipeline` script: the results
+"""Is the difference real? Through the real `eval-pipeline` script: the results
 file's intervals and comparisons, the printed tables, the store's tables and `diff`'s paired
 test, on the small suite of `replay_suite.py` (`good` right on all four tests,
 `mixed` wrong on `top_customer`)."""

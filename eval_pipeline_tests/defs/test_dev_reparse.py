@@ -1,4 +1,4 @@
-"""Under `dagster dev` a dbt project is parsed again only when it changed (#13.8).
+"""Under `dagster dev` a dbt project is parsed again only when it changed.
 
 Every process `dagster dev` starts loads the definitions, each UI-launched run's worker
 included; re-parsing both dbt projects there cost each run tens of seconds.

@@ -1,4 +1,4 @@
-"""Which warehouse models the evaluation depends on: the tables its reference SQL reads (issue 13.7)."""
+"""Which warehouse models the evaluation depends on: the tables its reference SQL reads."""
 
 from __future__ import annotations
 

@@ -94,7 +94,7 @@ def test_a_day_without_grades_has_no_accuracy_and_no_regression(layout):
     assert checks.regression.message == "no regression since 2026-06-01"
 
 
-# --- issue 18: is a drop real? -------------------------------------------------------------
+# --- is a drop real? -----------------------------------------------------------------------
 
 
 def _checks(layout: StateFolder, today: list[dict], *, significant_only: bool):

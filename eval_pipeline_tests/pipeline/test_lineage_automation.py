@@ -1,4 +1,4 @@
-"""Edits show as unsynced within a sensor tick, and automation follows the data (issue 13.1, 13.2).
+"""Edits show as unsynced within a sensor tick, and automation follows the data.
 
 The sensors and the automation conditions are evaluated as the daemon evaluates them
 (`evaluate_tick`, `dg.evaluate_automation_conditions`), and what they request is executed in

@@ -1,4 +1,4 @@
-"""What the Dagster UI shows after a test file is edited, read from the webserver's GraphQL API (issue 13.1).
+"""What the Dagster UI shows after a test file is edited, read from the webserver's GraphQL API.
 
 The test starts `dagster-webserver` on 127.0.0.1 over the suite's instance, as `eval-pipeline
 ui` would, and asks it what its pages show: each model's runs unsynced, caused by

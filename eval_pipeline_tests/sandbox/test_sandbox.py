@@ -556,7 +556,7 @@ def test_every_error_is_a_sandbox_error() -> None:
     assert issubclass(QueryFailed, SandboxError)
 
 
-# ---- nested comments and resource caps (issue 11) --------------------------------------------
+# ---- nested comments and resource caps ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

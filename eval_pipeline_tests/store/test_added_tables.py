@@ -1,4 +1,4 @@
-"""A store written before a table or a column was added (issue 18's `model_comparisons` and
+"""A store written before a table or a column was added (`model_comparisons` and
 `model_summaries.ci_low/ci_high`) keeps working, compacted or not."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ NEW = ("ci_low", "ci_high")
 
 
 def _older_release(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The tables as they were before issue 18."""
+    """The tables as they were before the statistics columns."""
     spec = TABLES["model_summaries"]
     old = pa.schema([f for f in spec.schema if f.name not in NEW])
     monkeypatch.setitem(
@@ -100,7 +100,7 @@ def test_an_uncompacted_older_store_shows_the_new_column_at_once(tmp_path, monke
 def test_a_store_written_before_runs_and_references_kept_their_database_still_reads(
     tmp_path, monkeypatch
 ):
-    """Issue 14 added `database` to `reference_results` and `agent_runs`: an older
+    """A later version added `database` to `reference_results` and `agent_runs`: an older
     partition reads with NULL there, beside new rows naming theirs, compacted or not."""
     layout = StateFolder(tmp_path / ".eval")
     with monkeypatch.context() as older:

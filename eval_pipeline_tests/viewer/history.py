@@ -9,7 +9,7 @@ What it holds, so tests can point at it:
 * `revenue_by_month` by claude on DAY1 has a second attempt that failed: flaky that day (its
   attempts disagree), unlike `total_revenue` by gpt (passed, failed, passed: day-to-day flips).
 * `refund_rate` by claude fails from DAY2 on; its diff holds a DATE as grades written before
-  issue 20 did (`2025-01-01T00:00:00.000Z`), its actual and expected data as written.
+  an earlier version did (`2025-01-01T00:00:00.000Z`), its actual and expected data as written.
 * `refund_rate` by gpt on DAY3 was reused: its run was made by an earlier invocation.
 """
 
