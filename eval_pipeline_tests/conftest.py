@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections import Counter
@@ -208,6 +209,22 @@ def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: py
 
         monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _signals_as_in_a_terminal():
+    """Each test starts with SIGINT and SIGTERM as a command started from a terminal has them,
+    and every process it starts inherits them so: an ignored signal is inherited across exec.
+    pytest-xdist's workers ignore SIGINT (Ctrl-C is for the main process), and Dagster, after
+    a run in this process, maps SIGTERM onto SIGINT's disposition: a server or command a test
+    started would then ignore the SIGTERM or Ctrl-C the test sends it."""
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    yield
+    for signum, handler in saved.items():
+        if handler is not None:
+            signal.signal(signum, handler)
 
 
 @pytest.fixture
