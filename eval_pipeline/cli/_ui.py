@@ -58,14 +58,27 @@ def run_until_signalled(command: Sequence[str], *, env: Mapping[str, str], cwd: 
     a sensor tick still in flight (a traceback in the log). Whatever the group still holds when
     the command ends, or GRACE_SECONDS after a signal, is killed: nothing is left listening.
     Returns the command's exit code, or 128 + the signal's number when one stopped it."""
-    child = subprocess.Popen(command, env=dict(env), cwd=cwd, start_new_session=True)
     received: list[tuple[int, float]] = []
+    started: list[subprocess.Popen] = []
 
     def forward(signum: int, _frame: object) -> None:
         received.append((signum, time.monotonic()))
-        child.send_signal(signal.SIGINT)
+        if started:
+            started[0].send_signal(signal.SIGINT)
 
+    # The handlers come first: a command started in the background of a shell has SIGINT
+    # ignored, and a child inherits an ignored signal but not a handler, so `dg dev` would
+    # ignore the SIGINT it is sent. A signal that comes while it starts is passed on after.
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        child = subprocess.Popen(command, env=dict(env), cwd=cwd, start_new_session=True)
+    except BaseException:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        raise
+    started.append(child)
+    if received:
+        child.send_signal(signal.SIGINT)
     try:
         while True:
             # A wait is resumed after a handler ran (PEP 475): poll, to notice the grace end.

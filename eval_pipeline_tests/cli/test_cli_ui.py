@@ -107,3 +107,49 @@ def test_ui_serves_the_repository_location_without_warnings_and_stops_on_sigterm
         if group_alive(process.pid):
             os.killpg(process.pid, signal.SIGKILL)
         log.close()
+
+
+CHILD = """
+import sys, time
+print("started", flush=True)
+try:
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("stopped on SIGINT", flush=True)
+    sys.exit(0)
+"""
+
+PARENT = """
+import sys
+from pathlib import Path
+from eval_pipeline.cli._ui import run_until_signalled
+sys.exit(run_until_signalled([sys.executable, "-c", sys.argv[1]], env={}, cwd=Path.cwd()))
+"""
+
+
+@pytest.mark.slow
+def test_the_ui_started_in_the_background_passes_sigterm_on_as_a_sigint_dagster_obeys(tmp_path):
+    """`eval-pipeline ui &` in a script: the shell starts it with SIGINT ignored, which a
+    child inherits. The dev server it starts must still stop cleanly on the SIGINT it is
+    passed, not be killed once the grace period is over."""
+    log = tmp_path / "ui.log"
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-c", PARENT, CHILD],
+            cwd=tmp_path,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while "started" not in log.read_text() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert "started" in log.read_text(), log.read_text()
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=60) == 128 + signal.SIGTERM, log.read_text()
+        finally:
+            if group_alive(process.pid):
+                os.killpg(process.pid, signal.SIGKILL)
+    assert "stopped on SIGINT" in log.read_text(), log.read_text()
