@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -98,13 +100,29 @@ def _require(result: dg.ExecuteInProcessResult, what: str) -> None:
     )
 
 
+@contextlib.contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """Keep this process's SIGTERM disposition across a Dagster run in it. When the run
+    ends, Dagster maps SIGTERM onto SIGINT's disposition, which a command started in a
+    shell's background has ignored: the command would then ignore the SIGTERM that stops
+    it. Signals belong to the main thread alone; other threads leave them as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, kept)
+
+
 def build_warehouse(config: SuiteConfig) -> bool:
     """Build the suite's warehouse by materializing its dbt assets in the suite's instance;
     True when it was built (dbt's output goes to the terminal, as `dbt build` shows it)."""
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)
     job = build_definitions(config.root, history=False).resolve_job_def(WAREHOUSE_JOB)
-    with open_instance(home) as instance:
+    with open_instance(home) as instance, _sigterm_kept():
         return job.execute_in_process(
             instance=instance, raise_on_error=False, tags={LAUNCHED_BY_TAG: "cli"}
         ).success
@@ -191,14 +209,15 @@ def run_evaluation(
             def step(what, job, partition_key=None, ops=None, assets=None):
                 stage[0] = what
                 run_config = {**quiet, "ops": ops} if ops else quiet
-                executed = defs.resolve_job_def(job).execute_in_process(
-                    instance=instance,
-                    partition_key=partition_key,
-                    run_config=run_config,
-                    tags=tags,
-                    raise_on_error=False,
-                    asset_selection=[UNNAMED.key(name) for name in assets] if assets else None,
-                )
+                with _sigterm_kept():
+                    executed = defs.resolve_job_def(job).execute_in_process(
+                        instance=instance,
+                        partition_key=partition_key,
+                        run_config=run_config,
+                        tags=tags,
+                        raise_on_error=False,
+                        asset_selection=[UNNAMED.key(n) for n in assets] if assets else None,
+                    )
                 _require(executed, what)
                 return executed
 
