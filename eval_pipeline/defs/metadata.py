@@ -1,21 +1,14 @@
-"""Metadata of the assets: Dagster's standard keys for a store table (its columns, its name in results.duckdb, where a partition lives, its rows) and the Markdown tables and figures the UI shows."""
+"""Metadata of the assets: the static part of a store table (its columns, its name in results.duckdb), and what a stage says of its materialization (`eval_pipeline.pipeline.Materialized`) as Dagster takes it."""
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.grading import Grade
-from eval_pipeline.pipeline import BudgetOutcome
-from eval_pipeline.store import TABLES, StateFolder
-from eval_pipeline.suite import redact
-
-#: Rows of a failures or warnings table; the rest are counted.
-FAILURES_SHOWN = 50
+from eval_pipeline.pipeline.stages import CheckOutcome, Materialized, Metadata, Value
+from eval_pipeline.store import TABLES
 
 
 def table_definition(table: str) -> dict[str, Any]:
@@ -36,86 +29,53 @@ def table_definition(table: str) -> dict[str, Any]:
     }
 
 
-def table_written(
-    layout: StateFolder,
-    table: str,
-    rows: int,
+def _value(value: Any) -> Any:
+    if not isinstance(value, Value):
+        return value
+    kinds = {
+        "float": dg.MetadataValue.float,
+        "json": dg.MetadataValue.json,
+        "md": dg.MetadataValue.md,
+        "path": dg.MetadataValue.path,
+        "url": dg.MetadataValue.url,
+    }
+    return kinds[value.kind](value.value)
+
+
+def as_metadata(metadata: Metadata) -> dict[str, Any]:
+    """A stage's metadata as Dagster's values."""
+    return {key: _value(value) for key, value in metadata.items()}
+
+
+def check_result(check: CheckOutcome) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        check_name=check.name,
+        passed=check.passed,
+        severity=dg.AssetCheckSeverity.WARN if check.warn else dg.AssetCheckSeverity.ERROR,
+        description=check.description,
+        metadata=as_metadata(check.metadata),
+    )
+
+
+def recorded(
+    context: dg.AssetExecutionContext,
+    materialized: Materialized,
     *,
-    model: str | None = None,
-    run_date: date | None = None,
-) -> dict[str, Any]:
-    """The part of a materialization: where the partition it wrote lives, and its rows."""
-    return {
-        "dagster/uri": dg.MetadataValue.url(
-            layout.partition_uri(table, model=model, run_date=run_date)
-        ),
-        "dagster/row_count": rows,
-    }
-
-
-def budget_metadata(budget: BudgetOutcome | None, *, model: str | None = None) -> dict[str, Any]:
-    """An attempt budget's part (`--budget`): the budget, what it spent, the attempts each
-    test got and why (one model's, with `model`) and what it decided. Empty without one."""
-    if budget is None:
-        return {}
-    attempts = [entry for entry in budget.attempts if model is None or entry[0] == model]
-    rows = [
-        f"| {md_escape(m)} | {md_escape(test)} | {n} | {md_escape(reason or 'first round')} |"
-        for m, test, n, reason in attempts
-    ]
-    table = "\n".join(["| model | test | attempts | why |", "|---|---|---|---|", *rows])
-    return {
-        "budget": dg.MetadataValue.json(
-            {"runs": budget.budget.runs, "usd": budget.budget.usd, "question": budget.question.kind}
-        ),
-        "budget_spent_runs": sum(entry[2] for entry in attempts),
-        "budget_attempts": dg.MetadataValue.md(table),
-        "budget_decision": dg.MetadataValue.md(
-            "\n".join(f"- {md_escape(line)}" for line in budget.sentences())
-        ),
-    }
-
-
-def percent(fraction: float) -> float:
-    """A fraction as the percentage the CLI prints (76.0, not 0.7596899224806203)."""
-    return round(100 * fraction, 1)
-
-
-def digest(parts: Sequence[str]) -> str:
-    """A short, order-free digest of some parts: an asset's data version."""
-    return hashlib.sha256("\n".join(sorted(parts)).encode()).hexdigest()[:16]
-
-
-def md_escape(text: str) -> str:
-    # Redacted before the cut: the Dagster run database keeps this metadata.
-    return redact(text).replace("|", "\\|").replace("\n", " ")[:300]
-
-
-def failures_table(grades: list[Grade]) -> str:
-    """The failing runs as a Markdown table, the first `FAILURES_SHOWN`."""
-    failing = [g for g in grades if not g.passed]
-    if not failing:
-        return "Every run passed."
-    lines = ["| test | attempt | status | message |", "|---|---|---|---|"]
-    for grade in failing[:FAILURES_SHOWN]:
-        lines.append(
-            f"| {grade.name} | {grade.attempt} | {grade.status.value} | {md_escape(grade.message)} |"
-        )
-    if len(failing) > FAILURES_SHOWN:
-        lines.append(f"| … | | | {len(failing) - FAILURES_SHOWN} more |")
-    return "\n".join(lines)
-
-
-def warnings_table(warned: list[tuple[str, dict[str, str]]]) -> str:
-    """Reference warnings as a Markdown table, the first `FAILURES_SHOWN`."""
-    if not warned:
-        return "No warnings."
-    lines = ["| test | kind | warning |", "|---|---|---|"]
-    for name, warning in warned[:FAILURES_SHOWN]:
-        lines.append(f"| {name} | {warning['kind']} | {md_escape(warning['message'])} |")
-    if len(warned) > FAILURES_SHOWN:
-        lines.append(f"| … | | {len(warned) - FAILURES_SHOWN} more |")
-    return "\n".join(lines)
+    asset_key: dg.AssetKey | None = None,
+    with_checks: bool = True,
+) -> dg.MaterializeResult:
+    """A stage's materialization as its asset returns it, its lines logged by the step.
+    `with_checks=False`: the checks are yielded on their own (`check_result`), as a
+    multi-asset whose checks are optional outputs yields them."""
+    for level, line in materialized.log:
+        getattr(context.log, level)(line)
+    version = materialized.data_version
+    return dg.MaterializeResult(
+        asset_key=asset_key,
+        data_version=dg.DataVersion(version) if version is not None else None,
+        metadata=as_metadata(materialized.metadata),
+        check_results=[check_result(c) for c in materialized.checks] if with_checks else None,
+    )
 
 
 def model_and_day(context: dg.AssetExecutionContext) -> tuple[str, date]:

@@ -1,26 +1,17 @@
 """The grades of a (model, day) partition: every stored run graded, never the agent called."""
 
-import asyncio
-
 import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import follows_parents
-from eval_pipeline.defs.metadata import (
-    digest,
-    failures_table,
-    model_and_day,
-    percent,
-    table_definition,
-    table_written,
-)
+from eval_pipeline.defs.metadata import model_and_day, recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.partitions import BY_DATE
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
-from eval_pipeline.grading import GRADING_CODE_VERSION, GradeStatus
-from eval_pipeline.pipeline import grade_runs
+from eval_pipeline.grading import GRADING_CODE_VERSION
+from eval_pipeline.pipeline import stages
 
 
 class GradesConfig(dg.Config):
@@ -73,34 +64,15 @@ def grades_asset(
     def grades(context: dg.AssetExecutionContext, config: GradesConfig) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         model, day = model_and_day(context)
-        layout = suite.store()
-        graded = asyncio.run(
-            grade_runs(
-                suite.load(),
-                model,
-                day,
-                layout=layout,
-                context=suite.agent_context(),
-                rejudge=config.rejudge,
-                rejudge_samples=config.rejudge_samples,
-            )
+        done = stages.grades(
+            suite.load(),
+            model,
+            day,
+            suite.store(),
+            suite.agent_context(),
+            rejudge=config.rejudge,
+            rejudge_samples=config.rejudge_samples,
         )
-        passed = sum(g.passed for g in graded)
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(
-                digest([f"{g.name}:{g.attempt}:{g.status.value}" for g in graded])
-            ),
-            metadata={
-                "pass_rate": dg.MetadataValue.float(
-                    percent(passed / len(graded) if graded else 0.0)
-                ),
-                "passed": passed,
-                "failed": sum(g.status is GradeStatus.FAILED for g in graded),
-                "errors": sum(g.status is GradeStatus.ERROR for g in graded),
-                "unverified": sum(not g.verified for g in graded),
-                "failures": dg.MetadataValue.md(failures_table(graded)),
-                **table_written(layout, "grades", len(graded), model=model, run_date=day),
-            },
-        )
+        return recorded(context, done)
 
     return grades

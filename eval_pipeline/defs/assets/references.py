@@ -1,6 +1,5 @@
 """The day's references: each test's reference SQL run on the warehouse, with a health check."""
 
-from collections import Counter
 from collections.abc import Sequence
 from datetime import date
 
@@ -9,10 +8,10 @@ import dagster as dg
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import references_condition
-from eval_pipeline.defs.metadata import digest, table_definition, table_written, warnings_table
+from eval_pipeline.defs.metadata import recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
-from eval_pipeline.pipeline import compute_references
+from eval_pipeline.pipeline import stages
 
 
 def reference_results_asset(
@@ -47,39 +46,6 @@ def reference_results_asset(
     def reference_results(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         day = date.fromisoformat(context.partition_key)
-        layout = suite.store()
-        results = compute_references(suite.load(), day, layout=layout)
-        failed = [r for r in results if r.error]
-        for result in failed:
-            context.log.warning(f"{result.name}: {result.error}")
-        warned = [(r.name, w) for r in results for w in r.warnings]
-        return dg.MaterializeResult(
-            check_results=[
-                dg.AssetCheckResult(
-                    check_name="reference_health",
-                    passed=not warned,
-                    severity=dg.AssetCheckSeverity.WARN,
-                    description=f"{len(warned)} warning(s) on "
-                    f"{len({name for name, _ in warned})} reference(s)"
-                    if warned
-                    else "every reference is healthy",
-                    metadata={
-                        "warnings": dg.MetadataValue.md(warnings_table(warned)),
-                        "by_kind": dg.MetadataValue.json(
-                            dict(Counter(w["kind"] for _, w in warned))
-                        ),
-                    },
-                )
-            ],
-            data_version=dg.DataVersion(digest([r.data_version for r in results])),
-            metadata={
-                "references": len(results),
-                "by_database": dg.MetadataValue.json(dict(Counter(r.database for r in results))),
-                "failed": len(failed),
-                "empty_results": sum(r.row_count == 0 and not r.error for r in results),
-                "rows": sum(r.row_count for r in results),
-                **table_written(layout, "reference_results", len(results), run_date=day),
-            },
-        )
+        return recorded(context, stages.reference_results(suite.load(), day, suite.store()))
 
     return reference_results

@@ -6,17 +6,11 @@ import dagster as dg
 
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.conditions import follows_parents, leaderboard_condition
-from eval_pipeline.defs.metadata import budget_metadata
+from eval_pipeline.defs.metadata import recorded
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.partitions import BY_DATE
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
-from eval_pipeline.pipeline import (
-    day_leaderboard,
-    failure_kinds_markdown,
-    stored_budget,
-    write_report,
-)
-from eval_pipeline.store import publish_results
+from eval_pipeline.pipeline import stages
 
 
 def leaderboard_asset(
@@ -37,19 +31,8 @@ def leaderboard_asset(
         "test cannot tell apart marked as ties.",
     )
     def leaderboard(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        suite = suite_of(context, names)
         day = date.fromisoformat(context.partition_key)
-        layout = suite.store()
-        board = day_leaderboard(layout, day, store_comparisons=True)
-        return dg.MaterializeResult(
-            metadata={
-                "leaderboard": dg.MetadataValue.md(board.markdown()),
-                "ranking": dg.MetadataValue.json(board.models),
-                "ties_not_significant": dg.MetadataValue.json(board.ties),
-                "detectable_difference": board.detectable or "only one model: nothing compared",
-                "failure_kinds": dg.MetadataValue.md(failure_kinds_markdown(layout, day)),
-            }
-        )
+        return recorded(context, stages.leaderboard(suite_of(context, names).store(), day))
 
     return leaderboard
 
@@ -71,20 +54,7 @@ def report_asset(
         "then results.duckdb is published with every result so far.",
     )
     def report(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        suite = suite_of(context, names)
         day = date.fromisoformat(context.partition_key)
-        layout = suite.store()
-        path, text = write_report(layout, day)
-        # The evaluation's last step: results.duckdb now holds its results for other clients.
-        published = publish_results(layout)
-        return dg.MaterializeResult(
-            metadata={
-                "path": dg.MetadataValue.path(str(path)),
-                "report": dg.MetadataValue.md(text),
-                "results_database": dg.MetadataValue.path(str(layout.database)),
-                "results_database_rebuilt": published,
-                **budget_metadata(stored_budget(layout, day)),
-            }
-        )
+        return recorded(context, stages.report(suite_of(context, names).store(), day))
 
     return report

@@ -1,18 +1,16 @@
 """The agent runs of a (model, day) partition: what changed runs, the rest is reused."""
 
-import asyncio
 from collections.abc import Sequence
 
 import dagster as dg
 from pydantic import Field
 
-from eval_pipeline.agents import answerer_identity
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import SuiteAssets
-from eval_pipeline.defs.metadata import digest, model_and_day, table_definition, table_written
+from eval_pipeline.defs.metadata import model_and_day, recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
-from eval_pipeline.pipeline import forget_budget, run_agents
+from eval_pipeline.pipeline import stages
 
 
 class AgentRunsConfig(dg.Config):
@@ -60,47 +58,18 @@ def agent_runs_asset(
     ) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         model, day = model_and_day(context)
-        loaded, layout = suite.load(), suite.store()
-        if not config.budget_round:
-            forget_budget(layout, day)
-        outcome = asyncio.run(
-            run_agents(
-                loaded,
-                model,
-                day,
-                layout=layout,
-                context=suite.agent_context(),
-                select=config.select or None,
-                no_cache=config.no_cache,
-                recording=config.record,
-                k=config.k,
-                attempts=config.attempts,
-                threads=config.threads,
-            )
+        options = stages.RunOptions(
+            select=config.select,
+            no_cache=config.no_cache,
+            recording=config.record,
+            k=config.k,
+            attempts=config.attempts,
+            threads=config.threads,
+            budget_round=config.budget_round,
         )
-        executed = outcome.executed
-        context.log.info(
-            f"{len(executed)} run(s) executed, {outcome.reused} reused, {outcome.carried} kept "
-            f"from unselected tests, {outcome.errors} error(s)"
+        done = stages.agent_runs(
+            suite.load(), model, day, suite.store(), suite.agent_context(), options
         )
-        costs = [r.cost_usd for r in executed if r.cost_usd is not None]
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(
-                digest([f"{r.key}:{r.status.value}" for r in outcome.runs])
-            ),
-            metadata={
-                "runs": len(outcome.runs),
-                "executed": len(executed),
-                "reused": outcome.reused,
-                "carried_over": outcome.carried,
-                "answerer_changed": outcome.answerer_changed,
-                "errors": outcome.errors,
-                "tokens_executed": sum(r.usage.total_tokens for r in executed),
-                "cost_usd_executed": dg.MetadataValue.float(sum(costs)) if costs else None,
-                "model": model,
-                "answerer": answerer_identity(loaded.config, model),
-                **table_written(layout, "agent_runs", len(outcome.runs), model=model, run_date=day),
-            },
-        )
+        return recorded(context, done)
 
     return agent_runs

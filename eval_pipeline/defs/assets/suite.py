@@ -1,47 +1,17 @@
 """Assets for what the user writes: the files on disk as observable sources, the test cases and the context the built-in agent reads, the grading rules."""
 
-import hashlib
 import warnings
-from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.metadata import table_definition, table_written
+from eval_pipeline.defs.metadata import recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
-from eval_pipeline.grading import PROMPTS_VERSION, GradingRules
-from eval_pipeline.pipeline import snapshot_cases
-from eval_pipeline.suite import AgentContext, Case, Suite
-
-
-def _cases_table(cases: list[Case]) -> str:
-    lines = ["| test | file | checks | tags | difficulty |", "|---|---|---|---|---|"]
-    for case in cases:
-        checks = ", ".join(case.kinds) or "**no verification**"
-        tags = ", ".join(case.tags)
-        lines.append(
-            f"| {case.name} | {case.relative_path} | {checks} | {tags} | {case.difficulty or ''} |"
-        )
-    return "\n".join(lines)
-
-
-def changes(before: Mapping[str, str] | None, after: Mapping[str, str]) -> dict[str, list[str]]:
-    """What differs between two {name: content hash} maps: added, edited and removed names
-    (everything is "added" when there is no earlier map)."""
-    before = before or {}
-    return {
-        "added": sorted(set(after) - set(before)),
-        "edited": sorted(n for n in after if n in before and before[n] != after[n]),
-        "removed": sorted(set(before) - set(after)),
-    }
-
-
-def _changes_text(changed: dict[str, list[str]]) -> str:
-    parts = [f"{kind}: {', '.join(names)}" for kind, names in changed.items() if names]
-    return "; ".join(parts) or "nothing changed"
+from eval_pipeline.pipeline import stages
+from eval_pipeline.suite import AgentContext, Suite
 
 
 def _previous_hashes(context: dg.AssetExecutionContext, key: str) -> dict[str, str] | None:
@@ -64,14 +34,6 @@ def file_versions(suite: Suite, context: AgentContext, names: SuiteNames) -> dic
     hash for `test_files`, the context hash for `context_files` (the versions `test_cases`
     and `agent_context` take too)."""
     return {names.key(TEST_FILES): suite.hash, names.key(CONTEXT_FILES): context.hash}
-
-
-def suite_hashes(suite: Suite) -> dict[str, str]:
-    return {case.name: case.content_hash for case in suite.cases}
-
-
-def context_hashes(loaded: AgentContext) -> dict[str, str]:
-    return {f.label: hashlib.sha256(f.text.encode()).hexdigest()[:16] for f in loaded.all_files}
 
 
 @dataclass(frozen=True)
@@ -167,31 +129,8 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     )
     def test_cases(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        loaded, layout = suite.load(), suite.store()
-        snapshot_cases(loaded, layout)
-        cases = list(loaded.cases)
-        kinds = Counter(kind for case in cases for kind in case.kinds)
-        unverified = [case.name for case in cases if not case.kinds]
-        hashes = suite_hashes(loaded)
-        changed = changes(_previous_hashes(context, "case_hashes"), hashes)
-        context.log.info(f"{len(cases)} test cases loaded from {loaded.cases_dir}")
-        context.log.info(f"changed tests: {_changes_text(changed)}")
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(loaded.hash),
-            metadata={
-                # What a reader of "test_cases has a new data version" wants to know first.
-                "changed_tests": _changes_text(changed),
-                "changes": dg.MetadataValue.json(changed),
-                "cases": len(cases),
-                **{f"cases_with_{kind}": count for kind, count in sorted(kinds.items())},
-                "without_verification": len(unverified),
-                "suite_hash": loaded.hash,
-                "suite": dg.MetadataValue.path(str(loaded.root)),
-                "cases_table": dg.MetadataValue.md(_cases_table(cases)),
-                "case_hashes": dg.MetadataValue.json(hashes),
-                **table_written(layout, "test_cases", len(cases)),
-            },
-        )
+        previous = _previous_hashes(context, "case_hashes")
+        return recorded(context, stages.test_cases(suite.load(), suite.store(), previous))
 
     @dg.asset(
         key=names.key("agent_context"),
@@ -206,30 +145,9 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
         "`changed_files` names them).",
     )
     def agent_context(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        suite = suite_of(context, names)
-        loaded = suite.agent_context()
-        rows = ["| file | kind | characters |", "|---|---|---|"]
-        rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
-        rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
-        rows += [f"| {f.label} | synced docs | {len(f.text):,} |" for f in loaded.synced_docs]
-        hashes = context_hashes(loaded)
-        changed = changes(_previous_hashes(context, "file_hashes"), hashes)
-        context.log.info(
-            f"agent context hash {loaded.hash}; changed files: {_changes_text(changed)}"
-        )
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(loaded.hash),
-            metadata={
-                "changed_files": _changes_text(changed),
-                "changes": dg.MetadataValue.json(changed),
-                "context_hash": loaded.hash,
-                "context_files": len(loaded.files),
-                "dbt_doc_files": len(loaded.dbt_docs),
-                "synced_doc_files": len(loaded.synced_docs),
-                "files": dg.MetadataValue.md("\n".join(rows)),
-                "file_hashes": dg.MetadataValue.json(hashes),
-            },
-        )
+        previous = _previous_hashes(context, "file_hashes")
+        loaded = suite_of(context, names).agent_context()
+        return recorded(context, stages.agent_context(loaded, previous))
 
     @dg.asset(
         key=names.key("grading_rules"),
@@ -242,23 +160,9 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
         "the stored runs, with no agent call. The grading code is the grades' code version.",
     )
     def grading_rules(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        suite = suite_of(context, names)
-        rules = GradingRules.of(suite.config())
-        parts = {name: digest for name, digest in rules.parts().items() if name != "grading code"}
-        changed = GradingRules.changed(_previous_hashes(context, "rule_digests"), parts)
-        described = rules.describe()
-        context.log.info(f"grading rules: {described}; changed: {', '.join(changed) or 'nothing'}")
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(rules.settings_version),
-            metadata={
-                "changed_rules": ", ".join(changed) or "nothing changed",
-                "tolerance": dg.MetadataValue.json(described["tolerance"]),
-                "extraction": rules.extraction,
-                "judge_model": rules.judge or "(none)",
-                "prompt_version": PROMPTS_VERSION,
-                "rule_digests": dg.MetadataValue.json(parts),
-            },
-        )
+        previous = _previous_hashes(context, "rule_digests")
+        config = suite_of(context, names).config()
+        return recorded(context, stages.grading_rules(config, previous))
 
     return SuiteAssets(
         test_files=test_files,

@@ -1,7 +1,5 @@
 """The warehouse variants of the semantic check, built once per warehouse data version and reused."""
 
-import hashlib
-import time
 from collections.abc import Sequence
 
 import dagster as dg
@@ -9,9 +7,10 @@ import dagster as dg
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import cache_condition
+from eval_pipeline.defs.metadata import recorded
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
-from eval_pipeline.pipeline import build_suite_variants
+from eval_pipeline.pipeline import stages
 
 
 def build_variants_asset(
@@ -32,24 +31,6 @@ def build_variants_asset(
     )
     def warehouse_variants(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        started = time.monotonic()
-        found = build_suite_variants(suite.load(), suite.store())
-        ready = [f for f in found if not isinstance(f, str)]
-        for reason in (f for f in found if isinstance(f, str)):
-            context.log.warning(f"no variants: {reason}")
-        versions = sorted(f"{f.database}:{f.seed}:{f.data_version}" for f in ready)
-        return dg.MaterializeResult(
-            data_version=dg.DataVersion(
-                hashlib.sha256("\n".join(versions).encode()).hexdigest()[:16]
-            ),
-            metadata={
-                "variant_sets": len(ready),
-                "built": sum(f.built for f in ready),
-                "reused": sum(not f.built for f in ready),
-                "variants": sum(len(f.variants.paths) for f in ready),
-                "unavailable": dg.MetadataValue.json([f for f in found if isinstance(f, str)]),
-                "seconds": dg.MetadataValue.float(round(time.monotonic() - started, 2)),
-            },
-        )
+        return recorded(context, stages.warehouse_variants(suite.load(), suite.store()))
 
     return warehouse_variants
