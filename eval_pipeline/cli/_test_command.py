@@ -9,6 +9,7 @@ import json
 import logging
 import math
 import os
+import subprocess
 import sys
 from dataclasses import replace
 from datetime import date
@@ -40,12 +41,17 @@ from eval_pipeline.pipeline import (
     EvaluationResult,
     NothingGraded,
     Runner,
+    StageFailed,
     evaluate,
+    instance_home,
+    pending_records,
     planned_attempts,
     require_day,
+    run_stages,
     subscribe,
     today,
 )
+from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import (
     MAX_ATTEMPTS,
     AttemptBudget,
@@ -335,27 +341,74 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
-def _dagster_runner(progress: Progress) -> Runner:
-    """The stages run in Dagster (`defs.evaluate`), each run's progress shown as it ends."""
+#: The recorders this process started (a command starts one; a process running several
+#: commands, as the tests do, may wait for them). Kept, so none is reaped unwaited.
+RECORDERS: list[subprocess.Popen] = []
+
+#: The log of the recorders, in the state folder's logs.
+RECORD_LOG = "eval-pipeline-record.log"
+
+
+def _stage_runner(progress: Progress) -> Runner:
+    """The stages run in this process (`pipeline.run_stages`), each run's progress shown as
+    it ends; their record goes into the suite's Dagster instance in a process of its own,
+    which the command does not wait for (`defs/record.py`)."""
 
     def run(suite: Suite, request: EvaluationRequest, on_stage) -> EvaluationResult:
-        # Dagster and the definitions take a second or more to import: only when something
-        # runs, so `list`, `sql`, `diff`, an unchanged rerun and every usage error answer
-        # without.
-        from eval_pipeline.defs.evaluate import EvaluationFailed, run_evaluation
-
-        _quiet_dagster()
+        config = suite.config
+        home = instance_home(config)
         unsubscribe = subscribe(progress)
         try:
             # Nothing but the report may reach stdout: stray prints go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                return run_evaluation(suite, request, on_stage=on_stage)
-        except EvaluationFailed as error:  # the machinery, not the agent: exit 3
-            raise CouldNotRun(str(error), details=error.details) from error
+                warehouse = config.warehouse
+                if (
+                    warehouse is not None
+                    and warehouse.dbt_project is not None
+                    and not warehouse.path.exists()
+                ):
+                    _build_warehouse(suite, on_stage)
+                try:
+                    return run_stages(suite, request, home, on_stage=on_stage)
+                except StageFailed as error:  # the machinery, not the agent: exit 3
+                    raise CouldNotRun(str(error), details=error.details) from error
+                finally:
+                    _start_recorder(home, suite)
         finally:
             unsubscribe()
 
     return run
+
+
+def _build_warehouse(suite: Suite, on_stage) -> None:
+    # Dagster and dagster-dbt take seconds to import: only for a suite's first run.
+    from eval_pipeline.defs.evaluate import EvaluationFailed, build_missing_warehouse
+
+    _quiet_dagster()
+    try:
+        build_missing_warehouse(suite.config, on_stage)
+    except EvaluationFailed as error:
+        raise CouldNotRun(str(error), details=error.details) from error
+
+
+def _start_recorder(home: Path, suite: Suite) -> None:
+    """Start the process that records the instance's pending records, the command's among
+    them (its output in the state folder's logs)."""
+    if not pending_records(home):
+        return
+    logs = StateFolder.of(suite.config).logs_dir
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / RECORD_LOG, "ab") as log:
+        RECORDERS.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "eval_pipeline.defs.record", str(home)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                # Its own session: a Ctrl-C in the terminal stops the command, not the record.
+                start_new_session=True,
+            )
+        )
 
 
 def cmd_test(args: argparse.Namespace) -> int:
@@ -386,7 +439,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             evaluation = evaluate(
                 suite,
                 request,
-                runner=_dagster_runner(progress),
+                runner=_stage_runner(progress),
                 on_stage=progress.stage,
                 min_accuracy=args.min_accuracy,
                 threshold_mode=args.threshold_mode,

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from eval_pipeline.cli._options import suite_root
+from eval_pipeline.pipeline import pending_records
 from eval_pipeline.suite import load_config
 
 # `dg dev` shuts its webserver, daemon and code server down on SIGINT, but (Dagster 1.13) its
@@ -30,6 +31,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
     config = load_config(suite_root(args))
     home = instance_home(config)
     workspace = write_workspace(home)
+    if pending := pending_records(home):
+        # What the last evaluations did, in the instance before the UI shows it.
+        from eval_pipeline.defs.record import record_pending
+
+        print(f"recording {len(pending)} evaluation(s) in the Dagster instance", file=sys.stderr)
+        record_pending(home)
     env = dict(os.environ, DAGSTER_HOME=str(home), EVAL_SUITE_DIR=str(config.root))
     if env.get("PYTHONPATH"):  # it runs from the instance folder: keep relative entries valid
         entries = env["PYTHONPATH"].split(os.pathsep)

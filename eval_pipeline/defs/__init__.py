@@ -84,6 +84,7 @@ def build_definitions(
     history: bool = True,
     include_day: date | None = None,
     suite: Suite | None = None,
+    replay: str | None = None,
     names: SuiteNames = UNNAMED,
     owners: Sequence[str] = (),
 ) -> dg.Definitions:
@@ -98,13 +99,17 @@ def build_definitions(
     history marts alone, so the packaged history project is not parsed for it.
     `suite` (an evaluation from the command line, in this process) is the suite its runs
     read, as loaded and checked; each fails once the files no longer hash to it.
+    `replay` (`defs/record.py`) is a command's record its runs record in the instance: their
+    steps return what the command's stages wrote.
     `names` (`suite_definitions(name=…)`) prefix every key and name; the CLI's are bare.
     `owners` own every asset (none by default).
     """
     config = load_config(suite_root)
     digest = remember_suite(suite) if suite is not None else None
     resources: dict[str, object] = {
-        names.resource(SUITE_KEY): SuiteResource(root=str(config.root), files_digest=digest)
+        names.resource(SUITE_KEY): SuiteResource(
+            root=str(config.root), files_digest=digest, replay=replay
+        )
     }
     inputs = build_suite_assets(names)
     suite_assets = inputs.all

@@ -63,17 +63,19 @@ def recorded(
     *,
     asset_key: dg.AssetKey | None = None,
     with_checks: bool = True,
+    first: Metadata | None = None,
 ) -> dg.MaterializeResult:
     """A stage's materialization as its asset returns it, its lines logged by the step.
     `with_checks=False`: the checks are yielded on their own (`check_result`), as a
-    multi-asset whose checks are optional outputs yields them."""
+    multi-asset whose checks are optional outputs yields them. `first`: metadata the asset
+    adds, shown before the stage's."""
     for level, line in materialized.log:
         getattr(context.log, level)(line)
     version = materialized.data_version
     return dg.MaterializeResult(
         asset_key=asset_key,
         data_version=dg.DataVersion(version) if version is not None else None,
-        metadata=as_metadata(materialized.metadata),
+        metadata=as_metadata({**(first or {}), **materialized.metadata}),
         check_results=[check_result(c) for c in materialized.checks] if with_checks else None,
     )
 

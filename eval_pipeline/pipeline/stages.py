@@ -176,22 +176,6 @@ def budget_metadata(budget: BudgetOutcome | None, *, model: str | None = None) -
 # -- what the user writes ------------------------------------------------------------------
 
 
-def changes(before: Mapping[str, str] | None, after: Mapping[str, str]) -> dict[str, list[str]]:
-    """What differs between two {name: content hash} maps: added, edited and removed names
-    (everything is "added" when there is no earlier map)."""
-    before = before or {}
-    return {
-        "added": sorted(set(after) - set(before)),
-        "edited": sorted(n for n in after if n in before and before[n] != after[n]),
-        "removed": sorted(set(before) - set(after)),
-    }
-
-
-def changes_text(changed: dict[str, list[str]]) -> str:
-    parts = [f"{kind}: {', '.join(names)}" for kind, names in changed.items() if names]
-    return "; ".join(parts) or "nothing changed"
-
-
 def suite_hashes(suite: Suite) -> dict[str, str]:
     return {case.name: case.content_hash for case in suite.cases}
 
@@ -211,85 +195,67 @@ def _cases_table(cases: list[Case]) -> str:
     return "\n".join(lines)
 
 
-def test_cases(
-    suite: Suite, layout: StateFolder, previous: Mapping[str, str] | None
-) -> Materialized:
-    """`test_cases`: the suite's tests snapshot into the store. `previous`: each test's
-    content hash as the last materialization recorded them (`case_hashes`), to name what
-    changed."""
+def test_cases(suite: Suite, layout: StateFolder) -> Materialized:
+    """`test_cases`: the suite's tests snapshot into the store; `case_hashes` holds each
+    test's content hash (what changed since the asset's previous materialization is the
+    orchestrator's to say: it holds that one)."""
     snapshot_cases(suite, layout)
     cases = list(suite.cases)
     kinds = Counter(kind for case in cases for kind in case.kinds)
     unverified = [case.name for case in cases if not case.kinds]
-    hashes = suite_hashes(suite)
-    changed = changes(previous, hashes)
     return Materialized(
         data_version=suite.hash,
         metadata={
-            # What a reader of "test_cases has a new data version" wants to know first.
-            "changed_tests": changes_text(changed),
-            "changes": as_json(changed),
             "cases": len(cases),
             **{f"cases_with_{kind}": count for kind, count in sorted(kinds.items())},
             "without_verification": len(unverified),
             "suite_hash": suite.hash,
             "suite": as_path(suite.root),
             "cases_table": markdown(_cases_table(cases)),
-            "case_hashes": as_json(hashes),
+            "case_hashes": as_json(suite_hashes(suite)),
             **table_written(layout, "test_cases", len(cases)),
         },
-        log=(
-            ("info", f"{len(cases)} test cases loaded from {suite.cases_dir}"),
-            ("info", f"changed tests: {changes_text(changed)}"),
-        ),
+        log=(("info", f"{len(cases)} test cases loaded from {suite.cases_dir}"),),
     )
 
 
-def agent_context(loaded: AgentContext, previous: Mapping[str, str] | None) -> Materialized:
-    """`agent_context`: what the built-in agent is told. `previous`: each file's hash as the
-    last materialization recorded them (`file_hashes`)."""
+def agent_context(loaded: AgentContext) -> Materialized:
+    """`agent_context`: what the built-in agent is told; `file_hashes` holds each file's
+    hash."""
     rows = ["| file | kind | characters |", "|---|---|---|"]
     rows += [f"| {f.label} | context | {len(f.text):,} |" for f in loaded.files]
     rows += [f"| {f.label} | dbt docs | {len(f.text):,} |" for f in loaded.dbt_docs]
     rows += [f"| {f.label} | synced docs | {len(f.text):,} |" for f in loaded.synced_docs]
-    hashes = context_hashes(loaded)
-    changed = changes(previous, hashes)
     return Materialized(
         data_version=loaded.hash,
         metadata={
-            "changed_files": changes_text(changed),
-            "changes": as_json(changed),
             "context_hash": loaded.hash,
             "context_files": len(loaded.files),
             "dbt_doc_files": len(loaded.dbt_docs),
             "synced_doc_files": len(loaded.synced_docs),
             "files": markdown("\n".join(rows)),
-            "file_hashes": as_json(hashes),
+            "file_hashes": as_json(context_hashes(loaded)),
         },
-        log=(
-            ("info", f"agent context hash {loaded.hash}; changed files: {changes_text(changed)}"),
-        ),
+        log=(("info", f"agent context hash {loaded.hash}"),),
     )
 
 
-def grading_rules(config: SuiteConfig, previous: Mapping[str, str] | None) -> Materialized:
-    """`grading_rules`: how runs are graded besides each test. `previous`: the rules'
-    digests as the last materialization recorded them (`rule_digests`)."""
+def grading_rules(config: SuiteConfig) -> Materialized:
+    """`grading_rules`: how runs are graded besides each test; `rule_digests` holds a
+    digest of each rule."""
     rules = GradingRules.of(config)
     parts = {name: digest for name, digest in rules.parts().items() if name != "grading code"}
-    changed = GradingRules.changed(previous, parts)
     described = rules.describe()
     return Materialized(
         data_version=rules.settings_version,
         metadata={
-            "changed_rules": ", ".join(changed) or "nothing changed",
             "tolerance": as_json(described["tolerance"]),
             "extraction": rules.extraction,
             "judge_model": rules.judge or "(none)",
             "prompt_version": PROMPTS_VERSION,
             "rule_digests": as_json(parts),
         },
-        log=(("info", f"grading rules: {described}; changed: {', '.join(changed) or 'nothing'}"),),
+        log=(("info", f"grading rules: {described}"),),
     )
 
 
@@ -559,4 +525,56 @@ def report(layout: StateFolder, day: date) -> Materialized:
             "results_database_rebuilt": published,
             **budget_metadata(stored_budget(layout, day)),
         }
+    )
+
+
+def _plain(metadata: Metadata) -> dict[str, Any]:
+    return {
+        key: {"kind": value.kind, "value": value.value} if isinstance(value, Value) else value
+        for key, value in metadata.items()
+    }
+
+
+def _typed(plain: Mapping[str, Any]) -> Metadata:
+    # Plain metadata never holds a mapping (a document is a `Value` of kind json).
+    return {
+        key: Value(value["kind"], value["value"]) if isinstance(value, dict) else value
+        for key, value in plain.items()
+    }
+
+
+def to_document(materialized: Materialized) -> dict[str, Any]:
+    """The materialization as a JSON document (`from_document` reads it back)."""
+    return {
+        "data_version": materialized.data_version,
+        "metadata": _plain(materialized.metadata),
+        "checks": [
+            {
+                "name": check.name,
+                "passed": check.passed,
+                "description": check.description,
+                "metadata": _plain(check.metadata),
+                "warn": check.warn,
+            }
+            for check in materialized.checks
+        ],
+        "log": [list(line) for line in materialized.log],
+    }
+
+
+def from_document(document: Mapping[str, Any]) -> Materialized:
+    return Materialized(
+        data_version=document["data_version"],
+        metadata=_typed(document["metadata"]),
+        checks=tuple(
+            CheckOutcome(
+                name=check["name"],
+                passed=check["passed"],
+                description=check["description"],
+                metadata=_typed(check["metadata"]),
+                warn=check["warn"],
+            )
+            for check in document["checks"]
+        ),
+        log=tuple((level, line) for level, line in document["log"]),
     )

@@ -102,9 +102,19 @@ def run_cli(
         except BaseException:  # uncaught: the interpreter prints it and exits 1
             traceback.print_exc(file=stderr)
             code = 1
+    _wait_for_the_record()
     return subprocess.CompletedProcess(
         ["eval-pipeline", *args], int(code), stdout.getvalue(), stderr.getvalue()
     )
+
+
+def _wait_for_the_record() -> None:
+    """Wait for the processes the command started to record its evaluation in the Dagster
+    instance: a test then looks at the instance as a user sees it once they are done."""
+    from eval_pipeline.cli._test_command import RECORDERS
+
+    while RECORDERS:
+        RECORDERS.pop().wait(timeout=300)
 
 
 def _exit_status(code: object, stderr: io.StringIO) -> int:

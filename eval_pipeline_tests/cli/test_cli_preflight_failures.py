@@ -59,10 +59,10 @@ def test_a_failed_step_prints_one_line_and_no_dagster_stack_trace(suite, tmp_pat
     hook = tmp_path / "hook"
     hook.mkdir()
     (hook / "sitecustomize.py").write_text(
-        "import eval_pipeline.pipeline as pipeline\n"
+        "import eval_pipeline.pipeline.stages as stages\n"
         "async def broken(*args, **kwargs):\n"
         "    raise RuntimeError('injected failure of the agent stage')\n"
-        "pipeline.run_agents = broken\n"
+        "stages.run_agents = broken\n"
     )
     env = cli_env()
     env["PYTHONPATH"] = f"{hook}:{env.get('PYTHONPATH', '')}"

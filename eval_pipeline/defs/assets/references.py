@@ -46,6 +46,9 @@ def reference_results_asset(
     def reference_results(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         day = date.fromisoformat(context.partition_key)
-        return recorded(context, stages.reference_results(suite.load(), day, suite.store()))
+        done = suite.replayed("reference_results", day=day) or stages.reference_results(
+            suite.load(), day, suite.store()
+        )
+        return recorded(context, done)
 
     return reference_results

@@ -67,7 +67,7 @@ def agent_runs_asset(
             threads=config.threads,
             budget_round=config.budget_round,
         )
-        done = stages.agent_runs(
+        done = suite.replayed("agent_runs", model=model, day=day) or stages.agent_runs(
             suite.load(), model, day, suite.store(), suite.agent_context(), options
         )
         return recorded(context, done)

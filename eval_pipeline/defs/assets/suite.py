@@ -1,7 +1,7 @@
 """Assets for what the user writes: the files on disk as observable sources, the test cases and the context the built-in agent reads, the grading rules."""
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import dagster as dg
@@ -10,8 +10,31 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.metadata import recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
+from eval_pipeline.grading import GradingRules
 from eval_pipeline.pipeline import stages
 from eval_pipeline.suite import AgentContext, Suite
+
+
+def changes(before: Mapping[str, str] | None, after: Mapping[str, str]) -> dict[str, list[str]]:
+    """What differs between two {name: content hash} maps: added, edited and removed names
+    (everything is "added" when there is no earlier map)."""
+    before = before or {}
+    return {
+        "added": sorted(set(after) - set(before)),
+        "edited": sorted(n for n in after if n in before and before[n] != after[n]),
+        "removed": sorted(set(before) - set(after)),
+    }
+
+
+def _changes_text(changed: dict[str, list[str]]) -> str:
+    parts = [f"{kind}: {', '.join(names)}" for kind, names in changed.items() if names]
+    return "; ".join(parts) or "nothing changed"
+
+
+def _hashes(done: stages.Materialized, key: str) -> dict[str, str]:
+    value = done.metadata[key]
+    assert isinstance(value, stages.Value)
+    return dict(value.value)
 
 
 def _previous_hashes(context: dg.AssetExecutionContext, key: str) -> dict[str, str] | None:
@@ -129,8 +152,16 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     )
     def test_cases(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        previous = _previous_hashes(context, "case_hashes")
-        return recorded(context, stages.test_cases(suite.load(), suite.store(), previous))
+        done = suite.replayed("test_cases") or stages.test_cases(suite.load(), suite.store())
+        # What changed since the previous materialization, which the instance holds.
+        changed = changes(_previous_hashes(context, "case_hashes"), _hashes(done, "case_hashes"))
+        context.log.info(f"changed tests: {_changes_text(changed)}")
+        return recorded(
+            context,
+            done,
+            # What a reader of "test_cases has a new data version" wants to know first.
+            first={"changed_tests": _changes_text(changed), "changes": stages.as_json(changed)},
+        )
 
     @dg.asset(
         key=names.key("agent_context"),
@@ -145,9 +176,15 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
         "`changed_files` names them).",
     )
     def agent_context(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        previous = _previous_hashes(context, "file_hashes")
-        loaded = suite_of(context, names).agent_context()
-        return recorded(context, stages.agent_context(loaded, previous))
+        suite = suite_of(context, names)
+        done = suite.replayed("agent_context") or stages.agent_context(suite.agent_context())
+        changed = changes(_previous_hashes(context, "file_hashes"), _hashes(done, "file_hashes"))
+        context.log.info(f"changed files: {_changes_text(changed)}")
+        return recorded(
+            context,
+            done,
+            first={"changed_files": _changes_text(changed), "changes": stages.as_json(changed)},
+        )
 
     @dg.asset(
         key=names.key("grading_rules"),
@@ -160,9 +197,14 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
         "the stored runs, with no agent call. The grading code is the grades' code version.",
     )
     def grading_rules(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        previous = _previous_hashes(context, "rule_digests")
-        config = suite_of(context, names).config()
-        return recorded(context, stages.grading_rules(config, previous))
+        suite = suite_of(context, names)
+        done = suite.replayed("grading_rules") or stages.grading_rules(suite.config())
+        parts = _hashes(done, "rule_digests")
+        changed = GradingRules.changed(_previous_hashes(context, "rule_digests"), parts)
+        context.log.info(f"changed grading rules: {', '.join(changed) or 'nothing'}")
+        return recorded(
+            context, done, first={"changed_rules": ", ".join(changed) or "nothing changed"}
+        )
 
     return SuiteAssets(
         test_files=test_files,

@@ -1,0 +1,300 @@
+"""An evaluation's stages run in this process, one after another as their assets depend on each other, and the record of what each wrote.
+
+`run_stages` calls the stage functions (`stages.py`) that the assets call: the suite's inputs
+and the day's references, each model's runs, grades and summary (the models at the same
+time), then the day's leaderboard and report. It needs no orchestrator, so a command pays
+for the work alone. What each stage wrote is kept in a `StageRecord`, run by run as the
+pipeline's jobs would have run them; the Dagster layer records that in the suite's instance
+afterwards (`defs/record.py`), so the UI shows the same runs, materializations and lineage
+as if the jobs had run there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from eval_pipeline.pipeline import stages
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
+from eval_pipeline.pipeline._loaded_suite import load_suite_once, remember_suite
+from eval_pipeline.pipeline._unchanged import LastEvaluation
+from eval_pipeline.store import StateFolder, ensure_schema_files
+from eval_pipeline.suite import Suite, describe_error, first_line, load_agent_context
+
+__all__ = [
+    "MODELS_AT_ONCE",
+    "RECORDS_DIR",
+    "StageFailed",
+    "StageRecord",
+    "StageRun",
+    "pending_records",
+    "run_stages",
+    "stage_key",
+]
+
+#: Models evaluated at the same time by one command (each keeps its own `threads` runs in
+#: flight): they wait on their providers, not on the CPU.
+MODELS_AT_ONCE = 4
+
+#: Where, in the Dagster home, the records of commands wait to be recorded in the instance.
+RECORDS_DIR = "pending_records"
+
+#: The runs of the pipeline's jobs, by what they do: the day's inputs, one model's
+#: partition of the day, the day's report.
+RunKind = Literal["inputs", "model", "report"]
+
+
+def stage_key(asset: str, model: str | None = None, day: date | None = None) -> str:
+    """How a record names one asset's materialization: the asset and its partition."""
+    if model is not None and day is not None:
+        return f"{asset}[{model}|{day.isoformat()}]"
+    if day is not None:
+        return f"{asset}[{day.isoformat()}]"
+    return asset
+
+
+@dataclass
+class StageRun:
+    """One run of a job as the command made it: what it was, its partition, each asset's
+    materialization in order, and the failure that ended it, if one did."""
+
+    kind: RunKind
+    day: date
+    model: str | None = None
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    assets: list[str] = field(default_factory=list)
+    materialized: dict[str, stages.Materialized] = field(default_factory=dict)
+    #: (asset, what went wrong) of the stage that failed
+    failed: tuple[str, str] | None = None
+    #: the run config the job's run would have had (the runs' and the grades' options)
+    run_config: dict[str, Any] = field(default_factory=dict)
+
+    def to_document(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "day": self.day.isoformat(),
+            "model": self.model,
+            "run_id": self.run_id,
+            "assets": self.assets,
+            "materialized": {
+                key: stages.to_document(done) for key, done in self.materialized.items()
+            },
+            "failed": list(self.failed) if self.failed else None,
+            "run_config": self.run_config,
+        }
+
+
+@dataclass
+class StageRecord:
+    """What one evaluation of the command did, run by run, and the versions of the suite's
+    files it read (what the UI's observation of them says)."""
+
+    suite_root: Path
+    day: date
+    models: tuple[str, ...]
+    observed: dict[str, str] = field(default_factory=dict)
+    runs: list[StageRun] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+
+    def save(self, home: Path) -> Path:
+        """Write the record among the home's pending ones (`pending_records`)."""
+        folder = home / RECORDS_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        name = f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json"
+        document = {
+            "suite_root": str(self.suite_root),
+            "day": self.day.isoformat(),
+            "models": list(self.models),
+            "observed": self.observed,
+            "created_at": self.created_at,
+            "runs": [run.to_document() for run in self.runs],
+        }
+        partial = folder / f".{name}.{os.getpid()}"
+        partial.write_text(json.dumps(document), encoding="utf-8")
+        partial.replace(folder / name)
+        return folder / name
+
+
+def pending_records(home: Path) -> list[Path]:
+    """The records not yet in the instance, oldest first."""
+    folder = home / RECORDS_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(path for path in folder.glob("*.json") if not path.name.startswith("."))
+
+
+class StageFailed(RuntimeError):
+    """A stage raised: the message names it and what went wrong, `details` is the stack
+    trace (for a log)."""
+
+    def __init__(self, message: str, *, details: str) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+def run_stages(
+    suite: Suite,
+    request: EvaluationRequest,
+    home: Path,
+    *,
+    on_stage: Callable[[str], None] = lambda _: None,
+) -> EvaluationResult:
+    """Run the request's stages on `suite` in this process: the inputs (unless a later
+    round of an attempt budget), each model's partition, the report; what they did. Their
+    record is left among the pending ones of the Dagster home `home` (`pending_records`),
+    a failed run's too, for the Dagster layer to record in the instance. Each stage reads
+    `suite`, and fails once its files change (`SuiteChanged`): an edit while they run
+    would grade a mix of two suites.
+
+    Raises:
+        StageFailed: a stage failed; nothing after it ran.
+    """
+    record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
+    try:
+        return _run(suite, request, home, record, on_stage)
+    finally:
+        if record.runs:
+            record.save(home)
+
+
+def _run(
+    suite: Suite,
+    request: EvaluationRequest,
+    home: Path,
+    record: StageRecord,
+    on_stage: Callable[[str], None],
+) -> EvaluationResult:
+    config = suite.config
+    digest = remember_suite(suite)
+    layout = StateFolder.of(config)
+    ensure_schema_files(layout)
+    day = request.run_date
+    context = load_agent_context(config)
+    record.observed = {"test_files": suite.hash, "context_files": context.hash}
+    # What this evaluation saw, kept once it ends with every planned run graded, so an
+    # unchanged rerun answers from the store (`evaluate` asks).
+    last = LastEvaluation(suite, request, home)
+    last.forget()
+    last.capture()
+
+    def current() -> Suite:
+        return load_suite_once(suite.root, launched=digest)
+
+    def stage(run: StageRun, asset: str, work: Callable[[], stages.Materialized]) -> None:
+        key = stage_key(asset, run.model, day if asset not in _UNPARTITIONED else None)
+        run.assets.append(asset)
+        try:
+            run.materialized[key] = work()
+        except Exception as error:
+            what = _RUN_NAMES[run.kind].format(model=run.model)
+            cause = first_line(describe_error(error))
+            run.failed = (asset, cause)
+            raise StageFailed(
+                f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)",
+                details=traceback.format_exc(),
+            ) from error
+
+    result = EvaluationResult()
+    if request.budget_round < 2:  # a budget's later rounds: its first read the inputs
+        on_stage(_RUN_NAMES["inputs"])
+        inputs = StageRun("inputs", day)
+        record.runs.append(inputs)
+        stage(inputs, "test_cases", lambda: stages.test_cases(current(), layout))
+        stage(inputs, "agent_context", lambda: stages.agent_context(load_agent_context(config)))
+        stage(inputs, "grading_rules", lambda: stages.grading_rules(current().config))
+        stage(
+            inputs,
+            "reference_results",
+            lambda: stages.reference_results(current(), day, layout),
+        )
+        stage(inputs, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout))
+
+    def evaluate(model: str) -> StageRun:
+        options = stages.RunOptions(
+            select=request.select,
+            no_cache=request.no_cache,
+            recording=request.recording,
+            k=request.k,
+            attempts=request.attempts_of(model),
+            threads=request.threads,
+            budget_round=request.budget_round,
+        )
+        run = StageRun("model", day, model, run_config=_run_config(request, options))
+        record.runs.append(run)
+        stage(
+            run,
+            "agent_runs",
+            lambda: stages.agent_runs(current(), model, day, layout, context, options),
+        )
+        stage(
+            run,
+            "grades",
+            lambda: stages.grades(
+                current(),
+                model,
+                day,
+                layout,
+                context,
+                rejudge=request.rejudge,
+                rejudge_samples=request.rejudge_samples,
+            ),
+        )
+        stage(run, "model_summaries", lambda: stages.model_summaries(current(), model, day, layout))
+        return run
+
+    for model in request.models:
+        on_stage(_RUN_NAMES["model"].format(model=model))
+    with ThreadPoolExecutor(max(1, min(len(request.models), MODELS_AT_ONCE))) as pool:
+        done = list(pool.map(evaluate, request.models))
+    for run in done:
+        runs = run.materialized[stage_key("agent_runs", run.model, day)].metadata
+        result.run_ids.append(run.run_id)
+        result.executed += int(runs["executed"])
+        result.reused += int(runs["reused"])
+        result.answerer_changed += int(runs["answerer_changed"])
+    on_stage(_RUN_NAMES["report"])
+    report = StageRun("report", day)
+    record.runs.append(report)
+    stage(report, "leaderboard", lambda: stages.leaderboard(layout, day))
+    stage(report, "report", lambda: stages.report(layout, day))
+    last.save()
+    return result
+
+
+#: The assets of no partition: the suite's inputs, read whatever the day.
+_UNPARTITIONED = frozenset({"test_cases", "agent_context", "grading_rules", "warehouse_variants"})
+
+_RUN_NAMES: dict[RunKind, str] = {
+    "inputs": "reading the suite and running the reference SQL",
+    "model": "evaluating {model}",
+    "report": "writing the leaderboard and report",
+}
+
+
+def _run_config(request: EvaluationRequest, options: stages.RunOptions) -> dict[str, Any]:
+    """The run config of a model's partition as its job takes it (launchpad keys)."""
+    return {
+        "agent_runs": {
+            "config": {
+                "select": list(options.select),
+                "no_cache": options.no_cache,
+                "record": options.recording,
+                "k": options.k,
+                "attempts": dict(options.attempts),
+                "threads": options.threads,
+                "budget_round": options.budget_round,
+            }
+        },
+        "grades": {
+            "config": {"rejudge": request.rejudge, "rejudge_samples": request.rejudge_samples}
+        },
+    }
