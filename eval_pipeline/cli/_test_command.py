@@ -37,6 +37,7 @@ from eval_pipeline.cli._render import (
 )
 from eval_pipeline.cli._run_details import print_verbose
 from eval_pipeline.pipeline import (
+    DAGSTER_HOME_ENV,
     EvaluationRequest,
     EvaluationResult,
     NothingGraded,
@@ -373,7 +374,7 @@ def _stage_runner(progress: Progress) -> Runner:
                 except StageFailed as error:  # the machinery, not the agent: exit 3
                     raise CouldNotRun(str(error), details=error.details) from error
                 finally:
-                    _start_recorder(home, suite)
+                    _start_recorder(home, suite, wait=DAGSTER_HOME_ENV in os.environ)
         finally:
             unsubscribe()
 
@@ -391,24 +392,28 @@ def _build_warehouse(suite: Suite, on_stage) -> None:
         raise CouldNotRun(str(error), details=error.details) from error
 
 
-def _start_recorder(home: Path, suite: Suite) -> None:
+def _start_recorder(home: Path, suite: Suite, *, wait: bool) -> None:
     """Start the process that records the instance's pending records, the command's among
-    them (its output in the state folder's logs)."""
+    them (its output in the state folder's logs). `wait`: the command ends once they are
+    recorded, as it does on an instance `$DAGSTER_HOME` names (shared with a deployment,
+    or in a container that ends with the command), where a record must not wait for a
+    next command."""
     if not pending_records(home):
         return
     logs = StateFolder.of(suite.config).logs_dir
     logs.mkdir(parents=True, exist_ok=True)
     with open(logs / RECORD_LOG, "ab") as log:
-        RECORDERS.append(
-            subprocess.Popen(
-                [sys.executable, "-m", "eval_pipeline.defs.record", str(home)],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                # Its own session: a Ctrl-C in the terminal stops the command, not the record.
-                start_new_session=True,
-            )
+        recorder = subprocess.Popen(
+            [sys.executable, "-m", "eval_pipeline.defs.record", str(home)],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            # Its own session: a Ctrl-C in the terminal stops the command, not the record.
+            start_new_session=True,
         )
+    RECORDERS.append(recorder)
+    if wait:
+        recorder.wait()
 
 
 def cmd_test(args: argparse.Namespace) -> int:

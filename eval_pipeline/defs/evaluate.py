@@ -17,7 +17,12 @@ from typing import Any
 import dagster as dg
 
 from eval_pipeline.defs import LAUNCHED_BY_TAG, WAREHOUSE_JOB, build_definitions
-from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, instance_home, open_instance
+from eval_pipeline.defs.instance import (
+    DAGSTER_HOME_ENV,
+    instance_home,
+    open_instance,
+    waiting_on_a_daemon,
+)
 from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult, StageFailed, run_stages
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteConfig, first_line
@@ -148,8 +153,13 @@ def run_evaluation(
     home = instance_home(suite.config)
     try:
         build_missing_warehouse(suite.config, on_stage)
-        return run_stages(suite, request, home, on_stage=on_stage)
+        result = run_stages(suite, request, home, on_stage=on_stage)
     except StageFailed as error:
         raise EvaluationFailed(str(error), details=error.details) from error
     finally:
         record_pending(home)
+    with open_instance(home, command_line=True) as instance:
+        notice = waiting_on_a_daemon(instance, home)
+    if notice:
+        result.notices.append(notice)
+    return result

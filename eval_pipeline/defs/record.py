@@ -34,7 +34,7 @@ from eval_pipeline.defs import (
     build_definitions,
 )
 from eval_pipeline.defs.evaluate import sigterm_kept
-from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, open_instance, waiting_on_a_daemon
+from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, open_instance
 from eval_pipeline.defs.names import UNNAMED
 from eval_pipeline.defs.partitions import add_models, model_day_key
 from eval_pipeline.defs.watch import observe_suite_files
@@ -65,9 +65,6 @@ def record_pending(home: Path) -> int:
             for path in pending:
                 recorded += _record(instance, path)
                 path.unlink(missing_ok=True)
-            notice = waiting_on_a_daemon(instance, home)
-            if notice:
-                logger.warning(notice)
     return recorded
 
 

@@ -26,7 +26,7 @@ from typing import Any, Literal
 from eval_pipeline.pipeline import stages
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
 from eval_pipeline.pipeline._loaded_suite import load_suite_once, remember_suite
-from eval_pipeline.pipeline._unchanged import LastEvaluation
+from eval_pipeline.pipeline._unchanged import LastEvaluation, LastPartition, planned_runs
 from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import Suite, describe_error, first_line, load_agent_context
 
@@ -218,6 +218,31 @@ def _run(
         )
         stage(inputs, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout))
 
+    # What each model's partition reads besides the store, when this command read it: a
+    # partition whose last evaluation read the same, and left nothing to do, is skipped.
+    inputs_run = record.runs[0] if record.runs else None
+    read = (
+        LastPartition.digest(
+            {key: done.data_version for key, done in inputs_run.materialized.items()}
+        )
+        if inputs_run is not None
+        else None
+    )
+    k = request.k or config.test.k
+    evaluated: list[str] = []
+    for model in request.models:
+        planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
+        last_partition = LastPartition(home, model, day)
+        if read is None or not last_partition.unchanged(request, config, planned, read):
+            last_partition.forget()
+            evaluated.append(model)
+            on_stage(_RUN_NAMES["model"].format(model=model))
+            continue
+        # Reused as the results show them: the selected tests' runs.
+        reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
+        on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
+        result.reused += reused
+
     def evaluate(model: str) -> StageRun:
         options = stages.RunOptions(
             select=request.select,
@@ -249,12 +274,16 @@ def _run(
             ),
         )
         stage(run, "model_summaries", lambda: stages.model_summaries(current(), model, day, layout))
+        if read is not None:
+            runs = run.materialized[stage_key("agent_runs", model, day)].metadata
+            plain = {
+                key: value for key, value in runs.items() if not isinstance(value, stages.Value)
+            }
+            LastPartition(home, model, day).save(read, plain)
         return run
 
-    for model in request.models:
-        on_stage(_RUN_NAMES["model"].format(model=model))
-    with ThreadPoolExecutor(max(1, min(len(request.models), MODELS_AT_ONCE))) as pool:
-        done = list(pool.map(evaluate, request.models))
+    with ThreadPoolExecutor(max(1, min(len(evaluated), MODELS_AT_ONCE))) as pool:
+        done = list(pool.map(evaluate, evaluated))
     for run in done:
         runs = run.materialized[stage_key("agent_runs", run.model, day)].metadata
         result.run_ids.append(run.run_id)

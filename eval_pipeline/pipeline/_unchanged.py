@@ -6,12 +6,13 @@
    the store (`store.day_state`) with what the last evaluation that graded every planned run
    left. `pipeline/_evaluate.py::evaluate` asks it first: when both match, the results come
    from the store and Dagster is not started.
-2. Each model's partition. `partition_unchanged` (here) compares the partition's last runs
-   (their answerer, their count against the planned runs, no error, none carried over), the
-   store's grades and the request's options; Dagster's stale status of its runs, grades and
-   summary (`defs/unchanged.py::Freshness`) is the half that needs Dagster, asked by
-   `defs/evaluate.py::_unchanged`, which then calls `partition_unchanged`. When both say
-   unchanged, the partition's Dagster run is skipped.
+2. Each model's partition. `LastPartition` keeps, per model and day, a digest of what its
+   last runs, grades and summary read (the data versions of the day's inputs as that
+   command's stages wrote them, the grading code, the package's code) and its runs' summary;
+   `partition_unchanged` (here) compares those runs (their answerer, their count against
+   the planned runs, no error, none carried over), the store's grades and the request's
+   options. When both say unchanged, the partition's stages are skipped (and so is its
+   Dagster run).
 3. Each run. Inside a partition's run, `pipeline/_runs.py::_reusable` keeps the stored
    completed runs by key (the case's content, its input, model, context, attempt and day);
    `run_partition` reuses one made by the same answerer (`answerer_identity`) instead of
@@ -29,13 +30,19 @@ from pathlib import Path
 
 import eval_pipeline
 from eval_pipeline.agents import answerer_identity
-from eval_pipeline.grading import PROMPTS_VERSION, may_vary_within_day
+from eval_pipeline.grading import GRADING_CODE_VERSION, PROMPTS_VERSION, may_vary_within_day
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.store import StateFolder, day_state, read_latest
 from eval_pipeline.suite import Suite, SuiteConfig, load_agent_context
 
-__all__ = ["LastEvaluation", "grades_complete", "partition_unchanged", "planned_runs"]
+__all__ = [
+    "LastEvaluation",
+    "LastPartition",
+    "grades_complete",
+    "partition_unchanged",
+    "planned_runs",
+]
 
 # Kept in the Dagster home: a new (or wiped) instance has none, so its first evaluation
 # records its runs there, as the UI should show them.
@@ -100,9 +107,8 @@ def partition_unchanged(
         planned: the partition's planned runs, every test's (`planned_runs` without a
             selection): a partition is unchanged only as a whole.
         last_runs: the metadata of the partition's latest runs materialization when its
-            runs, grades and summary are fresh (no input's data version or code version
-            changed since, as the Dagster UI says); None when they are not, or never were
-            materialized.
+            runs, grades and summary read the inputs they would read now (`LastPartition`);
+            None when they did not, or never were materialized.
     """
     if _asks_for_new(request) or last_runs is None:
         return False
@@ -274,4 +280,60 @@ class LastEvaluation:
 
     def forget(self) -> None:
         """The evaluation left something to do (an error, a run not graded): the next one runs."""
+        self._path.unlink(missing_ok=True)
+
+
+#: Kept in the Dagster home beside `STAMP_FILE`: one file per (model, day) partition.
+PARTITIONS_DIR = "eval_pipeline_partitions"
+
+
+class LastPartition:
+    """What the last evaluation of a (model, day) partition read and did: a digest of its
+    inputs (`digest`) and the metadata of its runs' materialization. An evaluation calls
+    `forget` before the partition's stages and `save` once they succeed."""
+
+    def __init__(self, home: Path, model: str, run_date: date) -> None:
+        name = hashlib.sha256(f"{model}|{run_date.isoformat()}".encode()).hexdigest()[:24]
+        self._path = home / PARTITIONS_DIR / f"{name}.json"
+        self._model, self._run_date = model, run_date
+
+    @staticmethod
+    def digest(input_versions: Mapping[str, str | None]) -> str:
+        """The inputs of a partition's runs, grades and summary: the data versions of the
+        day's inputs (tests, context, grading rules, references, variants), the grading
+        code and the package's code."""
+        payload = [sorted(input_versions.items()), GRADING_CODE_VERSION, _code_identity()]
+        return hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()
+
+    def unchanged(
+        self, request: EvaluationRequest, config: SuiteConfig, planned: int, inputs: str
+    ) -> bool:
+        """Whether the partition would run nothing (`partition_unchanged`) with these inputs."""
+        try:
+            stamp = json.loads(self._path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        if not isinstance(stamp, dict) or stamp.get("inputs") != inputs:
+            return False
+        runs = stamp.get("runs")
+        return partition_unchanged(
+            request,
+            config,
+            self._model,
+            planned,
+            last_runs=runs if isinstance(runs, dict) else None,
+        )
+
+    def save(self, inputs: str, runs: Mapping[str, object]) -> None:
+        """Record the inputs the partition's stages read and its runs' metadata (best effort:
+        without it the next evaluation runs the partition)."""
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            partial = self._path.with_name(f".{self._path.name}.{os.getpid()}")
+            partial.write_text(json.dumps({"inputs": inputs, "runs": dict(runs)}), encoding="utf-8")
+            partial.replace(self._path)
+        except OSError:
+            self.forget()
+
+    def forget(self) -> None:
         self._path.unlink(missing_ok=True)

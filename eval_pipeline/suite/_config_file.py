@@ -242,6 +242,12 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     for key in ("judge_model", "schedule"):
         if key in block:
             values[key] = r.text(block, key, f"test.{key}")
+    if values.get("schedule") is not None and not is_cron(values["schedule"]):
+        r.problem(
+            "test.schedule",
+            f"{values['schedule']!r} is not a cron expression; expected 5 fields, e.g. '0 6 * * *'",
+            r.line_of(block, "schedule"),
+        )
     if (problem := recording_name_problem(values.get("judge_model") or "")) is not None:
         r.problem("test.judge_model", problem, r.line_of(block, "judge_model"))
     if "extraction" in block:
@@ -270,6 +276,44 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
     if "budget" in block:
         values["budget"] = _budget(r, block)
     return TestDefaults(**{k: v for k, v in values.items() if v is not None})
+
+
+#: Each field of a cron expression: its bounds, and the names it may use for its values.
+_CRON_FIELDS = (
+    (0, 59, ()),
+    (0, 23, ()),
+    (1, 31, ()),
+    (1, 12, ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")),
+    (0, 7, ("sun", "mon", "tue", "wed", "thu", "fri", "sat")),
+)
+
+
+def is_cron(text: str) -> bool:
+    """Whether `text` is a five-field cron expression a schedule can run on (minute, hour,
+    day of month, month, day of week: `*`, numbers or names, ranges, lists, `/` steps), so
+    a typo is a configuration mistake the command names, before anything loads it."""
+    fields = text.split()
+    if len(fields) != len(_CRON_FIELDS):
+        return False
+
+    def value(part: str, low: int, high: int, names: tuple[str, ...]) -> int | None:
+        if part.lower() in names:
+            return names.index(part.lower()) + low
+        number = int(part) if part.isdigit() else None
+        return number if number is not None and low <= number <= high else None
+
+    for field, (low, high, names) in zip(fields, _CRON_FIELDS, strict=True):
+        for item in field.split(","):
+            span, _, step = item.partition("/")
+            if step and not (step.isdigit() and int(step) > 0):
+                return False
+            if span == "*":
+                continue
+            first, _, last = span.partition("-")
+            start, end = value(first, low, high, names), value(last or first, low, high, names)
+            if start is None or end is None or start > end:
+                return False
+    return True
 
 
 def _budget(r: FieldReader, block: dict) -> AttemptBudget | None:

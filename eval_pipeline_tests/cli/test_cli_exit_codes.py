@@ -234,8 +234,7 @@ def test_a_results_file_held_read_write_elsewhere_never_stops_a_command(suite):
 
 def test_a_full_disk_during_a_run_exits_3_naming_the_step(suite):
     """A full disk, simulated with a file-size limit (RLIMIT_FSIZE, as `ulimit -f`): writes past
-    64 KB fail with EFBIG where a full disk gives ENOSPC, through the same calls — Dagster's
-    SQLite event log fails first, as it did on a real full disk."""
+    64 KB fail with EFBIG where a full disk gives ENOSPC, through the same calls."""
     limit = 64_000
 
     def small_disk() -> None:
@@ -252,6 +251,7 @@ def test_a_full_disk_during_a_run_exits_3_naming_the_step(suite):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error: eval-pipeline test could not run: ")
-    assert "failed: " in lines[0] and "disk I/O error" in lines[0]
-    assert f"Dagster instance {suite / '.eval' / 'dagster_home'}" in lines[0]
+    # The stage that could not write, and the file (EFBIG here, ENOSPC on a full disk).
+    assert "failed: " in lines[0] and "File too large" in lines[0]
+    assert str(suite / ".eval") in lines[0]
     no_traceback(result)

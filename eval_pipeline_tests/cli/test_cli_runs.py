@@ -1,7 +1,7 @@
 """The Dagster runs one `eval-pipeline test` makes, read back from the suite's instance.
 
 Each stage is a run of its named job (never Dagster's anonymous `__ASSET_JOB`) tagged as
-launched by the CLI; the models' partitions run at the same time; an unchanged rerun starts
+launched by the CLI; the models' partitions are evaluated at the same time; an unchanged rerun starts
 no run at all (and still reports and writes every result; see test_cli_unchanged_rerun.py,
 where a run in error is retried by the next command), and never imports dagster_dbt when the
 warehouse is already built.
@@ -76,12 +76,10 @@ def test_every_stage_is_a_named_job_run_tagged_as_launched_by_the_cli(suite: Pat
     assert partitions == {str(dg.MultiPartitionKey({"date": DAY, "model": m})) for m in MODELS}
 
 
-def test_the_models_partitions_run_at_the_same_time(suite: Path):
-    evaluations = [r for r in runs_of(suite) if r.dagster_run.job_name == "evaluate_model_day"]
-    assert len(evaluations) == 2
-    starts = [r.start_time for r in evaluations]
-    ends = [r.end_time for r in evaluations]
-    assert max(starts) < min(ends), "one model's run ended before the other's started"
+def test_the_models_partitions_run_at_the_same_time(suite: Path, server: ScriptedServer):
+    # Each model has a run per test in flight at once (threads 4): more requests than tests
+    # were answered at the same moment only if both models' runs were.
+    assert server.peak_in_flight > len(CASES), server.peak_in_flight
 
 
 def test_an_unchanged_rerun_starts_no_run_and_an_edited_test_reruns_it(suite: Path):
