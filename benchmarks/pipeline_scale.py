@@ -48,6 +48,7 @@ from eval_pipeline_tests.agents.servers import (  # noqa: E402
     tool_calls,
 )
 from eval_pipeline_tests.agents.tiny_suite import ORDERS, prompt_of, write_suite  # noqa: E402
+from eval_pipeline_tests.cli.console import wait_for_record  # noqa: E402
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 PROVIDER = "bench"
@@ -121,6 +122,10 @@ def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float,
             f"{' '.join(args)} exited {process.returncode}:\n{stdout[-2000:]}\n{stderr[-3000:]}"
         )
     cpu = usage.ru_utime + usage.ru_stime
+    # Its Dagster record, written in the background once it ended: not part of its figures,
+    # and never overlapping the next command's.
+    recorded = wait_for_record(suite)
+    print(f"  (its Dagster record was in the instance {recorded:.1f} s after it ended)")
     return wall, cpu, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 

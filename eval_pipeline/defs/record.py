@@ -8,7 +8,9 @@ of doing the work again (`SuiteResource.replay`): the instance holds the same ru
 materializations, data versions, checks and lineage as if the jobs had run in it, and no
 model is asked anything. Records are written in the order the commands ran them, one
 process at a time, and a record is removed once every run of it is in the instance (a run
-already there is not recorded twice).
+already there is not recorded twice); one that cannot be recorded (its suite folder gone, or
+its definitions no longer loading) is kept beside them as `<name>.failed`, its error in the
+log, and the others are recorded.
 
 The command starts `python -m eval_pipeline.defs.record HOME` on its own and does not wait
 for it; `eval-pipeline ui` and `eval-pipeline warehouse` record what is pending before they
@@ -63,7 +65,17 @@ def record_pending(home: Path) -> int:
             return 0
         with open_instance(home, command_line=True) as instance:
             for path in pending:
-                recorded += _record(instance, path)
+                try:
+                    recorded += _record(instance, path)
+                except Exception:
+                    # One record that cannot be recorded (its suite gone or no longer
+                    # loading) must not hold back the others: it is set aside, named.
+                    kept = path.with_suffix(".failed")
+                    path.replace(kept)
+                    logger.exception(
+                        f"the record {path.name} could not be recorded; kept as {kept}"
+                    )
+                    continue
                 path.unlink(missing_ok=True)
     return recorded
 

@@ -155,3 +155,27 @@ def test_an_unchanged_rerun_of_a_dbt_suite_does_not_import_dagster_dbt(
     imported = [line for line in again.stderr.splitlines() if line.startswith("import time:")]
     assert imported, "python -X importtime printed nothing"
     assert not [line for line in imported if "dagster_dbt" in line]
+
+
+def test_a_model_added_to_the_command_runs_alone_beside_one_whose_inputs_are_unchanged(
+    server: ScriptedServer, tmp_path: Path
+):
+    root = write_suite(
+        tmp_path / "suite",
+        cases=CASES,
+        dbt=False,
+        providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
+    )
+    first = run_cli("test", "--date", DAY, "-m", MODELS[0], cwd=root)
+    assert first.returncode == 0, first.stdout + first.stderr
+    before, asked = len(runs_of(root)), len(server.requests)
+
+    both = run_cli("test", "--date", DAY, *MODEL_FLAGS, cwd=root)
+    assert both.returncode == 0, both.stdout + both.stderr
+    assert f"{MODELS[0]}: its inputs are unchanged, {len(CASES)} stored run(s) reused" in (
+        both.stderr
+    )
+    assert len(server.requests) == asked + len(CASES)  # the added model's runs alone
+    added = [record.dagster_run for record in runs_of(root)[before:]]
+    partitions = [r.tags["dagster/partition"] for r in added if r.job_name == "evaluate_model_day"]
+    assert partitions == [f"{DAY}|{MODELS[1]}"]

@@ -25,5 +25,5 @@ def test_the_private_dagster_names_are_where_they_were_checked():
     minor = tuple(int(part) for part in dagster.__version__.split(".")[:2])
     assert minor <= CHECKED_ON, (
         f"Dagster {dagster.__version__} is newer than {CHECKED_ON}: check the private names "
-        "used in defs/unchanged.py, defs/conditions.py and defs/instance.py, then move CHECKED_ON"
+        "used in defs/conditions.py and defs/instance.py, then move CHECKED_ON"
     )

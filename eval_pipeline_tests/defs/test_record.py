@@ -117,3 +117,21 @@ def test_a_record_left_behind_after_its_runs_is_not_recorded_twice(tmp_path, ser
     shutil.copy(kept, record)
     assert record_pending(home) == 0
     assert len(_runs(home)) == 3 and not pending_records(home)
+
+
+def test_a_record_that_cannot_be_recorded_is_set_aside_and_the_next_is_recorded(
+    tmp_path, server, monkeypatch
+):
+    home = tmp_path / "dagster_home"
+    monkeypatch.setenv("DAGSTER_HOME", str(home))  # one instance for two suites
+    broken, kept = _suite(tmp_path / "broken", server), _suite(tmp_path / "kept", server)
+    request = EvaluationRequest(models=(MODEL,), run_date=DAY)
+    run_stages(load_suite(broken), request, instance_home(load_suite(broken).config))
+    run_stages(load_suite(kept), request, instance_home(load_suite(kept).config))
+    first, _second = pending_records(home)
+    # Its definitions no longer load: a configuration edited into a mistake since.
+    (broken / "eval_config.yaml").write_text("test: [not, a, mapping\n")
+
+    assert record_pending(home) == 3  # the kept suite's runs
+    assert not pending_records(home)
+    assert first.with_suffix(".failed").exists()

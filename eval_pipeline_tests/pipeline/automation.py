@@ -30,6 +30,15 @@ def status(
     return resolver.get_status(key, partition), causes
 
 
+def fresh(
+    defs: dg.Definitions, instance: dg.DagsterInstance, asset: str, partition: str | None
+) -> bool:
+    """The asset partition is materialized and none of its inputs changed since: the UI
+    shows neither "Unsynced" nor "Missing"."""
+    resolver = get_stale_status_resolver(instance, list(defs.resolve_asset_graph().assets_defs))
+    return resolver.get_status(dg.AssetKey(asset), partition) is StaleStatus.FRESH
+
+
 def watch_tick(defs: dg.Definitions, instance: dg.DagsterInstance):
     """A tick of `watch_suite_files` as the daemon runs it: its observations recorded
     (before any run it requests), its result returned."""

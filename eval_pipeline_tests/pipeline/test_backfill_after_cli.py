@@ -17,10 +17,9 @@ import pytest
 from eval_pipeline.defs.evaluate import run_evaluation
 from eval_pipeline.defs.instance import instance_home, open_instance
 from eval_pipeline.defs.partitions import model_day_key, today
-from eval_pipeline.defs.unchanged import Freshness
 from eval_pipeline.pipeline import EvaluationRequest
 from eval_pipeline.suite import load_suite
-from eval_pipeline_tests.pipeline.automation import drive, materialized
+from eval_pipeline_tests.pipeline.automation import drive, fresh, materialized
 from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, NEXT_DAY, evaluate, materialize
 
 pytestmark = pytest.mark.slow  # Dagster runs, in the suite's own SQLite instance
@@ -44,7 +43,6 @@ def test_a_backfill_after_command_line_runs_reaches_every_report(small_suite):
 
     day = today().isoformat()
     with open_instance(home) as instance:
-        freshness = Freshness(defs, instance)
         for asset, partition in [
             ("warehouse_variants", None),
             ("reference_results", day),
@@ -53,7 +51,9 @@ def test_a_backfill_after_command_line_runs_reaches_every_report(small_suite):
             ("model_summaries", model_day_key(MODELS[0], day)),
             ("report", day),
         ]:
-            assert freshness.fresh([asset], partition), f"the CLI left {asset} {partition} unsynced"
+            assert fresh(defs, instance, asset, partition), (
+                f"the CLI left {asset} {partition} unsynced"
+            )
         cursor, _ = drive(defs, instance)  # the daemon's ticks after the command: nothing to do
 
         days = (DAY, NEXT_DAY)
@@ -68,4 +68,6 @@ def test_a_backfill_after_command_line_runs_reaches_every_report(small_suite):
         assert set(days) <= materialized(instance, "report")
         for past in days:
             key = model_day_key(MODELS[0], past)
-            assert Freshness(defs, instance).fresh(["grades", "model_summaries"], key)
+            assert fresh(defs, instance, "grades", key) and fresh(
+                defs, instance, "model_summaries", key
+            )
