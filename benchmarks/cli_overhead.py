@@ -85,7 +85,8 @@ def cli_test(suite: Path, *extra: str) -> float:
     """The command's wall time. Its Dagster record, which a process of its own writes after
     it ends, is waited for before the next measurement (so no two overlap) and timed apart."""
     wall = timed([str(SCRIPT), "test", "-q", "--date", DAY, *extra], suite)
-    RECORDED_AFTER.append(wait_for_record(suite))
+    if (recorded := wait_for_record(suite)) is not None:
+        RECORDED_AFTER.append(recorded)
     return wall
 
 
@@ -198,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
         if RECORDED_AFTER:
             print(
                 "each command's Dagster record, written in the background once it ended, was "
-                f"in the instance {statistics.median(RECORDED_AFTER):.2f} s after (median of "
-                f"{len(RECORDED_AFTER)}; not part of the times above)"
+                f"in the instance {statistics.median(RECORDED_AFTER):.2f} s after (median of the "
+                f"{len(RECORDED_AFTER)} commands that left one; not part of the times above)"
             )
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:

@@ -41,9 +41,9 @@ def main() -> None:
     context = load_agent_context(suite.config)
     model = options.model
     # The assets' own stage functions, in the order the command's Dagster runs call them.
-    stages.test_cases(suite, layout, None)
-    stages.agent_context(context, None)
-    stages.grading_rules(suite.config, None)
+    stages.test_cases(suite, layout)
+    stages.agent_context(context)
+    stages.grading_rules(suite.config)
     stages.reference_results(suite, day, layout)
     stages.warehouse_variants(suite, layout)
     stages.agent_runs(suite, model, day, layout, context, stages.RunOptions())

@@ -124,8 +124,8 @@ def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float,
     cpu = usage.ru_utime + usage.ru_stime
     # Its Dagster record, written in the background once it ended: not part of its figures,
     # and never overlapping the next command's.
-    recorded = wait_for_record(suite)
-    print(f"  (its Dagster record was in the instance {recorded:.1f} s after it ended)")
+    if (recorded := wait_for_record(suite)) is not None:
+        print(f"  (its Dagster record was in the instance {recorded:.1f} s after it ended)")
     return wall, cpu, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 

@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.copytree(project, copy, ignore=shutil.ignore_patterns("outputs"))
                     fresh.append(timed(ours_args, copy, env(), ours_pass))
                     # Its Dagster record, written in the background: not timed, not overlapped.
-                    recorded.append(wait_for_record(copy))
+                    recorded.append(wait_for_record(copy) or 0.0)
                     rerun.append(timed(ours_args, copy, env(), ours_pass))
                     bare = work / f"alone_{i}"
                     shutil.copytree(project, bare, ignore=shutil.ignore_patterns("outputs"))

@@ -400,10 +400,29 @@ def _start_recorder(home: Path, suite: Suite, *, wait: bool) -> None:
     next command."""
     if not pending_records(home):
         return
-    logs = StateFolder.of(suite.config).logs_dir
-    logs.mkdir(parents=True, exist_ok=True)
-    with open(logs / RECORD_LOG, "ab") as log:
-        recorder = subprocess.Popen(
+    log = StateFolder.of(suite.config).logs_dir / RECORD_LOG
+    try:
+        recorder = _recorder(home, log)
+    except OSError as error:  # the results are written; the record waits for the next one
+        print(
+            f"warning: the Dagster record of this evaluation could not be started ({error}); "
+            "it waits in the instance's home and `eval-pipeline ui` records it",
+            file=sys.stderr,
+        )
+        return
+    RECORDERS.append(recorder)
+    if wait and recorder.wait() != 0:
+        print(
+            f"warning: the Dagster record of this evaluation was not written (see {log}); "
+            "it waits in the instance's home and `eval-pipeline ui` records it",
+            file=sys.stderr,
+        )
+
+
+def _recorder(home: Path, log_path: Path) -> subprocess.Popen:
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(
             [sys.executable, "-m", "eval_pipeline.defs.record", str(home)],
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -411,9 +430,6 @@ def _start_recorder(home: Path, suite: Suite, *, wait: bool) -> None:
             # Its own session: a Ctrl-C in the terminal stops the command, not the record.
             start_new_session=True,
         )
-    RECORDERS.append(recorder)
-    if wait:
-        recorder.wait()
 
 
 def cmd_test(args: argparse.Namespace) -> int:
