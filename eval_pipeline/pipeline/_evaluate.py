@@ -2,8 +2,8 @@
 
 `evaluate` plans the runs of the request, runs what changed (or answers from the store when
 nothing did), reads the graded runs back, builds the results document, decides the gate and
-writes the results file. The machinery that runs the stages is handed in (`Runner`), so this
-layer never imports Dagster: the CLI passes the one in `defs`.
+writes the results file. What runs the stages is handed in (`Runner`): the CLI's runs them in
+its own process (`run_stages`) and has their Dagster record written after.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from eval_pipeline.suite import Suite, ThresholdMode
 
 
 class Runner(Protocol):
-    """Runs the stages of an evaluation (in Dagster, for the CLI) and says what they did;
+    """Runs the stages of an evaluation (`run_stages`, for the CLI) and says what they did;
     `on_stage` receives one line per stage as it starts."""
 
     def __call__(
