@@ -362,12 +362,7 @@ def _stage_runner(progress: Progress) -> Runner:
         try:
             # Nothing but the report may reach stdout: stray prints go to stderr.
             with contextlib.redirect_stdout(sys.stderr):
-                warehouse = config.warehouse
-                if (
-                    warehouse is not None
-                    and warehouse.dbt_project is not None
-                    and not warehouse.path.exists()
-                ):
+                if config.warehouse is not None and config.warehouse.to_build:
                     _build_warehouse(suite, on_stage)
                 try:
                     return run_stages(suite, request, home, on_stage=on_stage)

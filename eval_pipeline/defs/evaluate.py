@@ -101,13 +101,12 @@ def build_warehouse(config: SuiteConfig) -> bool:
 def build_missing_warehouse(config: SuiteConfig, on_stage: Callable[[str], None]) -> bool:
     """Build the suite's warehouse with its dbt project when the warehouse file is missing
     (a suite's first run), dbt's output in the state folder's log; True when it was built.
-    The command line checks that it is missing before it imports Dagster for this.
+    The command line asks `WarehouseConfig.to_build` before it imports Dagster for this.
 
     Raises:
         EvaluationFailed: the build failed; the message names the log and the Dagster run.
     """
-    warehouse = config.warehouse
-    if warehouse is None or warehouse.dbt_project is None or warehouse.path.exists():
+    if config.warehouse is None or not config.warehouse.to_build:
         return False
     home = instance_home(config)
     os.environ[DAGSTER_HOME_ENV] = str(home)

@@ -18,7 +18,6 @@ __all__ = [
     "default_instance_yaml",
     "instance_home",
     "open_instance",
-    "share_log_handlers",
     "waiting_on_a_daemon",
     "write_workspace",
 ]
@@ -70,18 +69,6 @@ def open_instance(home: Path, *, command_line: bool = False) -> dg.DagsterInstan
             }
         }
         return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
-
-
-def share_log_handlers(instance: dg.DagsterInstance) -> None:
-    """Let runs start in several threads of this process at once.
-
-    Each run start builds the instance's yaml-configured log handlers with
-    `logging.config.dictConfig`, which takes the logging module's lock and then every
-    handler's: while another thread's run is logging (a handler's lock, then the module's),
-    the two threads deadlock. The handlers are built once here and reused by every run.
-    """
-    handlers = instance.get_yaml_python_handlers()
-    instance.get_yaml_python_handlers = lambda: handlers  # type: ignore[method-assign]
 
 
 # A queued run normally starts within seconds of a running daemon's dequeue loop; a minute

@@ -56,15 +56,7 @@ class SuiteResource(dg.ConfigurableResource):
             if key in run["materialized"]:
                 return stages.from_document(run["materialized"][key])
             failed = run["failed"]
-            if (
-                failed
-                and failed[0] == asset
-                and (run["model"], run["day"])
-                == (
-                    model,
-                    run["day"] if day is None else day.isoformat(),
-                )
-            ):
+            if failed and failed[0] == key:
                 raise RecordedFailure(failed[1])
         raise RecordedFailure(f"the command's record {self.replay} holds no {key}")
 

@@ -11,7 +11,6 @@ from eval_pipeline.pipeline._dagster_home import (
     instance_home,
 )
 from eval_pipeline.pipeline._direct import (
-    MODELS_AT_ONCE,
     RECORDS_DIR,
     StageFailed,
     StageRecord,
@@ -124,7 +123,6 @@ __all__ = [
     "CHANGES",
     "DAGSTER_HOME_ENV",
     "EXPECTED_EMPTY_TAG",
-    "MODELS_AT_ONCE",
     "RECORDS_DIR",
     "REFERENCE_LIMITS",
     "REGRESSION",

@@ -31,7 +31,6 @@ from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import Suite, describe_error, first_line, load_agent_context
 
 __all__ = [
-    "MODELS_AT_ONCE",
     "RECORDS_DIR",
     "StageFailed",
     "StageRecord",
@@ -73,7 +72,7 @@ class StageRun:
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     assets: list[str] = field(default_factory=list)
     materialized: dict[str, stages.Materialized] = field(default_factory=dict)
-    #: (asset, what went wrong) of the stage that failed
+    #: (its materialization's `stage_key`, what went wrong) of the stage that failed
     failed: tuple[str, str] | None = None
     #: the run config the job's run would have had (the runs' and the grades' options)
     run_config: dict[str, Any] = field(default_factory=dict)
@@ -197,13 +196,14 @@ def _run(
         except Exception as error:
             what = _RUN_NAMES[run.kind].format(model=run.model)
             cause = first_line(describe_error(error))
-            run.failed = (asset, cause)
+            run.failed = (key, cause)
             raise StageFailed(
                 f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)",
                 details=traceback.format_exc(),
             ) from error
 
     result = EvaluationResult()
+    inputs: StageRun | None = None
     if request.budget_round < 2:  # a budget's later rounds: its first read the inputs
         on_stage(_RUN_NAMES["inputs"])
         inputs = StageRun("inputs", day)
@@ -220,12 +220,9 @@ def _run(
 
     # What each model's partition reads besides the store, when this command read it: a
     # partition whose last evaluation read the same, and left nothing to do, is skipped.
-    inputs_run = record.runs[0] if record.runs else None
     read = (
-        LastPartition.digest(
-            {key: done.data_version for key, done in inputs_run.materialized.items()}
-        )
-        if inputs_run is not None
+        LastPartition.digest({key: done.data_version for key, done in inputs.materialized.items()})
+        if inputs is not None
         else None
     )
     k = request.k or config.test.k

@@ -240,6 +240,12 @@ class WarehouseConfig:
     path: Path
     dbt_project: Path | None = None
 
+    @property
+    def to_build(self) -> bool:
+        """Its dbt project builds the warehouse file, and the file is not there yet (the
+        suite's first run)."""
+        return self.dbt_project is not None and not self.path.exists()
+
 
 @dataclass(frozen=True)
 class DatabaseConfig:
