@@ -17,6 +17,7 @@ import json
 import multiprocessing
 import multiprocessing.connection
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -119,12 +120,19 @@ class ScriptedServer:
         protocol: ``openai``, ``anthropic`` or ``agent``.
         script: the initial script (see `script`).
         latency_s: added before every response, to simulate a slow endpoint.
+        tls: a server-side TLS context: the server speaks https (see `self_signed`).
     """
 
     def __init__(
-        self, protocol: WireProtocol, *, script: Script = (), latency_s: float = 0.0
+        self,
+        protocol: WireProtocol,
+        *,
+        script: Script = (),
+        latency_s: float = 0.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.protocol = protocol
+        self.tls = tls
         self.path = _PATHS[protocol]
         self.latency_s = latency_s
         self._script: Script = script
@@ -146,6 +154,8 @@ class ScriptedServer:
     def start(self) -> ScriptedServer:
         handler = type("Handler", (_Handler,), {"server_state": self})
         httpd = _Server(("127.0.0.1", 0), handler)
+        if self.tls is not None:
+            httpd.socket = self.tls.wrap_socket(httpd.socket, server_side=True)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -179,7 +189,7 @@ class ScriptedServer:
         """The server root, e.g. ``http://127.0.0.1:54321``."""
         assert self._httpd is not None, "start the server first"
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     @property
     def base_url(self) -> str:
@@ -655,3 +665,45 @@ def offered_tools(request: RecordedRequest, protocol: str) -> list[str]:
     """The names of the tools the request offered the model."""
     tools = request.json.get("tools", [])
     return [t["function"]["name"] if protocol == "openai" else t["name"] for t in tools]
+
+
+def self_signed(folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A TLS context for a server on 127.0.0.1 with a certificate of its own, and the file of
+    that certificate, which a client trusts through `SSL_CERT_FILE`."""
+    from datetime import UTC, datetime, timedelta
+    from ipaddress import IPv4Address
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=1))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(IPv4Address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = folder / "server.pem", folder / "server.key"
+    cert_file.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert_file, key_file)
+    return context, cert_file

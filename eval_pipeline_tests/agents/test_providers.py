@@ -11,11 +11,19 @@ from eval_pipeline.agents import (
     ChatMessage,
     OpenAIChatModel,
     ProviderPool,
+    ProviderUnavailable,
     UnknownModel,
     split_model_id,
 )
+from eval_pipeline.agents._providers import _tls_context
 from eval_pipeline.suite import MissingSecret
-from eval_pipeline_tests.agents.servers import FAST_RETRY, answer, suite_config
+from eval_pipeline_tests.agents.servers import (
+    FAST_RETRY,
+    ScriptedServer,
+    answer,
+    self_signed,
+    suite_config,
+)
 
 
 def test_model_ids_split_at_the_first_colon():
@@ -136,3 +144,50 @@ def test_a_closed_pool_refuses_new_clients(openai_server):
 
     with pytest.raises(RuntimeError, match="closed"):
         asyncio.run(go())
+
+
+@pytest.fixture
+def fresh_tls_context():
+    # The pool loads the CA bundle once per process; these tests change which one it loads.
+    _tls_context.cache_clear()
+    yield
+    _tls_context.cache_clear()
+
+
+def _complete_over_https(server: ScriptedServer) -> str:
+    config = suite_config(server.provider())
+
+    async def go():
+        async with ProviderPool(config, policy=FAST_RETRY) as pool:
+            completion = await pool.chat_model("openai:m").complete(
+                [ChatMessage("user", "q")], tools=[], max_tokens=5
+            )
+            return completion.text
+
+    return asyncio.run(go())
+
+
+def test_an_https_provider_is_reached_when_its_certificate_is_trusted(
+    tmp_path, monkeypatch, fresh_tls_context
+):
+    context, certificate = self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(certificate))
+    with ScriptedServer("openai", script=[answer("over TLS")], tls=context) as server:
+        assert server.base_url.startswith("https://127.0.0.1:")
+        assert _complete_over_https(server) == "over TLS"
+        assert len(server.requests) == 1
+
+
+def test_an_https_provider_with_an_untrusted_certificate_is_refused_and_named(
+    tmp_path, monkeypatch, fresh_tls_context
+):
+    context, _ = self_signed(tmp_path)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with ScriptedServer("openai", script=[answer("never")], tls=context) as server:
+        with pytest.raises(ProviderUnavailable) as caught:
+            _complete_over_https(server)
+        assert not server.requests  # nothing was sent over the untrusted connection
+    message = str(caught.value)
+    assert "could not connect" in message and server.url in message
+    assert "certificate verify failed" in message
