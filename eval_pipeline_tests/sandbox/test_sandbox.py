@@ -13,6 +13,8 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eval_pipeline.sandbox import (
     FetchCaps,
@@ -611,3 +613,44 @@ def test_the_time_limit_holds_for_a_huge_aggregate(tmp_path: Path) -> None:
         # and ended in neither error.
         assert "time limit" in str(caught.value) or "Out of Memory" in str(caught.value)
         assert box.execute("SELECT 42").rows == [(42,)]  # and the sandbox still answers
+
+
+# Every plain type a result may hold, with the values DuckDB takes for it.
+_PLAIN_COLUMNS = {
+    "b BOOLEAN": st.booleans(),
+    "i1 TINYINT": st.integers(-(2**7), 2**7 - 1),
+    "i8 BIGINT": st.integers(-(2**63), 2**63 - 1),
+    "u8 UBIGINT": st.integers(0, 2**64 - 1),
+    "h HUGEINT": st.integers(-(2**127) + 1, 2**127 - 1),
+    "f FLOAT": st.floats(width=32),
+    "d DOUBLE": st.floats(),
+    "m DECIMAL(18, 3)": st.decimals(-(10**14), 10**14, places=3, allow_nan=False),
+    "s VARCHAR": st.text(),
+    "day DATE": st.dates(),
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(*(st.none() | values for values in _PLAIN_COLUMNS.values())), max_size=5
+    )
+)
+def test_rows_of_plain_types_are_what_duckdb_itself_returns(rows) -> None:
+    # These are converted by Arrow, not by DuckDB: a value that changed would change a verdict.
+    columns = ", ".join(["n INTEGER", *_PLAIN_COLUMNS])
+    marks = ", ".join("?" * (len(_PLAIN_COLUMNS) + 1))
+
+    def fill(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"CREATE TABLE t ({columns})")
+        if rows:
+            con.executemany(
+                f"INSERT INTO t VALUES ({marks})", [(n, *r) for n, r in enumerate(rows)]
+            )
+
+    query = "SELECT * EXCLUDE (n) FROM t ORDER BY n"
+    with duckdb.connect() as plain:
+        fill(plain)
+        expected = [tuple(to_json_safe(v) for v in row) for row in plain.execute(query).fetchall()]
+    with SqlSandbox.in_memory(fill) as box:
+        assert box.execute(query).rows == expected
