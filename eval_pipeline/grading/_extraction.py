@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import duckdb
 import pandas as pd
@@ -51,17 +51,23 @@ contain the answer, reply {NO_ANSWER}. Reply with the SQL in a ```sql block, not
 class Extraction:
     """The agent's answer as a table, or why there is none.
 
-    `status` "ok" has a frame; "no_answer" means the agent's data holds no answer (the run
-    fails the data check); "error" means extraction itself could not be done (the check is
-    an error, not a failure of the agent).
+    `status` "ok" has the table (`columns`, `rows`); "no_answer" means the agent's data holds
+    no answer (the run fails the data check); "error" means extraction itself could not be
+    done (the check is an error, not a failure of the agent).
     """
 
     status: Literal["ok", "no_answer", "error"]
-    frame: pd.DataFrame | None = None
+    columns: list[str] | None = None
+    rows: list[list[Any]] | None = None
     source: str = ""
     query: str | None = None
     message: str = ""
     model: str | None = None  # the extraction model that was asked, if one was
+
+    @property
+    def frame(self) -> pd.DataFrame | None:
+        """The table as a DataFrame (`frame_from_rows`), None without one."""
+        return None if self.columns is None else frame_from_rows(self.columns, self.rows or [])
 
 
 def _successful(queries: Sequence[QueryRecord]) -> list[QueryRecord]:
@@ -156,9 +162,7 @@ def extract_last_query(run: AgentRun) -> Extraction:
             "no_answer", source="last_query", message="the agent ran no successful query"
         )
     last = queries[-1]
-    return Extraction(
-        "ok", frame_from_rows(last.columns, last.rows), source="last_query", query=last.sql
-    )
+    return Extraction("ok", list(last.columns), last.rows, source="last_query", query=last.sql)
 
 
 def rerun_extraction(
@@ -216,9 +220,7 @@ async def extract_answer(
     """
     if run.answer is not None:
         columns, rows = run.answer.get("columns") or [], run.answer.get("rows") or []
-        return Extraction(
-            "ok", frame_from_rows(list(columns), [list(r) for r in rows]), source="answer"
-        )
+        return Extraction("ok", list(columns), [list(r) for r in rows], source="answer")
     if strategy == "last_query":
         return extract_last_query(run)
     queries = _successful(run.queries)
@@ -270,8 +272,13 @@ async def _extract_with_model(
                 except SandboxError as error:
                     outcomes[text] = str(error)
                 else:
-                    frame = frame_from_rows(list(result.columns), [list(r) for r in result.rows])
-                    outcomes[text] = Extraction("ok", frame, source="llm", query=sql)
+                    outcomes[text] = Extraction(
+                        "ok",
+                        list(result.columns),
+                        [list(r) for r in result.rows],
+                        source="llm",
+                        query=sql,
+                    )
         return outcomes[text]
 
     last_error = ""

@@ -14,12 +14,12 @@ import pandas as pd
 
 from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
 from eval_pipeline.grading._assertions import check_assertions
-from eval_pipeline.grading._compare import Comparison, compare_results, exact_match
+from eval_pipeline.grading._compare import Comparison, compare_results, exact_match, same_cells
 from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
 from eval_pipeline.grading._failure_kind import classify_failure
 from eval_pipeline.grading._judges import Judge, judge_label
 from eval_pipeline.grading._metrics import RunOutcome
-from eval_pipeline.grading._reference import ReferenceResult
+from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
 from eval_pipeline.grading._semantic import AgentQuery, SemanticCheck, semantic_check
 from eval_pipeline.grading._tool_calls import check_tool_calls
@@ -171,13 +171,48 @@ def _final_sql(run: AgentRun, extraction: Extraction) -> str | None:
     return successful[-1].sql if successful else None
 
 
+def preview_records(columns: list[str], rows: list[list[Any]]) -> list[dict[str, Any]]:
+    """The first rows of a result as a grade keeps them for people to read: what `_records`
+    gives for `frame_from_rows(columns, rows)`, without building the frame when every value
+    is one JSON writes as it is (null, a boolean, an integer, a text)."""
+    head = rows[:DATA_PREVIEW_ROWS]
+    names = _distinct(columns)
+    width = len(names)
+    if (
+        width
+        and all(len(row) == width for row in head)
+        and all(value is None or type(value) in (bool, int, str) for row in head for value in row)
+    ):
+        return [dict(zip(names, row, strict=True)) for row in head]
+    return _records(frame_from_rows(names, rows)) or []
+
+
 def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     if frame is None:
         return None
     if frame.empty and len(frame.index) == 0:  # what to_json gives, without pandas' cost per run
         return []
     head = frame.head(DATA_PREVIEW_ROWS)
+    if not head.columns.is_unique:  # `SELECT region, region`: a record holds each name once
+        head = head.set_axis(_distinct([str(name) for name in head.columns]), axis=1)
     return json.loads(head.to_json(orient="records", date_format="iso", default_handler=str))
+
+
+def _distinct(names: list[str]) -> list[str]:
+    """The names, a repeated one numbered from its second time (`region, region_2`), never
+    taking a name the list already holds."""
+    if len(set(names)) == len(names):
+        return names
+    taken = set(names)
+    distinct, seen = [], set()
+    for name in names:
+        given, n = name, 1
+        while given in seen or (given != name and given in taken):
+            n += 1
+            given = f"{name}_{n}"
+        seen.add(given)
+        distinct.append(given)
+    return distinct
 
 
 class Grader:
@@ -330,8 +365,7 @@ class Grader:
                 f"the reference result has more than {reference.row_count:,} rows; it cannot be compared whole",
                 details,
             )
-        expected = reference.to_frame()
-        details["expected_data"] = _records(expected)
+        details["expected_data"] = preview_records(reference.columns, reference.rows)
         with relabel("extraction"):
             extraction = await extract_answer(
                 run, reference.columns, strategy=self.extraction, model=self.judge_model
@@ -356,9 +390,17 @@ class Grader:
             rtol=tolerance.rtol,
             atol=tolerance.atol,
         )
-        comparison = compare(extraction.frame, expected)
+        assert extraction.columns is not None  # an "ok" extraction has its table
+        actual_rows = extraction.rows or []
+        if same_cells(extraction.columns, actual_rows, reference.columns, reference.rows):
+            # The reference's rows themselves: a match under every rule, with nothing to diff.
+            passed, message, diff = True, "match", []
+        else:
+            comparison = compare(extraction.frame, reference.to_frame())
+            passed, message = comparison.passed, comparison.message
+            diff = _records(comparison.diff) or []
         details.update(
-            actual_data=_records(extraction.frame),
+            actual_data=preview_records(extraction.columns, actual_rows),
             ordered=ordered,
             # The tolerances this verdict was reached with (nao's `details.comparison`).
             comparison={
@@ -366,9 +408,9 @@ class Grader:
                 "atol": tolerance.atol,
                 "decimals": tolerance.decimals,
             },
-            diff=_records(comparison.diff) or [],
+            diff=diff,
         )
-        if comparison.passed and case.semantic is not None:
+        if passed and case.semantic is not None:
             semantic = self._semantic_check(case, run, extraction, compare)
             details["semantic"] = {
                 "status": semantic.status,
@@ -377,9 +419,9 @@ class Grader:
             }
             if not semantic.passed:
                 return self._failed(case, run, extraction, semantic.message, details)
-        if comparison.passed:
-            return CheckResult("data", GradeStatus.PASSED, comparison.message, details)
-        return self._failed(case, run, extraction, comparison.message, details)
+        if passed:
+            return CheckResult("data", GradeStatus.PASSED, message, details)
+        return self._failed(case, run, extraction, message, details)
 
     @staticmethod
     def _failed(

@@ -13,9 +13,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from eval_pipeline.agents import AgentRun, QueryRecord, RunStatus, ToolCallRecord
 from eval_pipeline.grading import Grade, Grader, GradeStatus, ReferenceResult, run_references
+from eval_pipeline.grading._grader import preview_records
+from eval_pipeline.grading._reference import frame_from_rows
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.store import FileCompletionCache, StateFolder
 from eval_pipeline.suite import Case, Consistency, Evaluator, Tolerance, ToolCallAssertion
@@ -456,3 +460,43 @@ def test_judge_and_extraction_answers_are_cached_across_gradings_and_processes(
     third = grade_all(reopened, tolerance=Tolerance(decimals=2, atol=0.02))
     assert [g.status for g in third] == [GradeStatus.PASSED, GradeStatus.PASSED]
     assert len(judge_server.requests) == 4
+
+
+_CELLS = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**127), 2**127)
+    | st.text(max_size=5)
+    | st.floats()
+    | st.dates()
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(st.lists(_CELLS, min_size=3, max_size=3), max_size=4),
+    names=st.permutations(["a", "b", "A"]),
+    width=st.integers(0, 3),
+)
+def test_the_rows_a_grade_keeps_to_read_are_what_pandas_writes(rows, names, width) -> None:
+    # A grade's expected_data and actual_data: pandas' JSON of the rows, frame or no frame.
+    columns, rows = names[:width], [row[:width] for row in rows]
+    frame = frame_from_rows(columns, rows)
+    written = json.loads(frame.to_json(orient="records", date_format="iso", default_handler=str))
+    assert preview_records(columns, rows) == (written if rows else [])
+
+
+def test_a_reference_naming_two_columns_alike_is_graded_and_both_are_kept_to_read(warehouse):
+    # DuckDB keeps both names `region`; a preview keyed by name must not lose (or crash on) one
+    sql = "SELECT region, region, SUM(amount) AS revenue FROM orders GROUP BY region"
+    case = make_case(sql=sql)
+    wrong = make_run(answer_rows=[["north", "north", 1.0]], columns=("region", "region", "revenue"))
+    graded = grade_one(case, wrong, reference_for(case, warehouse))
+
+    assert graded.status is GradeStatus.FAILED
+    [check] = graded.checks
+    assert {"region": "west", "region_2": "west", "revenue": 40.0} in check.details["expected_data"]
+    assert check.details["actual_data"] == [
+        {"region": "north", "region_2": "north", "revenue": 1.0}
+    ]
+    assert {row["_side"] for row in check.details["diff"]} == {"actual only", "expected only"}
