@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -12,6 +13,7 @@ from sqlglot.errors import SqlglotError
 
 from eval_pipeline.grading._compare import compare_results, same_cells
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
+from eval_pipeline.grading._stability import may_vary_within_day
 from eval_pipeline.sandbox import QueryResult, SandboxError, sql_is_ordered
 from eval_pipeline.suite import truncate
 
@@ -140,8 +142,13 @@ def limit_ties_warning(
 def nondeterminism_warning(
     result: ReferenceResult, execute: Execute, *, dialect: str = "duckdb"
 ) -> ReferenceWarning | None:
-    """Warn when a second run disagrees with `result`, or the SQL picks rows at random."""
+    """Warn when a second run disagrees with `result`, or the SQL picks rows at random.
+
+    SQL that cannot return other rows on the same data (`_cannot_vary`) is not run again.
+    """
     reason = _random_source(result.sql, dialect)
+    if not reason and _cannot_vary(result.sql, dialect):
+        return None
     try:
         again = execute(result.sql)
     except SandboxError as error:
@@ -232,7 +239,9 @@ def drift_warning(
 # --- helpers ------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
 def _parse(sql: str, dialect: str) -> exp.Expression | None:
+    # The checks of one reference read one tree (copying it before they change it).
     try:
         statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except (SqlglotError, ValueError):
@@ -289,6 +298,36 @@ def _random_source(sql: str, dialect: str) -> str:
     ):
         return "takes LIMIT rows without ORDER BY"
     return ""
+
+
+#: Aggregates whose value does not depend on the order the rows come in (a sum of floats
+#: only up to rounding noise, which the comparison's tolerance absorbs).
+_ORDER_FREE_AGGREGATES = (exp.Count, exp.Sum, exp.Avg, exp.Min, exp.Max)
+#: What picks, orders or samples rows, where ties or the scan order decide which come out;
+#: and a function sqlglot does not know (`exp.Anonymous`), which may be an aggregate.
+_ORDER_DECIDES = (
+    *(exp.Limit, exp.Offset, exp.Fetch, exp.Order, exp.Window, exp.Qualify),
+    *(exp.TableSample, exp.Anonymous),
+)
+
+
+def _cannot_vary(sql: str, dialect: str) -> bool:
+    """Whether the query returns the same rows (as a multiset) on every run over the same
+    data: every function it calls is one DuckDB declares consistent (`may_vary_within_day`),
+    the only aggregates are order-free ones, and nothing in it limits, orders, numbers or
+    samples rows. False when in doubt (SQL that does not parse, DISTINCT ON, another dialect
+    than DuckDB's): the reference is then run a second time to see."""
+    tree = _parse(sql, dialect)
+    if tree is None or may_vary_within_day(sql, dialect=dialect):
+        return False
+    for node in tree.walk():
+        if isinstance(node, _ORDER_DECIDES):
+            return False
+        if isinstance(node, exp.AggFunc) and not isinstance(node, _ORDER_FREE_AGGREGATES):
+            return False
+        if isinstance(node, exp.Distinct) and node.args.get("on") is not None:
+            return False
+    return True
 
 
 def _size(result: ReferenceResult) -> str:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import date, timedelta
+from functools import partial
 
 from eval_pipeline.grading import ReferenceResult, reference_health, run_references
 from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
@@ -21,6 +23,9 @@ __all__ = [
 ]
 
 REFERENCE_LIMITS = SandboxLimits(timeout_s=120.0, store_max_rows=100_000, model_max_rows=1)
+
+#: Reference queries of one database run at once, at most (and no more than `test.threads`).
+REFERENCE_THREADS = 8
 
 #: A test tagged so says its right answer is no rows: its empty reference is no warning.
 EXPECTED_EMPTY_TAG = "empty-answer"
@@ -76,14 +81,27 @@ def references_by_database(
     for name, group in groups.items():
         database = databases[name]
         with _sandbox(database, limits) as sandbox:
-            for case, result in zip(group, run_references(group, sandbox), strict=True):
-                result = replace(
-                    result, database=database.name, database_version=database.fingerprint
-                )
-                if previous is not None:
-                    result = _with_health(case, result, sandbox, previous.get(case.name))
-                found[result.name] = result
+            one = partial(_reference, sandbox=sandbox, database=database, previous=previous)
+            # The engine runs the queries outside the interpreter lock: several at once.
+            workers = max(1, min(REFERENCE_THREADS, config.test.threads, len(group)))
+            with ThreadPoolExecutor(workers, thread_name_prefix="reference") as pool:
+                for result in pool.map(one, group):
+                    found[result.name] = result
     return [found[case.name] for case in with_sql]
+
+
+def _reference(
+    case: Case,
+    *,
+    sandbox: SqlSandbox | ServerSandbox,
+    database: DatabaseConfig,
+    previous: Mapping[str, ReferenceResult] | None,
+) -> ReferenceResult:
+    [result] = run_references([case], sandbox)
+    result = replace(result, database=database.name, database_version=database.fingerprint)
+    if previous is None:
+        return result
+    return _with_health(case, result, sandbox, previous.get(case.name))
 
 
 def _with_health(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -26,6 +27,7 @@ def sandbox() -> Iterator[SqlSandbox]:
             "(3, 'US', 30.0, DATE '2026-01-07'), (4, 'US', 10.0, DATE '2026-01-08'), "
             "(5, 'APAC', 5.0, DATE '2026-01-09')) AS t(id, region, amount, order_date)"
         )
+        connection.execute("CREATE MACRO my_macro(x) AS x + 1")  # the warehouse's own
 
     with SqlSandbox.in_memory(setup) as box:
         yield box
@@ -174,3 +176,51 @@ def test_a_query_may_vary_by_any_function_the_engine_does_not_declare_consistent
 )
 def test_a_query_of_consistent_functions_stays_the_same_within_a_day(sql) -> None:
     assert not may_vary_within_day(sql)
+
+
+def _runs_again(sandbox: SqlSandbox, sql: str) -> tuple[int, dict[str, str]]:
+    """How many more times the checks ran the reference SQL itself, when every run after the
+    first answers otherwise (a warehouse whose rows move), and the warnings."""
+    runs = []
+
+    def moving(query: str):
+        runs.append(query)
+        result = sandbox.execute(query)
+        rows = [] if query == sql else result.rows
+        return replace(result, rows=rows, row_count=len(rows))
+
+    reference = _reference(sandbox, sql)
+    warnings = {w.kind: w.message for w in reference_health(reference, moving)}
+    return runs.count(sql), warnings
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT region, SUM(amount) AS revenue FROM orders GROUP BY region",
+        "SELECT count(*) AS n, max(order_date) FROM orders WHERE region <> 'EU'",
+        "SELECT DISTINCT region FROM orders UNION SELECT 'none'",
+    ],
+)
+def test_a_reference_that_cannot_return_other_rows_is_run_once(sandbox: SqlSandbox, sql) -> None:
+    assert _runs_again(sandbox, sql) == (0, {})
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        CLEAN,  # ORDER BY: ties may come out in another order
+        "SELECT region, any_value(id) FROM orders GROUP BY region",
+        "SELECT string_agg(region, ',') FROM orders",
+        "SELECT id, row_number() OVER (PARTITION BY region) FROM orders",
+        "SELECT region FROM (SELECT region FROM orders LIMIT 3)",
+        "SELECT DISTINCT ON (region) region, id FROM orders",
+        "SELECT my_macro(1)",
+    ],
+)
+def test_a_reference_that_may_return_other_rows_is_run_again_and_warned(
+    sandbox: SqlSandbox, sql
+) -> None:
+    again, warnings = _runs_again(sandbox, sql)
+    assert again == 1
+    assert "nondeterministic" in warnings
