@@ -15,7 +15,13 @@ import pandas as pd
 from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
 from eval_pipeline.grading._assertions import check_assertions
 from eval_pipeline.grading._compare import Comparison, compare_results, exact_match, same_cells
-from eval_pipeline.grading._extraction import Extraction, Strategy, extract_answer, rerun_extraction
+from eval_pipeline.grading._extraction import (
+    Extraction,
+    Strategy,
+    _unique,
+    extract_answer,
+    rerun_extraction,
+)
 from eval_pipeline.grading._failure_kind import classify_failure
 from eval_pipeline.grading._judges import Judge, judge_label
 from eval_pipeline.grading._metrics import RunOutcome
@@ -176,7 +182,8 @@ def preview_records(columns: list[str], rows: list[list[Any]]) -> list[dict[str,
     gives for `frame_from_rows(columns, rows)`, without building the frame when every value
     is one JSON writes as it is (null, a boolean, an integer, a text)."""
     head = rows[:DATA_PREVIEW_ROWS]
-    names = _distinct(columns)
+    # `SELECT region, region`: a record holds each name once (`region, region_1`).
+    names = columns if len(set(columns)) == len(columns) else _unique(columns)
     width = len(names)
     if (
         width
@@ -194,25 +201,8 @@ def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
         return []
     head = frame.head(DATA_PREVIEW_ROWS)
     if not head.columns.is_unique:  # `SELECT region, region`: a record holds each name once
-        head = head.set_axis(_distinct([str(name) for name in head.columns]), axis=1)
+        head = head.set_axis(_unique([str(name) for name in head.columns]), axis=1)
     return json.loads(head.to_json(orient="records", date_format="iso", default_handler=str))
-
-
-def _distinct(names: list[str]) -> list[str]:
-    """The names, a repeated one numbered from its second time (`region, region_2`), never
-    taking a name the list already holds."""
-    if len(set(names)) == len(names):
-        return names
-    taken = set(names)
-    distinct, seen = [], set()
-    for name in names:
-        given, n = name, 1
-        while given in seen or (given != name and given in taken):
-            n += 1
-            given = f"{name}_{n}"
-        seen.add(given)
-        distinct.append(given)
-    return distinct
 
 
 class Grader:

@@ -495,8 +495,8 @@ def test_a_reference_naming_two_columns_alike_is_graded_and_both_are_kept_to_rea
 
     assert graded.status is GradeStatus.FAILED
     [check] = graded.checks
-    assert {"region": "west", "region_2": "west", "revenue": 40.0} in check.details["expected_data"]
+    assert {"region": "west", "region_1": "west", "revenue": 40.0} in check.details["expected_data"]
     assert check.details["actual_data"] == [
-        {"region": "north", "region_2": "north", "revenue": 1.0}
+        {"region": "north", "region_1": "north", "revenue": 1.0}
     ]
     assert {row["_side"] for row in check.details["diff"]} == {"actual only", "expected only"}
