@@ -23,7 +23,7 @@ from eval_pipeline.agents._nao_backend import (
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
-from eval_pipeline.agents._transport import LimitedClient, ReplyLimits, pooled_transport
+from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient, ReplyLimits
 from eval_pipeline.suite import ProviderConfig, SuiteConfig, to_model_id
 
 __all__ = ["ProviderPool", "split_model_id"]
@@ -190,7 +190,7 @@ class ProviderPool:
         )
         transport = self._transport
         if transport is None:
-            transport = pooled_transport(self.concurrency, verify=_tls_context())
+            transport = AiohttpTransport(self.concurrency, verify=_tls_context())
         return LimitedClient(
             # `timeout_s` bounds the whole request; httpx's own timeouts bound each read.
             reply_limits=ReplyLimits(

@@ -25,7 +25,6 @@ __all__ = [
     "AiohttpTransport",
     "LimitedClient",
     "ReplyLimits",
-    "pooled_transport",
 ]
 
 
@@ -58,14 +57,6 @@ class LimitedClient(httpx.AsyncClient):
     def __init__(self, *, reply_limits: ReplyLimits = DEFAULT_REPLY_LIMITS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.reply_limits = reply_limits
-
-
-def pooled_transport(
-    max_connections: int, *, verify: ssl.SSLContext | bool = True
-) -> httpx.AsyncBaseTransport:
-    """The transport of a provider's client: up to `max_connections` kept-alive connections,
-    a request waiting for one only when all are busy."""
-    return AiohttpTransport(max_connections, verify=verify)
 
 
 class AiohttpTransport(httpx.AsyncBaseTransport):
