@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
 from typing import Any, Literal
@@ -163,9 +163,15 @@ class AgentRun:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The run as plain data (a journal line, a store row). It shares the run's lists and
+        dicts rather than copying them (a deep copy of every transcript and result row cost
+        more than the rest of a run's bookkeeping): read it, do not change it."""
+        data = dict(vars(self))
         data["status"] = self.status.value
         data["run_date"] = self.run_date.isoformat()
+        data["tool_calls"] = [dict(vars(call)) for call in self.tool_calls]
+        data["queries"] = [dict(vars(query)) for query in self.queries]
+        data["usage"] = dict(vars(self.usage))
         data["key"] = self.key
         return data
 

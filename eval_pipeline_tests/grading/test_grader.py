@@ -7,6 +7,7 @@ store. Judge and extraction calls go to a scripted OpenAI-compatible server.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,7 +164,7 @@ def test_regrading_with_a_new_tolerance_changes_the_verdict_without_the_agent(wa
         make_run(answer_rows=[["north", 250.5], ["south", 100.004], ["west", 40.0]], attempt=0),
         make_run(answer_rows=[["north", 250.5], ["south", 99.99], ["west", 40.0]], attempt=1),
     ]
-    before = [run.to_dict() for run in runs]
+    before = copy.deepcopy([run.to_dict() for run in runs])  # to_dict shares the run's lists
 
     first = grade(case, runs, reference, Grader(tolerance=Tolerance(decimals=2)))
     assert [g.status for g in first] == [GradeStatus.FAILED, GradeStatus.PASSED]
