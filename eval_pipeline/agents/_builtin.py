@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from eval_pipeline.agents._catalog import WarehouseCatalog
@@ -141,10 +141,15 @@ def _expects_clarification(case: Case) -> bool:
 
 
 def _message_dict(message: ChatMessage) -> dict[str, Any]:
-    data = asdict(message)
-    return {
-        k: v for k, v in data.items() if v not in (None, (), [], "") or k in ("role", "content")
-    }
+    """The message as the run keeps it: role and content, and only the fields it has."""
+    data: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        data["tool_calls"] = tuple(dict(vars(call)) for call in message.tool_calls)
+    if message.tool_call_id:
+        data["tool_call_id"] = message.tool_call_id
+    if message.name:
+        data["name"] = message.name
+    return data
 
 
 class BuiltinAgent:

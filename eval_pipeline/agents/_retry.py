@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import random
 from collections.abc import Awaitable, Callable, Mapping
@@ -192,7 +193,7 @@ async def send_with_retry(
     failure: _Failure | None = None
     attempt = 0
     for attempt in range(1, policy.max_attempts + 1):
-        request = client.build_request(method, url, json=json, headers=headers, **extra)
+        request = client.build_request(method, _parsed(url), json=json, headers=headers, **extra)
         secrets = secret_header_values(request.headers)
         try:
             # httpx's timeouts bound each read; this bounds the whole exchange.
@@ -241,6 +242,11 @@ async def send_with_retry(
         attempts=attempt,
         detail=failure.detail,
     ) from failure.cause
+
+
+#: A URL parsed once: an evaluation sends thousands of requests to the same few endpoints, and
+#: httpx builds a request from a parsed URL in half the time it takes from the text.
+_parsed = functools.lru_cache(maxsize=256)(httpx.URL)
 
 
 class _BodyTooLarge(Exception):

@@ -144,19 +144,22 @@ def failure_kinds_markdown(layout: StateFolder, day: date) -> str:
 
 
 def pass_fail_grid(layout: StateFolder, day: date) -> pd.DataFrame:
-    """One row per test, one column per model: ✓ when every attempt passed, else ✗ (or E)."""
-    grades = query(
-        layout, "SELECT name, model, status FROM grades WHERE run_date = ? ORDER BY name", [day]
+    """One row per test, one column per model: ✓ when every attempt passed, else ✗ (or E
+    when every attempt was an error)."""
+    marks = query(
+        layout,
+        """
+        SELECT name, model,
+               CASE WHEN bool_and(status = ?) THEN '✓'
+                    WHEN bool_and(status = ?) THEN 'E' ELSE '✗' END AS mark
+        FROM grades WHERE run_date = ? GROUP BY name, model ORDER BY name, model
+        """,
+        [GradeStatus.PASSED.value, GradeStatus.ERROR.value, day],
     )
-    if grades.empty:
-        return grades
-
-    def mark(statuses: pd.Series) -> str:
-        if (statuses == GradeStatus.PASSED).all():
-            return "✓"
-        return "E" if (statuses == GradeStatus.ERROR).all() else "✗"
-
-    grid = grades.groupby(["name", "model"])["status"].agg(mark).unstack("model").fillna("")
+    if marks.empty:
+        return marks.drop(columns="mark")
+    grid = marks.set_index(["name", "model"])["mark"].unstack("model").fillna("")
+    grid.columns.name = None
     return grid.reset_index().rename(columns={"name": "test"})
 
 
