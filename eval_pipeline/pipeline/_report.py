@@ -157,7 +157,7 @@ def pass_fail_grid(layout: StateFolder, day: date) -> pd.DataFrame:
         [GradeStatus.PASSED.value, GradeStatus.ERROR.value, day],
     )
     if marks.empty:
-        return marks.drop(columns="mark")
+        return marks
     grid = marks.set_index(["name", "model"])["mark"].unstack("model").fillna("")
     grid.columns.name = None
     return grid.reset_index().rename(columns={"name": "test"})

@@ -10,12 +10,12 @@ from eval_pipeline.store import StateFolder, ensure_database, write_rows
 DAY = date(2026, 2, 3)
 
 
-def grade(name: str, model: str, attempt: int, status: str) -> dict[str, object]:
+def grade(name: str, model: str, attempt: int, status: str, day: date = DAY) -> dict[str, object]:
     return {
         "run_key": f"{name}-{model}-{attempt}",
         "name": name,
         "model": model,
-        "run_date": DAY,
+        "run_date": day,
         "attempt": attempt,
         "status": status,
         "passed": status == "passed",
@@ -44,7 +44,7 @@ def test_a_test_passes_only_when_every_attempt_did_and_errors_only_when_all_were
     write_rows(
         layout,
         "grades",
-        [grade("other", "a:model", 0, "passed") | {"run_date": date(2026, 2, 4)}],
+        [grade("other", "a:model", 0, "passed", day=date(2026, 2, 4))],
         model="a:model",
         run_date=date(2026, 2, 4),
     )
