@@ -52,7 +52,8 @@ class ProviderPool:
         concurrency: runs in flight at once; sizes each client's connection pool.
             None means `config.test.threads`.
         policy: the retry policy for every call.
-        transport: an httpx transport for every client (tests, proxies); None is the default.
+        transport: an httpx transport for every client (tests); None is aiohttp's, which
+            also takes proxies from the environment.
         environ: where `{{ env('NAME') }}` reads from; None means `os.environ`.
     """
 
@@ -183,13 +184,10 @@ class ProviderPool:
     def _new_client(self, timeout_s: float, *, headers: dict[str, str]) -> LimitedClient:
         if self._closed:
             raise RuntimeError("this ProviderPool is closed; open a new one")
-        # Each run has at most one request in flight per endpoint, so `concurrency`
-        # connections never make a run wait for another's connection.
-        limits = httpx.Limits(
-            max_connections=self.concurrency, max_keepalive_connections=self.concurrency
-        )
         transport = self._transport
         if transport is None:
+            # Each run has at most one request in flight per endpoint, so `concurrency`
+            # connections never make a run wait for another's connection.
             transport = AiohttpTransport(self.concurrency, verify=_tls_context())
         return LimitedClient(
             # `timeout_s` bounds the whole request; httpx's own timeouts bound each read.
@@ -198,7 +196,6 @@ class ProviderPool:
             ),
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S)),
-            limits=limits,  # for proxies from the environment, which get their own transport
             transport=transport,
             verify=_tls_context(),
             follow_redirects=False,

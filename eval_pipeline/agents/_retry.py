@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from json import dumps as json_dumps
 from typing import Any
 
 import httpx
@@ -190,15 +191,30 @@ async def send_with_retry(
     if limits is None:
         limits = client.reply_limits if isinstance(client, LimitedClient) else DEFAULT_REPLY_LIMITS
     extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    # A client's direct route skips httpx's per-request work; the body is then encoded as
+    # httpx encodes JSON, once for every attempt.
+    route = (
+        client.route(method, url, headers=headers, timeout=timeout, json_body=json is not None)
+        if isinstance(client, LimitedClient)
+        else None
+    )
+    body = None if route is None or json is None else _json_bytes(json)
     failure: _Failure | None = None
     attempt = 0
     for attempt in range(1, policy.max_attempts + 1):
-        request = client.build_request(method, _parsed(url), json=json, headers=headers, **extra)
+        if route is not None and isinstance(client, LimitedClient):
+            request = route.request
+            opening = functools.partial(client.send_direct, route, body)
+        else:
+            request = client.build_request(
+                method, _parsed(url), json=json, headers=headers, **extra
+            )
+            opening = functools.partial(client.send, request, stream=True)
         secrets = secret_header_values(request.headers)
         try:
             # httpx's timeouts bound each read; this bounds the whole exchange.
             async with asyncio.timeout(limits.deadline_s):
-                response = await _send_capped(client, request, limits.max_bytes)
+                response = await _read_capped(opening, limits.max_bytes)
         except TimeoutError as exc:
             failure = _Failure(
                 ProviderTimeout,
@@ -256,16 +272,20 @@ class _BodyTooLarge(Exception):
         self.status_code = status_code
 
 
-async def _send_capped(
-    client: httpx.AsyncClient, request: httpx.Request, max_bytes: int
+def _json_bytes(value: Any) -> bytes:
+    return json_dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+async def _read_capped(
+    opening: Callable[[], Awaitable[httpx.Response]], max_bytes: int
 ) -> httpx.Response:
-    """Send `request` and read its body, decoded, up to `max_bytes`.
+    """Open the response and read its body, decoded, up to `max_bytes`.
 
     `aiter_bytes` yields decompressed chunks, so the count is of what would be held in
     memory. A success over the cap raises `_BodyTooLarge`; an error body is cut to its first
     bytes, since only its message is read.
     """
-    response = await client.send(request, stream=True)
+    response = await opening()
     try:
         cap = max_bytes if response.is_success else min(max_bytes, _ERROR_BODY_BYTES)
         parts: list[bytes] = []

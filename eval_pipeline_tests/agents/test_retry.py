@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
@@ -22,6 +23,7 @@ from eval_pipeline.agents import (
     parse_retry_after,
     send_with_retry,
 )
+from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,
     ScriptedServer,
@@ -43,14 +45,32 @@ class FakeSleep:
         self.waits.append(seconds)
 
 
-def post(server: ScriptedServer, policy: RetryPolicy, *, timeout_s: float = 5.0) -> httpx.Response:
-    async def go() -> httpx.Response:
-        async with httpx.AsyncClient(timeout=timeout_s) as client:
-            return await send_with_retry(
-                client, "POST", server.base_url, endpoint="http:test", json={}, policy=policy
-            )
+@pytest.fixture(params=["httpx", "direct"])
+def new_client(request) -> Callable[..., httpx.AsyncClient]:
+    """A client of each way a request is sent: httpx's own client and transport, and the
+    direct route of the clients every provider and agent uses (aiohttp, no httpx client
+    pass). The policy must read the same whichever sent it."""
 
-    return asyncio.run(go())
+    def make(timeout_s: float = 5.0) -> httpx.AsyncClient:
+        if request.param == "httpx":
+            return httpx.AsyncClient(timeout=timeout_s)
+        return LimitedClient(transport=AiohttpTransport(4), timeout=timeout_s)
+
+    return make
+
+
+@pytest.fixture
+def post(new_client) -> Callable[..., httpx.Response]:
+    def send(server: ScriptedServer, policy: RetryPolicy, *, timeout_s: float = 5.0):
+        async def go() -> httpx.Response:
+            async with new_client(timeout_s) as client:
+                return await send_with_retry(
+                    client, "POST", server.base_url, endpoint="http:test", json={}, policy=policy
+                )
+
+        return asyncio.run(go())
+
+    return send
 
 
 # ---- the policy, without a server --------------------------------------------------------
@@ -106,7 +126,7 @@ def test_policy_rejects_nonsense():
 # ---- against a real server ---------------------------------------------------------------
 
 
-def test_retry_after_is_honoured(agent_server):
+def test_retry_after_is_honoured(agent_server, post):
     agent_server.script(rate_limited(retry_after=1), agent_reply("ok"))
     sleep = FakeSleep()
     response = post(agent_server, RetryPolicy(base_delay_s=0.01, max_delay_s=5, sleep=sleep))
@@ -115,7 +135,7 @@ def test_retry_after_is_honoured(agent_server):
     assert len(agent_server.requests) == 2
 
 
-def test_retry_after_waits_are_passed_to_sleep_and_capped(agent_server):
+def test_retry_after_waits_are_passed_to_sleep_and_capped(agent_server, post):
     sleep = FakeSleep()
     agent_server.script(
         rate_limited(retry_after=7), rate_limited(retry_after=120), agent_reply("ok")
@@ -124,13 +144,13 @@ def test_retry_after_waits_are_passed_to_sleep_and_capped(agent_server):
     assert sleep.waits == [7, 30]
 
 
-def test_server_error_then_success(agent_server):
+def test_server_error_then_success(agent_server, post):
     agent_server.script(error(500), error(503), agent_reply("ok"))
     assert post(agent_server, FAST_RETRY).json()["text"] == "ok"
     assert len(agent_server.requests) == 3
 
 
-def test_exhausted_retries_raise_with_reason_and_attempt_count(agent_server):
+def test_exhausted_retries_raise_with_reason_and_attempt_count(agent_server, post):
     agent_server.script(*[error(503, "overloaded, try later")] * 3)
     with pytest.raises(ProviderUnavailable) as caught:
         post(agent_server, FAST_RETRY)
@@ -141,7 +161,7 @@ def test_exhausted_retries_raise_with_reason_and_attempt_count(agent_server):
     assert len(agent_server.requests) == 3
 
 
-def test_rate_limit_exhausted_is_rate_limited(agent_server):
+def test_rate_limit_exhausted_is_rate_limited(agent_server, post):
     agent_server.script(*[rate_limited(retry_after=0)] * 3)
     with pytest.raises(RateLimited) as caught:
         post(agent_server, FAST_RETRY)
@@ -150,7 +170,7 @@ def test_rate_limit_exhausted_is_rate_limited(agent_server):
 
 
 @pytest.mark.parametrize("status", [401, 403])
-def test_auth_failure_is_not_retried(agent_server, status):
+def test_auth_failure_is_not_retried(agent_server, status, post):
     agent_server.script(error(status, "invalid credentials"), agent_reply("never sent"))
     with pytest.raises(AuthenticationFailed) as caught:
         post(agent_server, FAST_RETRY)
@@ -158,7 +178,7 @@ def test_auth_failure_is_not_retried(agent_server, status):
     assert len(agent_server.requests) == 1
 
 
-def test_other_client_errors_are_rejected_with_the_endpoints_message(agent_server):
+def test_other_client_errors_are_rejected_with_the_endpoints_message(agent_server, post):
     agent_server.script(error(400, "model 'gpt-9' does not exist"), agent_reply("never sent"))
     with pytest.raises(RequestRejected) as caught:
         post(agent_server, FAST_RETRY)
@@ -166,7 +186,7 @@ def test_other_client_errors_are_rejected_with_the_endpoints_message(agent_serve
     assert len(agent_server.requests) == 1
 
 
-def test_hang_is_a_timeout_after_retries(agent_server):
+def test_hang_is_a_timeout_after_retries(agent_server, post):
     agent_server.script(hang(3), hang(3))
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.01)
     with pytest.raises(ProviderTimeout) as caught:
@@ -177,13 +197,13 @@ def test_hang_is_a_timeout_after_retries(agent_server):
     assert "within 0.2 s" in str(caught.value)
 
 
-def test_408_is_a_timeout(agent_server):
+def test_408_is_a_timeout(agent_server, post):
     agent_server.script(error(408), error(408), error(408))
     with pytest.raises(ProviderTimeout):
         post(agent_server, FAST_RETRY)
 
 
-def test_reset_is_unavailable(agent_server):
+def test_reset_is_unavailable(agent_server, post):
     agent_server.script(reset(), reset(), reset())
     with pytest.raises(ProviderUnavailable) as caught:
         post(agent_server, FAST_RETRY)
@@ -191,18 +211,18 @@ def test_reset_is_unavailable(agent_server):
     assert caught.value.status_code is None
 
 
-def test_reset_then_success(agent_server):
+def test_reset_then_success(agent_server, post):
     agent_server.script(reset(), agent_reply("ok"))
     assert post(agent_server, FAST_RETRY).json()["text"] == "ok"
 
 
-def test_connection_refused_is_unavailable():
+def test_connection_refused_is_unavailable(new_client):
     with ScriptedServer("agent") as server:
         url = server.base_url
     with pytest.raises(ProviderUnavailable) as caught:
 
         async def go() -> None:
-            async with httpx.AsyncClient() as client:
+            async with new_client() as client:
                 await send_with_retry(client, "POST", url, endpoint="http:gone", policy=FAST_RETRY)
 
         asyncio.run(go())
@@ -210,9 +230,9 @@ def test_connection_refused_is_unavailable():
     assert "Check that the server is up" in str(caught.value)
 
 
-def test_unsupported_scheme_is_rejected_at_once():
+def test_unsupported_scheme_is_rejected_at_once(new_client):
     async def go() -> None:
-        async with httpx.AsyncClient() as client:
+        async with new_client() as client:
             await send_with_retry(client, "POST", "ftp://x/y", endpoint="x", policy=FAST_RETRY)
 
     with pytest.raises(RequestRejected):
