@@ -38,7 +38,7 @@ from eval_pipeline.grading._sequential import (
     next_round,
     sequential_comparison,
 )
-from eval_pipeline.grading._stability import may_vary_within_day
+from eval_pipeline.grading._stability import any_may_vary_within_day, may_vary_within_day
 from eval_pipeline.grading._statistics import (
     PairedComparison,
     attempts_by_model,
@@ -95,6 +95,7 @@ __all__ = [
     "VariantOptions",
     "WarehouseVariants",
     "agreement",
+    "any_may_vary_within_day",
     "attempts_by_model",
     "build_variants",
     "case_metrics",

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import json
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import duckdb
 
-__all__ = ["may_vary_within_day"]
+__all__ = ["any_may_vary_within_day", "may_vary_within_day"]
 
 # SQL's value keywords, which DuckDB's parser reads as column names and its binder turns into
 # calls of these functions.
@@ -88,16 +89,60 @@ def may_vary_within_day(sql: str, *, dialect: str = "duckdb") -> bool:
     session setting), one it does not know (a macro of the warehouse, an extension's), or the
     check cannot tell (a query that does not parse, another dialect). The question is put to
     DuckDB's own parser and catalogue, never to a list of names kept here; a false alarm
-    costs only a rerun of the references."""
+    costs only a rerun of the references. The verdict is kept per query text."""
     if dialect != "duckdb":
         return True
+    verdict = _verdicts.get(sql)
+    return verdict if verdict is not None else _classify([sql])[sql]
+
+
+def any_may_vary_within_day(sqls: Iterable[str], *, dialect: str = "duckdb") -> bool:
+    """Whether any of the queries may vary within a day (`may_vary_within_day`), the ones
+    not judged yet put to DuckDB's parser in one statement (a suite's thousand references
+    cost what a few dozen cost one at a time)."""
+    queries = list(dict.fromkeys(sqls))
+    if dialect != "duckdb":
+        return bool(queries)
+    known = {sql: _verdicts.get(sql) for sql in queries}
+    missing = [sql for sql, verdict in known.items() if verdict is None]
+    found = _classify(missing) if missing else {}
+    return any(found[sql] if verdict is None else verdict for sql, verdict in known.items())
+
+
+#: The verdict of each query text judged in this process (the catalogue does not change).
+_verdicts: dict[str, bool] = {}
+_MAX_VERDICTS = 100_000
+
+
+def _classify(sqls: list[str]) -> dict[str, bool]:
     try:
         with _lock:
-            serialized = _connection().execute("SELECT json_serialize_sql(?)", [sql]).fetchone()
-        tree = json.loads(serialized[0]) if serialized else {"error": True}
-    except (duckdb.Error, ValueError):
+            rows = (
+                _connection()
+                .execute(
+                    "SELECT query, json_serialize_sql(query) FROM unnest(?::VARCHAR[]) AS t(query)",
+                    [sqls],
+                )
+                .fetchall()
+            )
+        serialized = dict(rows)
+    except duckdb.Error:
+        if len(sqls) > 1:  # one query broke the statement: each on its own
+            return {sql: _classify([sql])[sql] for sql in sqls}
+        serialized = {}
+    found = {sql: _varies(serialized.get(sql)) for sql in sqls}
+    if len(_verdicts) + len(found) > _MAX_VERDICTS:
+        _verdicts.clear()
+    _verdicts.update(found)
+    return found
+
+
+def _varies(serialized: str | None) -> bool:
+    try:
+        tree = json.loads(serialized) if serialized else {"error": True}
+    except ValueError:
         return True
-    if tree.get("error"):
+    if not isinstance(tree, dict) or tree.get("error"):
         return True
     known, varying = _varying_functions()
     called = _called(tree.get("statements", []), set())

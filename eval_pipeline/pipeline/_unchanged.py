@@ -30,7 +30,11 @@ from pathlib import Path
 
 import eval_pipeline
 from eval_pipeline.agents import answerer_identity
-from eval_pipeline.grading import GRADING_CODE_VERSION, PROMPTS_VERSION, may_vary_within_day
+from eval_pipeline.grading import (
+    GRADING_CODE_VERSION,
+    PROMPTS_VERSION,
+    any_may_vary_within_day,
+)
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.store import StateFolder, day_state, read_latest
@@ -158,7 +162,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     view over a file outside it fails), so its identity and its write-ahead log's stand for
     its data. A database on a server changes with nothing here to look at, and a reference
     calling a function DuckDB does not declare consistent (the clock, randomness, a setting)
-    or one it cannot classify may answer otherwise within the day (`may_vary_within_day`):
+    or one it cannot classify may answer otherwise within the day (`any_may_vary_within_day`):
     an evaluation with either always runs its references.
     """
     if _asks_for_new(request):
@@ -170,7 +174,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
             return None
         wal = database.path.with_name(database.path.name + ".wal")
         files.append([str(database.path), _file_identity(database.path), _file_identity(wal)])
-    if any(case.sql is not None and may_vary_within_day(case.sql) for case in suite.cases):
+    if any_may_vary_within_day(case.sql for case in suite.cases if case.sql is not None):
         return None
     payload = [
         _code_identity(),
@@ -221,15 +225,15 @@ class LastEvaluation:
     def reused(self) -> int | None:
         """The stored runs an evaluation would reuse, all of them and nothing else, when the
         inputs and the store are as the last complete evaluation left them; else None."""
-        inputs = _inputs(self._suite, self._request, self._home)
-        if inputs is None:
-            return None
-        try:
+        try:  # no record (a first evaluation): nothing to compare the inputs with
             stamp = json.loads(self._path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+        if not isinstance(stamp, dict):
+            return None
+        inputs = _inputs(self._suite, self._request, self._home)
         run_date, models = self._request.run_date, self._request.models
-        if not isinstance(stamp, dict) or stamp.get("inputs") != inputs:
+        if inputs is None or stamp.get("inputs") != inputs:
             return None
         try:
             if stamp.get("store") != day_state(self._layout, models, run_date):

@@ -9,6 +9,7 @@ import pytest
 
 from eval_pipeline.grading import (
     ReferenceResult,
+    any_may_vary_within_day,
     drift_warning,
     may_vary_within_day,
     reference_health,
@@ -143,39 +144,50 @@ def test_the_same_groups_in_another_order_are_the_same_answer_unless_the_sql_ord
     assert changed.result_hash != one.result_hash
 
 
-@pytest.mark.parametrize(
-    "sql",
-    [
-        "SELECT count(*) FROM orders WHERE order_date = current_date",
-        "SELECT now() - INTERVAL 1 DAY",
-        "SELECT current_localtime()",
-        'SELECT "now"()',
-        "SELECT age(order_date) FROM orders",
-        "SELECT random() < 0.5",
-        "SELECT uuid()",
-        "SELECT CURRENT_TIMESTAMP",
-        "SELECT current_setting('TimeZone')",
-        "SELECT today(",  # does not parse: cannot be classified
-        "SELECT * FROM range(3)",  # a table function: no stability declared
-        "SELECT my_macro(1)",  # not in the engine's catalogue
-    ],
-)
+VARYING = [
+    "SELECT count(*) FROM orders WHERE order_date = current_date",
+    "SELECT now() - INTERVAL 1 DAY",
+    "SELECT current_localtime()",
+    'SELECT "now"()',
+    "SELECT age(order_date) FROM orders",
+    "SELECT random() < 0.5",
+    "SELECT uuid()",
+    "SELECT CURRENT_TIMESTAMP",
+    "SELECT current_setting('TimeZone')",
+    "SELECT today(",  # does not parse: cannot be classified
+    "SELECT * FROM range(3)",  # a table function: no stability declared
+    "SELECT my_macro(1)",  # not in the engine's catalogue
+]
+
+
+@pytest.mark.parametrize("sql", VARYING)
 def test_a_query_may_vary_by_any_function_the_engine_does_not_declare_consistent(sql) -> None:
     assert may_vary_within_day(sql)
 
 
-@pytest.mark.parametrize(
-    "sql",
-    [
-        "-- today is 2026-06-30\nSELECT DATE '2026-06-30' AS today",
-        "SELECT 1 FROM nowhere",
-        "SELECT date_trunc('month', order_date) AS m, sum(amount) - 1 FROM orders GROUP BY 1",
-        "SELECT strftime(order_date, '%Y') AS y, round(avg(amount), 2) FROM orders GROUP BY y",
-        "SELECT region, lag(revenue) OVER (ORDER BY region) FROM sales",
-    ],
-)
+CONSISTENT = [
+    "-- today is 2026-06-30\nSELECT DATE '2026-06-30' AS today",
+    "SELECT 1 FROM nowhere",
+    "SELECT date_trunc('month', order_date) AS m, sum(amount) - 1 FROM orders GROUP BY 1",
+    "SELECT strftime(order_date, '%Y') AS y, round(avg(amount), 2) FROM orders GROUP BY y",
+    "SELECT region, lag(revenue) OVER (ORDER BY region) FROM sales",
+]
+
+
+@pytest.mark.parametrize("sql", CONSISTENT)
 def test_a_query_of_consistent_functions_stays_the_same_within_a_day(sql) -> None:
     assert not may_vary_within_day(sql)
+
+
+@pytest.mark.parametrize("varying", VARYING)
+def test_queries_judged_together_keep_the_verdict_each_has_alone(varying) -> None:
+    # A suite's references are judged in one statement: one query that varies (or does not
+    # parse) among them is found, and does not make the others vary. (A comment makes each
+    # text new, so no verdict comes from an earlier test.)
+    consistent = [f"{sql}\n-- beside {varying}" for sql in CONSISTENT]
+    assert any_may_vary_within_day([*consistent, varying, *consistent])
+    assert not any(may_vary_within_day(sql) for sql in consistent)
+    assert not any_may_vary_within_day(consistent)
 
 
 def _runs_again(sandbox: SqlSandbox, sql: str) -> tuple[int, dict[str, str]]:
