@@ -366,6 +366,31 @@ def _model_entries(
     return tuple(entries)
 
 
+def readable_json(value: Any, *, levels: int = 2) -> str:
+    """`value` as JSON whose outer `levels` are indented by two spaces and whose deeper parts
+    are one line each: in a results file, one line per run. It reads as `json.loads` reads
+    `indent=2`, and is written by json's C encoder, which `indent` turns off (the
+    pure-Python one took a third of a second for 1,500 runs)."""
+
+    def render(part: Any, level: int) -> str:
+        inner = "  " * (level + 1)
+        if level < levels and isinstance(part, dict) and part:
+            items = (
+                f"{inner}{json.dumps(str(k))}: {render(v, level + 1)}" for k, v in part.items()
+            )
+            return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+        if level < levels and isinstance(part, list | tuple) and part:
+            items = (inner + render(item, level + 1) for item in part)
+            return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
+        return json.dumps(part, default=str, ensure_ascii=False)
+
+    return render(value, 0)
+
+
+def _is_text(key: object) -> bool:
+    return isinstance(key, str)
+
+
 def write_results_file(document: ResultsDocument, folder: Path) -> Path:
     """`<folder>/results_YYYYMMDD_HHMMSS.json` (nao's `results_*.json` pattern), the
     document's JSON, named by the evaluated day (`run_date`) and the time it was built
@@ -378,12 +403,7 @@ def write_results_file(document: ResultsDocument, folder: Path) -> Path:
     """
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"results_{document.run_date:%Y%m%d}_{document.timestamp:%H%M%S}"
-    text = json.dumps(
-        redact_value(document.to_json(), keep=IDENTITY_FIELDS),
-        indent=2,
-        default=str,
-        ensure_ascii=False,
-    )
+    text = readable_json(redact_value(document.to_json(), keep=IDENTITY_FIELDS))
     with tempfile.NamedTemporaryFile(
         "w", encoding="utf-8", dir=folder, prefix=f".{stem}.", suffix=".tmp", delete=False
     ) as handle:

@@ -30,15 +30,27 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _encodable(value: Any) -> tuple[Any, int]:
-    """`value` with every lone surrogate replaced by U+FFFD, and how many were."""
+    """`value` with every lone surrogate replaced by U+FFFD, and how many were; `value`
+    itself when there were none (the common case, walked without copying)."""
     if isinstance(value, str):
-        return _LONE_SURROGATE.subn("\ufffd", value)
+        return (value, 0) if value.isascii() else _LONE_SURROGATE.subn("\ufffd", value)
     if isinstance(value, list):
-        items = [_encodable(item) for item in value]
-        return [item for item, _ in items], sum(n for _, n in items)
+        copy, replaced = None, 0
+        for index, item in enumerate(value):
+            clean, count = _encodable(item)
+            if count:
+                copy = copy if copy is not None else list(value)
+                copy[index], replaced = clean, replaced + count
+        return (value if copy is None else copy), replaced
     if isinstance(value, dict):
-        items = [(_encodable(k), _encodable(v)) for k, v in value.items()]
-        return {k: v for (k, _), (v, _) in items}, sum(a + b for (_, a), (_, b) in items)
+        pairs, replaced = None, 0
+        for index, (key, item) in enumerate(value.items()):
+            clean_key, in_key = _encodable(key)
+            clean, in_item = _encodable(item)
+            if in_key or in_item:
+                pairs = pairs if pairs is not None else list(value.items())
+                pairs[index], replaced = (clean_key, clean), replaced + in_key + in_item
+        return (value if pairs is None else dict(pairs)), replaced
     return value, 0
 
 

@@ -254,3 +254,22 @@ def test_a_results_file_we_write_reads_back_as_the_documents_runs(tmp_path):
     assert runs[0].final_text == "42" and {r.source for r in runs} == {"eval_pipeline"}
     assert [c["name"] for c in runs[2].tool_calls] == ["execute_sql"]
     assert runs[2].tool_calls[0]["arguments"] == {"sql_query": "SELECT 1"}
+
+
+def test_a_results_file_holds_each_result_on_a_line_of_its_own(tmp_path):
+    """`grep` finds a run's whole record in the file: one line, itself JSON."""
+    rows = [
+        {**row("total_revenue", 0, "passed"), "run_key": "k-rev", "final_text": "4\n2"},
+        {**row("order_count", 0, "failed"), "run_key": "k-orders"},
+    ]
+    document = build_results(rows, [MODEL], ["total_revenue", "order_count"], DAY)
+    path = write_results_file(document, tmp_path)
+
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for entry in document.results:
+        [line] = [line for line in lines if f'"run_key": "{entry.run_key}"' in line]
+        record = json.loads(line.strip().removesuffix(","))
+        assert (record["name"], record["status"]) == (entry.name, entry.status)
+    assert json.loads(path.read_text(encoding="utf-8")) == json.loads(
+        json.dumps(document.to_json())
+    )
