@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,7 +31,7 @@ class TableSpec:
     # For "append" tables: the columns naming one item; `<table>_latest` keeps its newest row.
     latest_by: tuple[str, ...] = ()
 
-    @property
+    @functools.cached_property
     def json_columns(self) -> frozenset[str]:
         """Columns holding JSON documents (stored as text)."""
         return frozenset(f.name for f in self.schema if f.metadata and f.metadata.get(b"json"))
