@@ -8,8 +8,10 @@ machine), and reads every reply as JSON. Printed per candidate: the median wall 
 CPU seconds of this process (the client's alone), the CPU per request, and its ratio to the
 transport eval-pipeline uses:
 
-* `httpx + aiohttp` — httpx's client over `AiohttpTransport`, what every provider, agent and
-  judge client uses (agents/_transport.py);
+* `send_with_retry, direct` — what a completion costs: `send_with_retry` on the
+  `LimitedClient` every provider, agent and judge uses, whose direct route hands the request
+  to `AiohttpTransport` without httpx's client pass (agents/_transport.py, agents/_retry.py);
+* `httpx + aiohttp` — httpx's client over `AiohttpTransport`, each request through the client;
 * `httpx + httpcore` — httpx's own transport, one pool of `--concurrency` connections;
 * `aiohttp alone` — aiohttp's client with no httpx above it: the floor.
 """
@@ -32,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 
-from eval_pipeline.agents._transport import AiohttpTransport  # noqa: E402
+from eval_pipeline.agents import send_with_retry  # noqa: E402
+from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient  # noqa: E402
 from eval_pipeline_tests.agents.servers import ServerProcess, answer  # noqa: E402
 
 BODY = {
@@ -67,6 +70,16 @@ async def with_httpx(url: str, transport: httpx.AsyncBaseTransport, n: int, c: i
         await _many(send, n, c)
 
 
+async def with_send_with_retry(url: str, n: int, c: int) -> None:
+    async with LimitedClient(transport=AiohttpTransport(c), timeout=60) as client:
+
+        async def send() -> None:
+            reply = await send_with_retry(client, "POST", url, endpoint="bench", json=BODY)
+            reply.json()
+
+        await _many(send, n, c)
+
+
 async def with_aiohttp(url: str, n: int, c: int) -> None:
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=c)) as session:
 
@@ -87,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     n, c = options.requests, options.concurrency
     print(f"{n} requests, {c} at a time; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}")
     candidates: dict[str, Callable[[str], Awaitable[None]]] = {
+        "send_with_retry, direct": lambda url: with_send_with_retry(url, n, c),
         "httpx + aiohttp": lambda url: with_httpx(url, AiohttpTransport(c), n, c),
         "httpx + httpcore": lambda url: with_httpx(
             url, httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=c)), n, c
@@ -105,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 cpus.append(time.process_time() - cpu0)
             cpu[name] = statistics.median(cpus)
             print(
-                f"  {name:17} wall {statistics.median(walls):5.2f} s, CPU {cpu[name]:5.2f} s, "
+                f"  {name:23} wall {statistics.median(walls):5.2f} s, CPU {cpu[name]:5.2f} s, "
                 f"{cpu[name] / n * 1000:.2f} ms CPU a request, load {os.getloadavg()[0]:.1f}"
             )
     ours = cpu["httpx + aiohttp"]
