@@ -59,7 +59,7 @@ class LimitedClient(httpx.AsyncClient):
 
     It also knows its direct routes (`route`): a request that httpx would hand to an
     `AiohttpTransport` unchanged goes to it straight, without httpx building and passing
-    it through the client (about half of the CPU of a request at a thousand tests).
+    it through the client (a third of a completion's CPU, `benchmarks/http_client.py`).
     """
 
     def __init__(self, *, reply_limits: ReplyLimits = DEFAULT_REPLY_LIMITS, **kwargs: Any) -> None:
@@ -123,7 +123,7 @@ class LimitedClient(httpx.AsyncClient):
         extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         # What httpx would send, but the body: its length and type are this request's.
         template = self.build_request(method, url, headers=headers, **extra)
-        transport = self._transport_for_url(template.url)
+        transport = self._transport_for_url(template.url)  # httpx's lookup of its mounts
         if not isinstance(transport, AiohttpTransport):
             return None
         template.headers.pop("content-length", None)

@@ -126,7 +126,7 @@ def _classify(sqls: list[str]) -> dict[str, bool]:
                 .fetchall()
             )
         serialized = dict(rows)
-    except duckdb.Error:
+    except (duckdb.Error, ValueError):  # as before: any text the engine refuses
         if len(sqls) > 1:  # one query broke the statement: each on its own
             return {sql: _classify([sql])[sql] for sql in sqls}
         serialized = {}

@@ -190,6 +190,15 @@ def test_queries_judged_together_keep_the_verdict_each_has_alone(varying) -> Non
     assert not any_may_vary_within_day(consistent)
 
 
+def test_text_the_engine_cannot_take_varies_and_leaves_the_others_alone() -> None:
+    # A lone surrogate cannot reach DuckDB: that query cannot be classified, the rest can.
+    broken = "SELECT '\ud800' AS x"
+    consistent = [f"{sql}\n-- beside a broken one" for sql in CONSISTENT]
+    assert any_may_vary_within_day([*consistent, broken])
+    assert may_vary_within_day(broken)
+    assert not any_may_vary_within_day(consistent)
+
+
 def _runs_again(sandbox: SqlSandbox, sql: str) -> tuple[int, dict[str, str]]:
     """How many more times the checks ran the reference SQL itself, when every run after the
     first answers otherwise (a warehouse whose rows move), and the warnings."""
