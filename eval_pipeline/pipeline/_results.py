@@ -374,10 +374,8 @@ def readable_json(value: Any, *, levels: int = 2) -> str:
 
     def render(part: Any, level: int) -> str:
         inner = "  " * (level + 1)
-        if level < levels and isinstance(part, dict) and part:
-            items = (
-                f"{inner}{json.dumps(str(k))}: {render(v, level + 1)}" for k, v in part.items()
-            )
+        if level < levels and isinstance(part, dict) and part and all(map(_is_text, part)):
+            items = (f"{inner}{json.dumps(k)}: {render(v, level + 1)}" for k, v in part.items())
             return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
         if level < levels and isinstance(part, list | tuple) and part:
             items = (inner + render(item, level + 1) for item in part)
