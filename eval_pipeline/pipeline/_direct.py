@@ -11,7 +11,6 @@ as if the jobs had run there.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -160,9 +159,7 @@ def run_stages(
     """
     record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
     try:
-        # Left only once the references are done, whatever failed beside them.
-        with ThreadPoolExecutor(1, thread_name_prefix="references") as beside:
-            return _run(suite, request, home, record, on_stage, beside)
+        return _run(suite, request, home, record, on_stage)
     finally:
         if record.runs:
             record.save(home)
@@ -174,7 +171,6 @@ def _run(
     home: Path,
     record: StageRecord,
     on_stage: Callable[[str], None],
-    beside: ThreadPoolExecutor,
 ) -> EvaluationResult:
     config = suite.config
     digest = remember_suite(suite)
@@ -206,114 +202,121 @@ def _run(
                 details=traceback.format_exc(),
             ) from error
 
-    result = EvaluationResult()
-    inputs: StageRun | None = None
-    # The references and variants, which only the grades read: run beside the models' runs
-    # when no partition has a record to compare their data versions with (each then runs
-    # whatever they are), else before, to decide which partitions are unchanged.
-    checked: Future[None] | None = None
-    if request.budget_round < 2:  # a budget's later rounds: its first read the inputs
-        on_stage(_RUN_NAMES["inputs"])
-        inputs = StageRun("inputs", day)
-        record.runs.append(inputs)
-        stage(inputs, "test_cases", lambda: stages.test_cases(current(), layout))
-        stage(inputs, "agent_context", lambda: stages.agent_context(load_agent_context(config)))
-        stage(inputs, "grading_rules", lambda: stages.grading_rules(current().config))
+    # Left only once the references are done, whatever failed beside them.
+    with ThreadPoolExecutor(1, thread_name_prefix="references") as beside:
+        result = EvaluationResult()
+        inputs: StageRun | None = None
+        # The references and variants, which only the grades read: run beside the models' runs
+        # when no partition has a record to compare their data versions with (each then runs
+        # whatever they are), else before, to decide which partitions are unchanged.
+        checked: Future[None] | None = None
+        if request.budget_round < 2:  # a budget's later rounds: its first read the inputs
+            on_stage(_RUN_NAMES["inputs"])
+            inputs = StageRun("inputs", day)
+            record.runs.append(inputs)
+            stage(inputs, "test_cases", lambda: stages.test_cases(current(), layout))
+            stage(inputs, "agent_context", lambda: stages.agent_context(load_agent_context(config)))
+            stage(inputs, "grading_rules", lambda: stages.grading_rules(current().config))
 
-        def answers(run: StageRun = inputs) -> None:
+            def answers(run: StageRun = inputs) -> None:
+                stage(
+                    run,
+                    "reference_results",
+                    lambda: stages.reference_results(current(), day, layout),
+                )
+                stage(
+                    run, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout)
+                )
+
+            if any(LastPartition(home, model, day).recorded() for model in request.models):
+                answers()
+            else:
+                checked = beside.submit(answers)
+
+        def read_inputs() -> str | None:
+            """What each model's partition reads besides the store, when this command read it."""
+            if inputs is None:
+                return None
+            if checked is not None:
+                checked.result()
+            return LastPartition.digest(
+                {key: done.data_version for key, done in inputs.materialized.items()}
+            )
+
+        # A partition whose last evaluation read the same, and left nothing to do, is skipped.
+        read = read_inputs() if checked is None else None
+        k = request.k or config.test.k
+        evaluated: list[str] = []
+        for model in request.models:
+            planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
+            last_partition = LastPartition(home, model, day)
+            if read is None or not last_partition.unchanged(request, config, planned, read):
+                last_partition.forget()
+                evaluated.append(model)
+                on_stage(_RUN_NAMES["model"].format(model=model))
+                continue
+            # Reused as the results show them: the selected tests' runs.
+            reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
+            on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
+            result.reused += reused
+
+        def evaluate(model: str) -> StageRun:
+            options = stages.RunOptions(
+                select=request.select,
+                no_cache=request.no_cache,
+                recording=request.recording,
+                k=request.k,
+                attempts=request.attempts_of(model),
+                threads=request.threads,
+                budget_round=request.budget_round,
+            )
+            run = StageRun("model", day, model, run_config=_run_config(request, options))
+            record.runs.append(run)
             stage(
                 run,
-                "reference_results",
-                lambda: stages.reference_results(current(), day, layout),
+                "agent_runs",
+                lambda: stages.agent_runs(current(), model, day, layout, context, options),
             )
-            stage(run, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout))
+            if checked is not None:  # the grades read the references: they fail with them
+                try:
+                    checked.result()
+                except StageFailed:  # recorded as the grades' step, failed
+                    run.assets.append("grades")
+                    run.failed = (
+                        stage_key("grades", model, day),
+                        "the reference results it grades against failed (see the inputs run)",
+                    )
+                    raise
+            stage(
+                run,
+                "grades",
+                lambda: stages.grades(
+                    current(),
+                    model,
+                    day,
+                    layout,
+                    context,
+                    rejudge=request.rejudge,
+                    rejudge_samples=request.rejudge_samples,
+                ),
+            )
+            stage(
+                run,
+                "model_summaries",
+                lambda: stages.model_summaries(current(), model, day, layout),
+            )
+            if (done_read := read if checked is None else read_inputs()) is not None:
+                runs = run.materialized[stage_key("agent_runs", model, day)].metadata
+                plain = {
+                    key: value for key, value in runs.items() if not isinstance(value, stages.Value)
+                }
+                LastPartition(home, model, day).save(done_read, plain)
+            return run
 
-        if any(LastPartition(home, model, day).recorded() for model in request.models):
-            answers()
-        else:
-            checked = beside.submit(answers)
-
-    @functools.cache
-    def read_inputs() -> str | None:
-        """What each model's partition reads besides the store, when this command read it."""
-        if inputs is None:
-            return None
-        if checked is not None:
-            checked.result()
-        return LastPartition.digest(
-            {key: done.data_version for key, done in inputs.materialized.items()}
-        )
-
-    # A partition whose last evaluation read the same, and left nothing to do, is skipped.
-    read = read_inputs() if checked is None else None
-    k = request.k or config.test.k
-    evaluated: list[str] = []
-    for model in request.models:
-        planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
-        last_partition = LastPartition(home, model, day)
-        if read is None or not last_partition.unchanged(request, config, planned, read):
-            last_partition.forget()
-            evaluated.append(model)
-            on_stage(_RUN_NAMES["model"].format(model=model))
-            continue
-        # Reused as the results show them: the selected tests' runs.
-        reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
-        on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
-        result.reused += reused
-
-    def evaluate(model: str) -> StageRun:
-        options = stages.RunOptions(
-            select=request.select,
-            no_cache=request.no_cache,
-            recording=request.recording,
-            k=request.k,
-            attempts=request.attempts_of(model),
-            threads=request.threads,
-            budget_round=request.budget_round,
-        )
-        run = StageRun("model", day, model, run_config=_run_config(request, options))
-        record.runs.append(run)
-        stage(
-            run,
-            "agent_runs",
-            lambda: stages.agent_runs(current(), model, day, layout, context, options),
-        )
-        if checked is not None:  # the grades read the references: they fail with them
-            try:
+        with ThreadPoolExecutor(max(1, min(len(evaluated), MODELS_AT_ONCE))) as pool:
+            done = list(pool.map(evaluate, evaluated))
+            if checked is not None:  # done, and any failure raised, before the report
                 checked.result()
-            except StageFailed:  # recorded as the grades' step, failed
-                run.assets.append("grades")
-                run.failed = (
-                    stage_key("grades", model, day),
-                    "the reference results it grades against failed (see the inputs run)",
-                )
-                raise
-        stage(
-            run,
-            "grades",
-            lambda: stages.grades(
-                current(),
-                model,
-                day,
-                layout,
-                context,
-                rejudge=request.rejudge,
-                rejudge_samples=request.rejudge_samples,
-            ),
-        )
-        stage(run, "model_summaries", lambda: stages.model_summaries(current(), model, day, layout))
-        if (done_read := read_inputs()) is not None:
-            runs = run.materialized[stage_key("agent_runs", model, day)].metadata
-            plain = {
-                key: value for key, value in runs.items() if not isinstance(value, stages.Value)
-            }
-            LastPartition(home, model, day).save(done_read, plain)
-        return run
-
-    with ThreadPoolExecutor(max(1, min(len(evaluated), MODELS_AT_ONCE))) as pool:
-        done = list(pool.map(evaluate, evaluated))
-        if checked is not None:  # done, and any failure raised, before the report
-            checked.result()
     for run in done:
         runs = run.materialized[stage_key("agent_runs", run.model, day)].metadata
         result.run_ids.append(run.run_id)
