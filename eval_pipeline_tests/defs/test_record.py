@@ -54,13 +54,6 @@ def _runs(home: Path) -> list[dg.DagsterRun]:
         return list(reversed(instance.get_runs()))
 
 
-def _failed_evaluation(root: Path) -> tuple[str, list[dg.DagsterRun]]:
-    """Evaluate the suite's day, which must fail: the message, and the runs it recorded."""
-    with pytest.raises(EvaluationFailed) as failed:
-        run_evaluation(load_suite(root), EvaluationRequest(models=(MODEL,), run_date=DAY))
-    return str(failed.value), _runs(instance_home(load_suite(root).config))
-
-
 def test_the_command_ends_and_its_runs_are_recorded_after_without_asking_the_model(
     tmp_path, server
 ):
@@ -98,9 +91,13 @@ def test_a_failed_stage_is_recorded_as_a_failed_run_the_message_names(
         raise RuntimeError("injected failure of the agent stage")
 
     monkeypatch.setattr(stages, "run_agents", broken)
-    message, runs = _failed_evaluation(root)
+    request = EvaluationRequest(models=(MODEL,), run_date=DAY)
+    with pytest.raises(EvaluationFailed) as failed:
+        run_evaluation(load_suite(root), request)
+    message = str(failed.value)
     assert message.startswith("evaluating openai:gpt-4.1 failed: ")
     assert "injected failure of the agent stage" in message
+    runs = _runs(instance_home(load_suite(root).config))
     assert [run.job_name for run in runs] == [INPUTS_JOB, EVALUATE_JOB]
     assert runs[0].status == dg.DagsterRunStatus.SUCCESS
     assert runs[1].status == dg.DagsterRunStatus.FAILURE
@@ -152,14 +149,18 @@ def test_references_that_fail_beside_a_first_days_runs_fail_the_command_and_keep
         raise RuntimeError("injected failure of the references")
 
     monkeypatch.setattr(stages, "reference_results", broken)
-    message, runs = _failed_evaluation(root)
+    request = EvaluationRequest(models=(MODEL,), run_date=DAY)
+    with pytest.raises(EvaluationFailed) as failed:
+        run_evaluation(load_suite(root), request)
+    message = str(failed.value)
     assert message.startswith("reading the suite and running the reference SQL failed: ")
     assert "injected failure of the references" in message
+    runs = _runs(instance_home(load_suite(root).config))
     assert [run.job_name for run in runs] == [INPUTS_JOB, EVALUATE_JOB]
     assert [run.status for run in runs] == [dg.DagsterRunStatus.FAILURE] * 2
     asked = len(server.requests)
     assert asked == 4  # both tests ran before the failure was known
 
     monkeypatch.undo()
-    run_evaluation(load_suite(root), EvaluationRequest(models=(MODEL,), run_date=DAY))
+    run_evaluation(load_suite(root), request)
     assert len(server.requests) == asked  # their runs were kept, and reused
