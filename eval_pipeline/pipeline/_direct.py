@@ -280,12 +280,8 @@ def _run(
             if checked is not None:  # the grades read the references: they fail with them
                 try:
                     checked.result()
-                except StageFailed:  # recorded as the grades' step, failed
-                    run.assets.append("grades")
-                    run.failed = (
-                        stage_key("grades", model, day),
-                        "the reference results it grades against failed (see the inputs run)",
-                    )
+                except StageFailed:
+                    run.failed = (stage_key("grades", model, day), "its references failed")
                     raise
             stage(
                 run,

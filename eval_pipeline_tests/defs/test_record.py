@@ -135,32 +135,3 @@ def test_a_record_that_cannot_be_recorded_is_set_aside_and_the_next_is_recorded(
     assert record_pending(home) == 3  # the kept suite's runs
     assert not pending_records(home)
     assert first.with_suffix(".failed").exists()
-
-
-def test_references_that_fail_beside_a_first_days_runs_fail_the_command_and_keep_the_runs(
-    tmp_path, server, monkeypatch
-):
-    """On a day with no record yet the references run beside the models' runs: when they
-    fail, the runs made meanwhile are stored (the next command reuses them), the grades do
-    not run, and the message and the record name the references."""
-    root = _suite(tmp_path / "suite", server)
-
-    def broken(*args, **kwargs):
-        raise RuntimeError("injected failure of the references")
-
-    monkeypatch.setattr(stages, "reference_results", broken)
-    request = EvaluationRequest(models=(MODEL,), run_date=DAY)
-    with pytest.raises(EvaluationFailed) as failed:
-        run_evaluation(load_suite(root), request)
-    message = str(failed.value)
-    assert message.startswith("reading the suite and running the reference SQL failed: ")
-    assert "injected failure of the references" in message
-    runs = _runs(instance_home(load_suite(root).config))
-    assert [run.job_name for run in runs] == [INPUTS_JOB, EVALUATE_JOB]
-    assert [run.status for run in runs] == [dg.DagsterRunStatus.FAILURE] * 2
-    asked = len(server.requests)
-    assert asked == 4  # both tests ran before the failure was known
-
-    monkeypatch.undo()
-    run_evaluation(load_suite(root), request)
-    assert len(server.requests) == asked  # their runs were kept, and reused
