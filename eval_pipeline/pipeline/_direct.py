@@ -17,7 +17,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -155,7 +155,7 @@ def run_stages(
     would grade a mix of two suites.
 
     Raises:
-        StageFailed: a stage failed; no stage that reads what it makes ran.
+        StageFailed: a stage failed; nothing after it ran.
     """
     record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
     try:
@@ -202,117 +202,85 @@ def _run(
                 details=traceback.format_exc(),
             ) from error
 
-    # Left only once the references are done, whatever failed beside them.
-    with ThreadPoolExecutor(1, thread_name_prefix="references") as beside:
-        result = EvaluationResult()
-        inputs: StageRun | None = None
-        # The references and variants, which only the grades read: run beside the models' runs
-        # when no partition has a record to compare their data versions with (each then runs
-        # whatever they are), else before, to decide which partitions are unchanged.
-        checked: Future[None] | None = None
-        if request.budget_round < 2:  # a budget's later rounds: its first read the inputs
-            on_stage(_RUN_NAMES["inputs"])
-            inputs = StageRun("inputs", day)
-            record.runs.append(inputs)
-            stage(inputs, "test_cases", lambda: stages.test_cases(current(), layout))
-            stage(inputs, "agent_context", lambda: stages.agent_context(load_agent_context(config)))
-            stage(inputs, "grading_rules", lambda: stages.grading_rules(current().config))
+    result = EvaluationResult()
+    inputs: StageRun | None = None
+    if request.budget_round < 2:  # a budget's later rounds: its first read the inputs
+        on_stage(_RUN_NAMES["inputs"])
+        inputs = StageRun("inputs", day)
+        record.runs.append(inputs)
+        stage(inputs, "test_cases", lambda: stages.test_cases(current(), layout))
+        stage(inputs, "agent_context", lambda: stages.agent_context(load_agent_context(config)))
+        stage(inputs, "grading_rules", lambda: stages.grading_rules(current().config))
+        stage(
+            inputs,
+            "reference_results",
+            lambda: stages.reference_results(current(), day, layout),
+        )
+        stage(inputs, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout))
 
-            def answers(run: StageRun = inputs) -> None:
-                stage(
-                    run,
-                    "reference_results",
-                    lambda: stages.reference_results(current(), day, layout),
-                )
-                stage(
-                    run, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout)
-                )
+    # What each model's partition reads besides the store, when this command read it: a
+    # partition whose last evaluation read the same, and left nothing to do, is skipped.
+    read = (
+        LastPartition.digest({key: done.data_version for key, done in inputs.materialized.items()})
+        if inputs is not None
+        else None
+    )
+    k = request.k or config.test.k
+    evaluated: list[str] = []
+    for model in request.models:
+        planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
+        last_partition = LastPartition(home, model, day)
+        if read is None or not last_partition.unchanged(request, config, planned, read):
+            last_partition.forget()
+            evaluated.append(model)
+            on_stage(_RUN_NAMES["model"].format(model=model))
+            continue
+        # Reused as the results show them: the selected tests' runs.
+        reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
+        on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
+        result.reused += reused
 
-            if any(LastPartition(home, model, day).recorded() for model in request.models):
-                answers()
-            else:
-                checked = beside.submit(answers)
+    def evaluate(model: str) -> StageRun:
+        options = stages.RunOptions(
+            select=request.select,
+            no_cache=request.no_cache,
+            recording=request.recording,
+            k=request.k,
+            attempts=request.attempts_of(model),
+            threads=request.threads,
+            budget_round=request.budget_round,
+        )
+        run = StageRun("model", day, model, run_config=_run_config(request, options))
+        record.runs.append(run)
+        stage(
+            run,
+            "agent_runs",
+            lambda: stages.agent_runs(current(), model, day, layout, context, options),
+        )
+        stage(
+            run,
+            "grades",
+            lambda: stages.grades(
+                current(),
+                model,
+                day,
+                layout,
+                context,
+                rejudge=request.rejudge,
+                rejudge_samples=request.rejudge_samples,
+            ),
+        )
+        stage(run, "model_summaries", lambda: stages.model_summaries(current(), model, day, layout))
+        if read is not None:
+            runs = run.materialized[stage_key("agent_runs", model, day)].metadata
+            plain = {
+                key: value for key, value in runs.items() if not isinstance(value, stages.Value)
+            }
+            LastPartition(home, model, day).save(read, plain)
+        return run
 
-        def read_inputs() -> str | None:
-            """What each model's partition reads besides the store, when this command read it."""
-            if inputs is None:
-                return None
-            if checked is not None:
-                checked.result()
-            return LastPartition.digest(
-                {key: done.data_version for key, done in inputs.materialized.items()}
-            )
-
-        # A partition whose last evaluation read the same, and left nothing to do, is skipped.
-        read = read_inputs() if checked is None else None
-        k = request.k or config.test.k
-        evaluated: list[str] = []
-        for model in request.models:
-            planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
-            last_partition = LastPartition(home, model, day)
-            if read is None or not last_partition.unchanged(request, config, planned, read):
-                last_partition.forget()
-                evaluated.append(model)
-                on_stage(_RUN_NAMES["model"].format(model=model))
-                continue
-            # Reused as the results show them: the selected tests' runs.
-            reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
-            on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
-            result.reused += reused
-
-        def evaluate(model: str) -> StageRun:
-            options = stages.RunOptions(
-                select=request.select,
-                no_cache=request.no_cache,
-                recording=request.recording,
-                k=request.k,
-                attempts=request.attempts_of(model),
-                threads=request.threads,
-                budget_round=request.budget_round,
-            )
-            run = StageRun("model", day, model, run_config=_run_config(request, options))
-            record.runs.append(run)
-            stage(
-                run,
-                "agent_runs",
-                lambda: stages.agent_runs(current(), model, day, layout, context, options),
-            )
-            if checked is not None:  # the grades read the references: they fail with them
-                try:
-                    checked.result()
-                except StageFailed:
-                    run.failed = (stage_key("grades", model, day), "its references failed")
-                    raise
-            stage(
-                run,
-                "grades",
-                lambda: stages.grades(
-                    current(),
-                    model,
-                    day,
-                    layout,
-                    context,
-                    rejudge=request.rejudge,
-                    rejudge_samples=request.rejudge_samples,
-                ),
-            )
-            stage(
-                run,
-                "model_summaries",
-                lambda: stages.model_summaries(current(), model, day, layout),
-            )
-            if (done_read := read if checked is None else read_inputs()) is not None:
-                runs = run.materialized[stage_key("agent_runs", model, day)].metadata
-                plain = {
-                    key: value for key, value in runs.items() if not isinstance(value, stages.Value)
-                }
-                LastPartition(home, model, day).save(done_read, plain)
-            return run
-
-        with ThreadPoolExecutor(max(1, min(len(evaluated), MODELS_AT_ONCE))) as pool:
-            done = list(pool.map(evaluate, evaluated))
-            if checked is not None:  # done, and any failure raised, before the report
-                checked.result()
+    with ThreadPoolExecutor(max(1, min(len(evaluated), MODELS_AT_ONCE))) as pool:
+        done = list(pool.map(evaluate, evaluated))
     for run in done:
         runs = run.materialized[stage_key("agent_runs", run.model, day)].metadata
         result.run_ids.append(run.run_id)

@@ -309,10 +309,6 @@ class LastPartition:
         payload = [sorted(input_versions.items()), GRADING_CODE_VERSION, _code_identity()]
         return hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()
 
-    def recorded(self) -> bool:
-        """Whether an evaluation of the partition left a record (else it runs whatever it read)."""
-        return self._path.is_file()
-
     def unchanged(
         self, request: EvaluationRequest, config: SuiteConfig, planned: int, inputs: str
     ) -> bool:
