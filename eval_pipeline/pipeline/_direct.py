@@ -25,10 +25,22 @@ from typing import Any, Literal
 
 from eval_pipeline.pipeline import stages
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
-from eval_pipeline.pipeline._loaded_suite import load_suite_once, remember_suite
+from eval_pipeline.pipeline._loaded_suite import holds_suite, load_suite_once, remember_suite
+from eval_pipeline.pipeline._model_processes import (
+    WorkerDied,
+    prepare_workers,
+    run_in_workers,
+    use_workers,
+)
 from eval_pipeline.pipeline._unchanged import LastEvaluation, LastPartition, planned_runs
 from eval_pipeline.store import StateFolder, ensure_schema_files
-from eval_pipeline.suite import Suite, describe_error, first_line, load_agent_context
+from eval_pipeline.suite import (
+    AgentContext,
+    Suite,
+    describe_error,
+    first_line,
+    load_agent_context,
+)
 
 __all__ = [
     "RECORDS_DIR",
@@ -135,9 +147,17 @@ class StageFailed(RuntimeError):
     """A stage raised: the message names it and what went wrong, `details` is the stack
     trace (for a log)."""
 
-    def __init__(self, message: str, *, details: str) -> None:
+    def __init__(self, message: str, *, details: str = "") -> None:
         super().__init__(message)
         self.details = details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sent back from a model's worker process (`_model_processes`) with its details.
+        return (_stage_failed, (str(self), self.details))
+
+
+def _stage_failed(message: str, details: str) -> StageFailed:
+    return StageFailed(message, details=details)
 
 
 def run_stages(
@@ -173,6 +193,16 @@ def _run(
     on_stage: Callable[[str], None],
 ) -> EvaluationResult:
     config = suite.config
+    k = request.k or config.test.k
+    selected = {
+        model: planned_runs(suite, model, k, request.select, request.attempts_of(model))
+        for model in request.models
+    }
+    # Several models' partitions of a large evaluation each in a process of their own: the
+    # server they are forked from imports the pipeline while the inputs are read.
+    workers = use_workers(len(request.models), sum(selected.values()))
+    if workers:
+        prepare_workers()
     digest = remember_suite(suite)
     layout = StateFolder.of(config)
     ensure_schema_files(layout)
@@ -189,18 +219,7 @@ def _run(
         return load_suite_once(suite.root, launched=digest)
 
     def stage(run: StageRun, asset: str, work: Callable[[], stages.Materialized]) -> None:
-        key = stage_key(asset, run.model, day if asset not in _UNPARTITIONED else None)
-        run.assets.append(asset)
-        try:
-            run.materialized[key] = work()
-        except Exception as error:
-            what = _RUN_NAMES[run.kind].format(model=run.model)
-            cause = first_line(describe_error(error))
-            run.failed = (key, cause)
-            raise StageFailed(
-                f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)",
-                details=traceback.format_exc(),
-            ) from error
+        _stage(run, asset, day, work)
 
     result = EvaluationResult()
     inputs: StageRun | None = None
@@ -225,7 +244,6 @@ def _run(
         if inputs is not None
         else None
     )
-    k = request.k or config.test.k
     evaluated: list[str] = []
     for model in request.models:
         planned = planned_runs(suite, model, k, attempts=request.attempts_of(model))
@@ -233,54 +251,45 @@ def _run(
         if read is None or not last_partition.unchanged(request, config, planned, read):
             last_partition.forget()
             evaluated.append(model)
-            on_stage(_RUN_NAMES["model"].format(model=model))
             continue
         # Reused as the results show them: the selected tests' runs.
-        reused = planned_runs(suite, model, k, request.select, request.attempts_of(model))
+        reused = selected[model]
         on_stage(f"{model}: its inputs are unchanged, {reused} stored run(s) reused")
         result.reused += reused
 
-    def evaluate(model: str) -> StageRun:
-        options = stages.RunOptions(
-            select=request.select,
-            no_cache=request.no_cache,
-            recording=request.recording,
-            k=request.k,
-            attempts=request.attempts_of(model),
-            threads=request.threads,
-            budget_round=request.budget_round,
+    in_workers = workers and len(evaluated) > 1
+    for index, model in enumerate(evaluated):
+        where = " in a process of its own" if in_workers and index > 0 else ""
+        on_stage(_RUN_NAMES["model"].format(model=model) + where)
+    jobs = [
+        _ModelJob(
+            run=StageRun("model", day, model, run_config=_run_config(request, options)),
+            model=model,
+            suite=suite,
+            digest=digest,
+            request=request,
+            home=home,
+            layout=layout,
+            context=context,
+            read=read,
+            environment=dict(os.environ) if workers else {},
         )
-        run = StageRun("model", day, model, run_config=_run_config(request, options))
-        record.runs.append(run)
-        stage(
-            run,
-            "agent_runs",
-            lambda: stages.agent_runs(current(), model, day, layout, context, options),
-        )
-        stage(
-            run,
-            "grades",
-            lambda: stages.grades(
-                current(),
-                model,
-                day,
-                layout,
-                context,
-                rejudge=request.rejudge,
-                rejudge_samples=request.rejudge_samples,
-            ),
-        )
-        stage(run, "model_summaries", lambda: stages.model_summaries(current(), model, day, layout))
-        if read is not None:
-            runs = run.materialized[stage_key("agent_runs", model, day)].metadata
-            plain = {
-                key: value for key, value in runs.items() if not isinstance(value, stages.Value)
-            }
-            LastPartition(home, model, day).save(read, plain)
-        return run
-
-    with ThreadPoolExecutor(max(1, min(len(evaluated), MODELS_AT_ONCE))) as pool:
-        done = list(pool.map(evaluate, evaluated))
+        for model in evaluated
+        for options in [_run_options(request, model)]
+    ]
+    first = len(record.runs)
+    record.runs.extend(job.run for job in jobs)
+    if in_workers:
+        outcomes = run_in_workers(jobs, MODELS_AT_ONCE, died=_ModelJob.died)
+        # A worker filled in a copy of its job's run.
+        record.runs[first:] = [run for run, _ in outcomes]
+    else:
+        with ThreadPoolExecutor(max(1, min(len(jobs), MODELS_AT_ONCE))) as pool:
+            outcomes = list(pool.map(_ModelJob.evaluate, jobs))
+    for _, failure in outcomes:
+        if failure is not None:
+            raise failure
+    done = [run for run, _ in outcomes]
     for run in done:
         runs = run.materialized[stage_key("agent_runs", run.model, day)].metadata
         result.run_ids.append(run.run_id)
@@ -294,6 +303,121 @@ def _run(
     stage(report, "report", lambda: stages.report(layout, day))
     last.save()
     return result
+
+
+def _stage(run: StageRun, asset: str, day: date, work: Callable[[], stages.Materialized]) -> None:
+    """Run one stage of `run` and keep its materialization (or its failure) in `run`.
+
+    Raises:
+        StageFailed: the stage raised; `run.failed` names it.
+    """
+    key = stage_key(asset, run.model, day if asset not in _UNPARTITIONED else None)
+    run.assets.append(asset)
+    try:
+        run.materialized[key] = work()
+    except Exception as error:
+        what = _RUN_NAMES[run.kind].format(model=run.model)
+        cause = first_line(describe_error(error))
+        run.failed = (key, cause)
+        raise StageFailed(
+            f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)",
+            details=traceback.format_exc(),
+        ) from error
+
+
+@dataclass(frozen=True)
+class _ModelJob:
+    """One model's partition of the day: its runs, grades and summary, in this process or
+    in a worker of its own (`_model_processes`), which gets this job pickled."""
+
+    #: what the partition's stages wrote, filled in as they run
+    run: StageRun
+    model: str
+    suite: Suite
+    #: the suite's files as the evaluation was launched with them (`remember_suite`)
+    digest: str
+    request: EvaluationRequest
+    home: Path
+    layout: StateFolder
+    context: AgentContext
+    #: what the partition read besides the store (`LastPartition.digest`); None: unknown
+    read: str | None
+    #: the command's environment, for a worker (the server it is forked from may be older)
+    environment: dict[str, str]
+
+    def evaluate(self) -> tuple[StageRun, StageFailed | None]:
+        """The partition's run, and the failure that ended it (None: it completed)."""
+        if self.environment and os.environ != self.environment:
+            os.environ.clear()
+            os.environ.update(self.environment)
+        if not holds_suite(self.suite.root):
+            remember_suite(self.suite)  # in a worker: the suite the command loaded
+        request, model, day, layout = self.request, self.model, self.request.run_date, self.layout
+        options, run = _run_options(request, model), self.run
+
+        def current() -> Suite:
+            return load_suite_once(self.suite.root, launched=self.digest)
+
+        try:
+            _stage(
+                run,
+                "agent_runs",
+                day,
+                lambda: stages.agent_runs(current(), model, day, layout, self.context, options),
+            )
+            _stage(
+                run,
+                "grades",
+                day,
+                lambda: stages.grades(
+                    current(),
+                    model,
+                    day,
+                    layout,
+                    self.context,
+                    rejudge=request.rejudge,
+                    rejudge_samples=request.rejudge_samples,
+                ),
+            )
+            _stage(
+                run,
+                "model_summaries",
+                day,
+                lambda: stages.model_summaries(current(), model, day, layout),
+            )
+        except StageFailed as failure:
+            return run, failure
+        if self.read is not None:
+            runs = run.materialized[stage_key("agent_runs", model, day)].metadata
+            plain = {
+                key: value for key, value in runs.items() if not isinstance(value, stages.Value)
+            }
+            LastPartition(self.home, model, day).save(self.read, plain)
+        return run, None
+
+    def died(self, error: WorkerDied) -> tuple[StageRun, StageFailed]:
+        """The outcome of a worker that ended without sending this job's back: its
+        partition failed in its runs."""
+        run = self.run
+        key = stage_key("agent_runs", self.model, self.request.run_date)
+        run.assets.append("agent_runs")
+        run.failed = (key, str(error))
+        what = _RUN_NAMES["model"].format(model=self.model)
+        return run, StageFailed(
+            f"{what} failed: {error} (Dagster run {run.run_id}: eval-pipeline ui)"
+        )
+
+
+def _run_options(request: EvaluationRequest, model: str) -> stages.RunOptions:
+    return stages.RunOptions(
+        select=request.select,
+        no_cache=request.no_cache,
+        recording=request.recording,
+        k=request.k,
+        attempts=request.attempts_of(model),
+        threads=request.threads,
+        budget_round=request.budget_round,
+    )
 
 
 #: The assets of no partition: the suite's inputs, read whatever the day.

@@ -71,6 +71,11 @@ def remember_suite(suite: Suite) -> str:
     return digest
 
 
+def holds_suite(root: Path) -> bool:
+    """Whether this process keeps a loaded suite of `root` (`remember_suite`)."""
+    return root.resolve() in _LOADED
+
+
 def load_suite_once(root: Path, *, launched: str | None = None) -> Suite:
     """The suite in `root`, loaded (`load_suite`) only when this process holds none for its
     files as they are now.
