@@ -15,16 +15,21 @@ repeat. Printed:
 * the latency-only ideal, runs × 2 completions × latency / threads: 0 s with an instant
   model, so every second is ours; the fixed cost is measured instead, as the same command on
   a 1-test suite, and the marginal ms per run is (wall − fixed) / runs;
-* the CPU seconds (user + system) and the peak RSS of the CLI process tree (`os.wait4` of
-  the command: the CPU of the process and its waited-for children, the largest RSS of them);
-  CPU seconds move far less with the machine's load than wall seconds;
+* the CPU seconds (user + system) of the command's whole process tree: `os.wait4` of the
+  command, and of the server its worker processes are forked from (multiprocessing's
+  forkserver, which waits for the workers), adopted here as a subreaper once the command
+  ends; CPU seconds move far less with the machine's load than wall seconds;
+* the peak memory of the tree: the sum of the proportional set sizes (PSS) of its
+  processes, sampled every 0.25 s (pages the workers share with the server they are forked
+  from count once), beside the largest RSS of any one process;
 * the load average beside every figure, and pass/fail against the targets docs/performance.md sets:
-  ≤ 5 ms of wall per run beyond the fixed cost, 1,500 runs ≤ 12 s in all, peak RSS ≤ 500 MB.
+  ≤ 5 ms of wall per run beyond the fixed cost, 1,500 runs ≤ 12 s in all, peak memory ≤ 500 MB.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import re
 import shutil
@@ -32,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -99,19 +105,87 @@ def make_suite(folder: Path, base_url: str, tests: int, threads: int) -> Path:
     )
 
 
-def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float, float]:
-    """One `eval-pipeline test`: wall seconds, CPU seconds (user + system) and peak RSS in MB
-    of its process tree."""
+def children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and its descendants, but the command's Dagster recorder: not its work."""
+    found, stack = [], [pid]
+    while stack:
+        process = stack.pop()
+        if b"eval_pipeline.defs.record" in cmdline(process):
+            continue
+        found.append(process)
+        stack += children(process)
+    return found
+
+
+def pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class PeakMemory(threading.Thread):
+    """The largest sum of PSS over the process tree of `pid`, sampled until `stop`."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.peak_kb, self._stop_sampling = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_sampling.wait(0.25):
+            self.peak_kb = max(self.peak_kb, sum(pss_kb(p) for p in tree(self.pid)))
+
+    def stop(self) -> float:
+        self._stop_sampling.set()
+        self.join()
+        return self.peak_kb / 1024
+
+
+def become_subreaper() -> None:
+    """Orphans of the command (the server of its workers outlives it by a moment) become
+    this process's children, so their CPU can be waited for and counted."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float, float, float]:
+    """One `eval-pipeline test`: wall seconds, CPU seconds (user + system) of its process
+    tree, its peak memory (sum of PSS) and the largest RSS of one of its processes, in MB."""
     flags = [arg for m in models for arg in ("-m", m)]
     args = [str(SCRIPT), "test", "-q", "--date", DAY, "-t", str(threads), *flags]
+    before = set(children(os.getpid()))
     started = time.perf_counter()
     with (
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
     ):
         process = subprocess.Popen(args, cwd=suite, env=env(), stdout=out, stderr=err)
+        memory = PeakMemory(process.pid)
+        memory.start()
         _, status, usage = os.wait4(process.pid, 0)
         wall = time.perf_counter() - started
+        peak = memory.stop()
         process.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         stderr = err.read().decode(errors="replace")
@@ -122,11 +196,22 @@ def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float,
             f"{' '.join(args)} exited {process.returncode}:\n{stdout[-2000:]}\n{stderr[-3000:]}"
         )
     cpu = usage.ru_utime + usage.ru_stime
+    largest = usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    # The workers' server (and multiprocessing's resource tracker), adopted once the command
+    # ended: each is waited for, with the workers the server waited for.
+    for orphan in set(children(os.getpid())) - before:
+        if b"multiprocessing" in cmdline(orphan):
+            _, _, adopted = os.wait4(orphan, 0)
+            cpu += adopted.ru_utime + adopted.ru_stime
+            largest = max(largest, adopted.ru_maxrss / 1024)
     # Its Dagster record, written in the background once it ended: not part of its figures,
     # and never overlapping the next command's.
     if (recorded := wait_for_record(suite)) is not None:
         print(f"  (its Dagster record was in the instance {recorded:.1f} s after it ended)")
-    return wall, cpu, usage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    for orphan in set(children(os.getpid())) - before:  # the recorder, adopted: reaped
+        if b"eval_pipeline.defs.record" in cmdline(orphan):
+            os.waitpid(orphan, 0)
+    return wall, cpu, peak, largest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,15 +231,16 @@ def main(argv: list[str] | None = None) -> int:
         f"{COMPLETIONS_PER_RUN} completions a run at {options.latency_ms:g} ms; "
         f"{os.cpu_count()} CPUs, {load()}"
     )
+    become_subreaper()
     work = Path(tempfile.mkdtemp(prefix="pipeline_scale_"))
     try:
         with ServerProcess(right_answers, latency_s=latency) as base_url:
             fixed_suite = make_suite(work / "template-1", base_url, 1, options.threads)
             big_suite = make_suite(work / "template-n", base_url, options.tests, options.threads)
-            fixed_walls, fixed_cpus, walls, cpus, rsss = [], [], [], [], []
+            fixed_walls, fixed_cpus, walls, cpus, peaks, largest = [], [], [], [], [], []
             for repeat in range(options.repeats):
                 suite = Path(shutil.copytree(fixed_suite, work / f"fixed-{repeat}"))
-                wall, cpu, _ = run_cli(suite, models, options.threads)
+                wall, cpu, _, _ = run_cli(suite, models, options.threads)
                 fixed_walls.append(wall)
                 fixed_cpus.append(cpu)
                 print(
@@ -163,20 +249,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
             for repeat in range(options.repeats):
                 suite = Path(shutil.copytree(big_suite, work / f"run-{repeat}"))
-                wall, cpu, rss = run_cli(suite, models, options.threads)
+                wall, cpu, peak, rss = run_cli(suite, models, options.threads)
                 walls.append(wall)
                 cpus.append(cpu)
-                rsss.append(rss)
+                peaks.append(peak)
+                largest.append(rss)
                 print(
                     f"  repeat {repeat + 1}: {wall:.2f} s, {runs / wall:.0f} runs/s, "
-                    f"{wall / runs * 1000:.2f} ms/run, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, "
-                    f"{load()}"
+                    f"{wall / runs * 1000:.2f} ms/run, CPU {cpu:.1f} s, peak memory "
+                    f"{peak:.0f} MB (largest process {rss:.0f} MB RSS), {load()}"
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     wall = statistics.median(walls)
     fixed = statistics.median(fixed_walls)
-    rss = max(rsss)
+    peak = max(peaks)
     cpu, fixed_cpu = statistics.median(cpus), statistics.median(fixed_cpus)
     marginal = (wall - fixed) / runs * 1000
     print(
@@ -196,10 +283,13 @@ def main(argv: list[str] | None = None) -> int:
             "latency-only ideal 0 s (the model answers instantly): the ratio is unbounded, so "
             f"the fixed cost ({fixed:.2f} s, a 1-test run) and ms/run stand in for it"
         )
-    print(f"peak RSS of the CLI process tree {rss:.0f} MB (max over repeats)")
+    print(
+        f"peak memory of the command's process tree {peak:.0f} MB, sum of PSS (max over "
+        f"repeats; largest single process {max(largest):.0f} MB RSS)"
+    )
     checks = [
         (f"ms/run beyond the fixed cost ≤ {TARGET_MS_PER_RUN:g}", marginal <= TARGET_MS_PER_RUN),
-        (f"peak RSS ≤ {TARGET_RSS_MB:g} MB", rss <= TARGET_RSS_MB),
+        (f"peak memory ≤ {TARGET_RSS_MB:g} MB", peak <= TARGET_RSS_MB),
     ]
     if runs == 1500:
         checks.append((f"1,500 runs ≤ {TARGET_WALL_AT_1500:g} s", wall <= TARGET_WALL_AT_1500))

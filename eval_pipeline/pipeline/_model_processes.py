@@ -109,6 +109,7 @@ def prepare_workers() -> None:
     pipeline meanwhile, while this process goes on (the first worker waits for it)."""
     multiprocessing.set_forkserver_preload(_PRELOAD)
     multiprocessing.forkserver.ensure_running()
+    _return_freed_memory()
 
 
 def run_in_workers(
@@ -232,12 +233,16 @@ def _work(job: ModelJob[Any], send: multiprocessing.connection.Connection, progr
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     _end_with_the_command()
-    # Arrow's default pool (jemalloc) keeps what it freed for a while: in each of several
-    # processes that is ~30 MB held for nothing; the C library's pool gives it back.
-    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
+    _return_freed_memory()
     subscribe(progress.put)
     send.send(job.evaluate())
     send.close()
+
+
+def _return_freed_memory() -> None:
+    """Arrow's default pool (jemalloc) keeps what it freed for a while: 30 MB and more held
+    for nothing in each process of the evaluation. The C library's pool gives it back."""
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
 def _end_with_the_command() -> None:

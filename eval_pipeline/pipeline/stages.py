@@ -15,6 +15,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
@@ -513,10 +514,13 @@ def leaderboard(layout: StateFolder, day: date) -> Materialized:
 
 
 def report(layout: StateFolder, day: date) -> Materialized:
-    """`report` of a day, then results.duckdb published with every result so far."""
-    path, text = write_report(layout, day)
+    """`report` of a day, and results.duckdb published with every result so far."""
     # The evaluation's last step: results.duckdb now holds its results for other clients.
-    published = publish_results(layout)
+    # Both only read the store, and mostly in DuckDB: the report is written meanwhile.
+    with ThreadPoolExecutor(1, thread_name_prefix="publish") as pool:
+        publishing = pool.submit(publish_results, layout)
+        path, text = write_report(layout, day)
+        published = publishing.result()
     return Materialized(
         metadata={
             "path": as_path(path),
