@@ -3,8 +3,8 @@
 A command evaluating several models runs their partitions at the same time. In one process
 they share its interpreter lock, and with a fast model the lock, not the provider, sets the
 pace: a run spends about 3 ms of Python between its two completions and its query. Past
-`PROCESSES_FROM_RUNS` planned runs, on a machine with two cores or more, each partition runs
-in a worker process instead. The workers are forked from a server process that imports the
+`PROCESSES_FROM_RUNS` planned runs, on a machine with two cores or more, the command keeps
+the first model's partition and each other runs in a worker process. The workers are forked from a server process that imports the
 pipeline once (multiprocessing's `forkserver`), started as the evaluation begins, so those
 imports overlap the suite's inputs and references, and no worker inherits the threads or
 open databases of the command.
@@ -240,8 +240,8 @@ def _work(job: ModelJob[Any], send: multiprocessing.connection.Connection, progr
 
 
 def _return_freed_memory() -> None:
-    """Arrow's default pool (jemalloc) keeps what it freed for a while: 30 MB and more held
-    for nothing in each process of the evaluation. The C library's pool gives it back."""
+    """Arrow's default pool (jemalloc) keeps what it freed for a while: 20-35 MB held for
+    nothing in each process of the evaluation. The C library's pool gives it back."""
     pyarrow.set_memory_pool(pyarrow.system_memory_pool())
 
 
