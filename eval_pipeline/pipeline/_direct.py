@@ -2,7 +2,8 @@
 
 `run_stages` calls the stage functions (`stages.py`) that the assets call: the suite's inputs
 and the day's references, each model's runs, grades and summary (the models at the same
-time), then the day's leaderboard and report. It needs no orchestrator, so a command pays
+time; in a large evaluation those past the first each in a worker process, see
+`_model_processes`), then the day's leaderboard and report. It needs no orchestrator, so a command pays
 for the work alone. What each stage wrote is kept in a `StageRecord`, run by run as the
 pipeline's jobs would have run them; the Dagster layer records that in the suite's instance
 afterwards (`defs/record.py`), so the UI shows the same runs, materializations and lineage
