@@ -54,7 +54,7 @@ from eval_pipeline_tests.agents.servers import (  # noqa: E402
     tool_calls,
 )
 from eval_pipeline_tests.agents.tiny_suite import ORDERS, prompt_of, write_suite  # noqa: E402
-from eval_pipeline_tests.cli.console import wait_for_record  # noqa: E402
+from eval_pipeline_tests.cli.console import children, cmdline, wait_for_record  # noqa: E402
 
 SCRIPT = Path(sys.executable).with_name("eval-pipeline")
 PROVIDER = "bench"
@@ -103,23 +103,6 @@ def make_suite(folder: Path, base_url: str, tests: int, threads: int) -> Path:
         threads=threads,
         dbt=False,
     )
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            found += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return found
-
-
-def cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
 
 
 def tree(pid: int) -> list[int]:

@@ -3,8 +3,8 @@
 `run_stages` calls the stage functions (`stages.py`) that the assets call: the suite's inputs
 and the day's references, each model's runs, grades and summary (the models at the same
 time; in a large evaluation those past the first each in a worker process, see
-`_model_processes`), then the day's leaderboard and report. It needs no orchestrator, so a command pays
-for the work alone. What each stage wrote is kept in a `StageRecord`, run by run as the
+`_model_processes`), then the day's leaderboard and report. It needs no orchestrator, so a
+command pays for the work alone. What each stage wrote is kept in a `StageRecord`, run by run as the
 pipeline's jobs would have run them; the Dagster layer records that in the suite's instance
 afterwards (`defs/record.py`), so the UI shows the same runs, materializations and lineage
 as if the jobs had run there.
@@ -273,7 +273,7 @@ def _run(
             layout=layout,
             context=context,
             read=read,
-            environment=dict(os.environ) if workers else {},
+            environment=dict(os.environ) if in_workers else {},
         )
         for model in evaluated
         for options in [_run_options(request, model)]
@@ -317,13 +317,17 @@ def _stage(run: StageRun, asset: str, day: date, work: Callable[[], stages.Mater
     try:
         run.materialized[key] = work()
     except Exception as error:
-        what = _RUN_NAMES[run.kind].format(model=run.model)
         cause = first_line(describe_error(error))
-        run.failed = (key, cause)
-        raise StageFailed(
-            f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)",
-            details=traceback.format_exc(),
-        ) from error
+        raise _failed(run, key, cause, details=traceback.format_exc()) from error
+
+
+def _failed(run: StageRun, key: str, cause: str, *, details: str = "") -> StageFailed:
+    """Mark `run` failed at the materialization `key`; the error that says so."""
+    run.failed = (key, cause)
+    what = _RUN_NAMES[run.kind].format(model=run.model)
+    return StageFailed(
+        f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)", details=details
+    )
 
 
 @dataclass(frozen=True)
@@ -399,14 +403,9 @@ class _ModelJob:
     def died(self, error: WorkerDied) -> tuple[StageRun, StageFailed]:
         """The outcome of a worker that ended without sending this job's back: its
         partition failed in its runs."""
-        run = self.run
+        self.run.assets.append("agent_runs")
         key = stage_key("agent_runs", self.model, self.request.run_date)
-        run.assets.append("agent_runs")
-        run.failed = (key, str(error))
-        what = _RUN_NAMES["model"].format(model=self.model)
-        return run, StageFailed(
-            f"{what} failed: {error} (Dagster run {run.run_id}: eval-pipeline ui)"
-        )
+        return self.run, _failed(self.run, key, str(error))
 
 
 def _run_options(request: EvaluationRequest, model: str) -> stages.RunOptions:

@@ -4,10 +4,10 @@ A command evaluating several models runs their partitions at the same time. In o
 they share its interpreter lock, and with a fast model the lock, not the provider, sets the
 pace: a run spends about 3 ms of Python between its two completions and its query. Past
 `PROCESSES_FROM_RUNS` planned runs, on a machine with two cores or more, the command keeps
-the first model's partition and each other runs in a worker process. The workers are forked from a server process that imports the
-pipeline once (multiprocessing's `forkserver`), started as the evaluation begins, so those
-imports overlap the suite's inputs and references, and no worker inherits the threads or
-open databases of the command.
+the first model's partition and each other runs in a worker process. The workers are forked
+from a server process that imports the pipeline once (multiprocessing's `forkserver`),
+started as the evaluation begins, so those imports overlap the suite's inputs and
+references, and no worker inherits the threads or open databases of the command.
 
 A worker sends back what its stages wrote (the `StageRun` of its partition) and, as they
 happen, each finished run and grade for the command's progress (`publish` in the command).
@@ -78,11 +78,14 @@ class WorkerDied(RuntimeError):
     """The worker process of a model ended before it sent back its partition."""
 
     def __init__(self, model: str, exitcode: int | None) -> None:
-        how = f"exit code {exitcode}" if exitcode is not None and exitcode >= 0 else None
-        if exitcode is not None and exitcode < 0:
+        if exitcode is None:
+            how = "no exit code"
+        elif exitcode < 0:
             how = f"signal {-exitcode}"
+        else:
+            how = f"exit code {exitcode}"
         super().__init__(
-            f"the process evaluating {model} ended ({how or 'no exit code'}) before it "
+            f"the process evaluating {model} ended ({how}) before it "
             "finished; the runs it stored are kept and reused by the next evaluation"
         )
         self.model = model
@@ -169,14 +172,15 @@ def _in_workers(
             for ready in multiprocessing.connection.wait(list(running)):
                 index, worker = running.pop(ready)
                 try:
-                    outcomes[index] = ready.recv()
+                    outcomes[index] = ready.recv()  # before the join: it may be large
                 except EOFError:
-                    worker.join()
-                    error = WorkerDied(jobs[index].model, worker.exitcode)
-                    outcomes[index] = died(jobs[index], error)
+                    pass  # gone without one: its exit code says how
                 finally:
                     ready.close()
                 worker.join()
+                if index not in outcomes:
+                    error = WorkerDied(jobs[index].model, worker.exitcode)
+                    outcomes[index] = died(jobs[index], error)
     except BaseException:
         _stop([worker for _, worker in running.values()])
         raise

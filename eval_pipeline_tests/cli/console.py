@@ -242,6 +242,25 @@ def written_results(output: str) -> Path:
     return Path(match.group(1))
 
 
+def children(pid: int) -> list[int]:
+    """The processes `pid` started that are still running (Linux's /proc)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(child) for child in (task / "children").read_text().split()]
+        except OSError:  # the task or the process ended meanwhile
+            continue
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    """The command line of `pid`, its arguments NUL-separated; empty once it has ended."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
 def no_traceback(result: subprocess.CompletedProcess[str]) -> None:
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
 

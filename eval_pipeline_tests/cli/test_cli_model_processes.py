@@ -29,7 +29,14 @@ from eval_pipeline_tests.agents.servers import (
     tool_calls,
 )
 from eval_pipeline_tests.agents.tiny_suite import prompt_of, write_suite
-from eval_pipeline_tests.cli.console import SCRIPT, cli_env, no_traceback, run_cli_subprocess
+from eval_pipeline_tests.cli.console import (
+    SCRIPT,
+    children,
+    cli_env,
+    cmdline,
+    no_traceback,
+    run_cli_subprocess,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -114,23 +121,16 @@ def test_models_in_their_own_processes_give_the_verdicts_and_progress_of_one(tmp
 def descendants(pid: int) -> list[int]:
     found, stack = [], [pid]
     while stack:
-        parent = stack.pop()
-        for task in Path(f"/proc/{parent}/task").iterdir():
-            try:
-                children = [int(c) for c in (task / "children").read_text().split()]
-            except OSError:
-                continue
-            found += children
-            stack += children
+        below = children(stack.pop())
+        found += below
+        stack += below
     return found
 
 
 def workers_of(pid: int) -> list[int]:
     """The command's worker processes: forked by the server it started (forkserver)."""
     servers = [
-        child
-        for child in descendants(pid)
-        if b"multiprocessing.forkserver" in Path(f"/proc/{child}/cmdline").read_bytes()
+        child for child in descendants(pid) if b"multiprocessing.forkserver" in cmdline(child)
     ]
     return [worker for server in servers for worker in descendants(server)]
 
