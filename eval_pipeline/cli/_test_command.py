@@ -350,30 +350,33 @@ RECORDERS: list[subprocess.Popen] = []
 RECORD_LOG = "eval-pipeline-record.log"
 
 
-def _stage_runner(progress: Progress) -> Runner:
-    """The stages run in this process (`pipeline.run_stages`), each run's progress shown as
-    it ends; their record goes into the suite's Dagster instance in a process of its own,
-    which the command does not wait for (`defs/record.py`)."""
+class _StageRunner:
+    """Runs the stages in this process (`pipeline.run_stages`). Their record goes into the
+    suite's Dagster instance in a process of its own (`defs/record.py`), which `record`
+    starts once the command has written its report: the recorder imports Dagster, seconds
+    of CPU that would otherwise slow the report down."""
 
-    def run(suite: Suite, request: EvaluationRequest, on_stage) -> EvaluationResult:
+    def __init__(self) -> None:
+        #: the suite whose stages ran (None: none ran, nothing to record)
+        self._ran: Suite | None = None
+
+    def __call__(self, suite: Suite, request: EvaluationRequest, on_stage) -> EvaluationResult:
         config = suite.config
-        home = instance_home(config)
-        unsubscribe = subscribe(progress)
-        try:
-            # Nothing but the report may reach stdout: stray prints go to stderr.
-            with contextlib.redirect_stdout(sys.stderr):
-                if config.warehouse is not None and config.warehouse.to_build:
-                    _build_warehouse(suite, on_stage)
-                try:
-                    return run_stages(suite, request, home, on_stage=on_stage)
-                except StageFailed as error:  # the machinery, not the agent: exit 3
-                    raise CouldNotRun(str(error), details=error.details) from error
-                finally:
-                    _start_recorder(home, suite, wait=DAGSTER_HOME_ENV in os.environ)
-        finally:
-            unsubscribe()
+        # Nothing but the report may reach stdout: stray prints go to stderr.
+        with contextlib.redirect_stdout(sys.stderr):
+            if config.warehouse is not None and config.warehouse.to_build:
+                _build_warehouse(suite, on_stage)
+            self._ran = suite
+            try:
+                return run_stages(suite, request, instance_home(config), on_stage=on_stage)
+            except StageFailed as error:  # the machinery, not the agent: exit 3
+                raise CouldNotRun(str(error), details=error.details) from error
 
-    return run
+    def record(self) -> None:
+        """Start the record of the stages that ran, if any (`_start_recorder`)."""
+        if self._ran is not None:
+            home = instance_home(self._ran.config)
+            _start_recorder(home, self._ran, wait=DAGSTER_HOME_ENV in os.environ)
 
 
 def _build_warehouse(suite: Suite, on_stage) -> None:
@@ -428,7 +431,16 @@ def _recorder(home: Path, log_path: Path) -> subprocess.Popen:
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate."""
+    """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate.
+    The stages' Dagster record starts once the rest is done, whatever ended it."""
+    runner = _StageRunner()
+    try:
+        return _evaluate_and_report(args, runner)
+    finally:
+        runner.record()
+
+
+def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
     output = output_file(args.output)
     suite = load_suite(suite_root(args))
     request = _request(suite, args)
@@ -451,17 +463,21 @@ def cmd_test(args: argparse.Namespace) -> int:
     # A model as the user spelled it, everywhere it is shown (the store keeps our ids).
     label = partial(request.model_label, fallback=suite.config.model_label)
     with Progress(progress_console, total, quiet=args.quiet, label=label) as progress:
+        # Each run and grade is shown as it ends, whichever process made it.
+        unsubscribe = subscribe(progress)
         try:
             evaluation = evaluate(
                 suite,
                 request,
-                runner=_stage_runner(progress),
+                runner=runner,
                 on_stage=progress.stage,
                 min_accuracy=args.min_accuracy,
                 threshold_mode=args.threshold_mode,
             )
         except NothingGraded as error:
             raise CouldNotRun(str(error)) from error
+        finally:
+            unsubscribe()
     gate = evaluation.gate
 
     if args.format == "json":
