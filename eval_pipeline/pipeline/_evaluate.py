@@ -31,7 +31,7 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.pipeline._unchanged import LastEvaluation
-from eval_pipeline.store import StateFolder, ensure_schema_files
+from eval_pipeline.store import StateFolder, ensure_schema_files, one_connection
 from eval_pipeline.suite import Suite, ThresholdMode
 
 
@@ -69,10 +69,11 @@ class Evaluation:
 
     def changes(self) -> dict[str, RunChanges]:
         """Per model: the tests whose verdict changed since its previous run, and why."""
-        found = {
-            model: since_previous_run(self.layout, model, self.request.run_date, self.names)
-            for model in self.request.models
-        }
+        with one_connection(self.layout):
+            found = {
+                model: since_previous_run(self.layout, model, self.request.run_date, self.names)
+                for model in self.request.models
+            }
         return {model: change for model, change in found.items() if change is not None}
 
 
@@ -135,7 +136,8 @@ def evaluate(
 
     layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)  # a runner that stopped before its first write left none
-    rows = read_run_rows(layout, request.models, request.run_date, list(names))
+    with one_connection(layout):
+        rows = read_run_rows(layout, request.models, request.run_date, list(names))
     if not rows:
         raise NothingGraded(f"no graded run of this evaluation was found in {layout.root}")
     # Exactly the planned runs: one the store holds no grade of is an error, never left out.

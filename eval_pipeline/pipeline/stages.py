@@ -33,7 +33,7 @@ from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdo
 from eval_pipeline.pipeline._runs import run_agents
 from eval_pipeline.pipeline._summaries import summarize_partition
 from eval_pipeline.pipeline._variants import build_suite_variants
-from eval_pipeline.store import StateFolder, publish_results
+from eval_pipeline.store import StateFolder, one_connection, publish_results
 from eval_pipeline.suite import AgentContext, Case, Suite, SuiteConfig, redact
 
 #: Rows of a failures or warnings table; the rest are counted.
@@ -501,14 +501,16 @@ def model_summaries(suite: Suite, model: str, day: date, layout: StateFolder) ->
 
 def leaderboard(layout: StateFolder, day: date) -> Materialized:
     """`leaderboard` of a day: the models ranked, each pair compared (stored)."""
-    board = day_leaderboard(layout, day, store_comparisons=True)
+    with one_connection(layout):
+        board = day_leaderboard(layout, day, store_comparisons=True)
+        kinds = failure_kinds_markdown(layout, day)
     return Materialized(
         metadata={
             "leaderboard": markdown(board.markdown()),
             "ranking": as_json(board.models),
             "ties_not_significant": as_json(board.ties),
             "detectable_difference": board.detectable or "only one model: nothing compared",
-            "failure_kinds": markdown(failure_kinds_markdown(layout, day)),
+            "failure_kinds": markdown(kinds),
         }
     )
 
@@ -519,7 +521,9 @@ def report(layout: StateFolder, day: date) -> Materialized:
     # Both only read the store, and mostly in DuckDB: the report is written meanwhile.
     with ThreadPoolExecutor(1, thread_name_prefix="publish") as pool:
         publishing = pool.submit(publish_results, layout)
-        path, text = write_report(layout, day)
+        with one_connection(layout):
+            path, text = write_report(layout, day)
+            budget = stored_budget(layout, day)
         published = publishing.result()
     return Materialized(
         metadata={
@@ -527,7 +531,7 @@ def report(layout: StateFolder, day: date) -> Materialized:
             "report": markdown(text),
             "results_database": as_path(layout.database),
             "results_database_rebuilt": published,
-            **budget_metadata(stored_budget(layout, day)),
+            **budget_metadata(budget),
         }
     )
 

@@ -13,6 +13,7 @@ from eval_pipeline.store._damage import (
 from eval_pipeline.store._database import (
     connect,
     fetch,
+    one_connection,
     query,
     reading_config,
     table_names,
@@ -98,6 +99,7 @@ __all__ = [
     "latest_sources",
     "models_graded_on",
     "needs_rerun",
+    "one_connection",
     "previous_graded_day",
     "publish_results",
     "published_current",

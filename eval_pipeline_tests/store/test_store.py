@@ -11,7 +11,18 @@ import textwrap
 
 import pytest
 
-from eval_pipeline.store import JournaledPartition, StateFolder, query, read_latest, write_rows
+import duckdb
+
+from eval_pipeline.store import (
+    JournaledPartition,
+    StateFolder,
+    ensure_database,
+    fetch,
+    one_connection,
+    query,
+    read_latest,
+    write_rows,
+)
 from eval_pipeline.store._files import Journal, journal_files, read_journals
 from eval_pipeline_tests.store.conftest import DAY, grade
 
@@ -53,6 +64,32 @@ def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
     assert [
         r["name"] for r in read_latest(layout, "grades", model="openai:gpt-4.1", run_date=DAY)
     ] == ["a", "b"]
+
+
+def test_queries_sharing_one_connection_read_the_store_as_it_is_when_each_runs(
+    tmp_path, layout
+):
+    def status() -> list[str]:
+        return query(layout, "SELECT status FROM grades WHERE name = 'a'").status.tolist()
+
+    other = StateFolder(tmp_path / "other" / ".eval")
+    ensure_database(other)
+    write_rows(other, "grades", [grade("x", "m", "error")], model="m", run_date=DAY)
+    with one_connection(layout):
+        assert status() == []
+        write_rows(layout, "grades", [grade("a", "m", "failed")], model="m", run_date=DAY)
+        assert status() == ["failed"]
+        # A newer write of the same partition replaces it, as outside the block.
+        write_rows(layout, "grades", [grade("a", "m", "passed")], model="m", run_date=DAY)
+        with one_connection(layout):  # nested: the same connection
+            assert status() == ["passed"]
+        # A statement that fails leaves the connection usable by the next one.
+        with pytest.raises(duckdb.Error):
+            query(layout, "SELECT no_such_column FROM grades")
+        assert fetch(layout, "SELECT count(*) FROM grades_history") == (["count_star()"], [(2,)])
+        # Another store is read by a connection of its own, never through this one.
+        assert query(other, "SELECT name FROM grades").name.tolist() == ["x"]
+    assert status() == ["passed"]
 
 
 def test_views_follow_the_store_when_the_suite_folder_moves(tmp_path, layout):
