@@ -9,9 +9,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import duckdb
+import pytest
 
 from eval_pipeline.store import (
     JournaledPartition,
@@ -66,9 +65,7 @@ def test_views_show_each_partitions_latest_write_and_history_keeps_all(layout):
     ] == ["a", "b"]
 
 
-def test_queries_sharing_one_connection_read_the_store_as_it_is_when_each_runs(
-    tmp_path, layout
-):
+def test_queries_sharing_one_connection_read_the_store_as_it_is_when_each_runs(tmp_path, layout):
     def status() -> list[str]:
         return query(layout, "SELECT status FROM grades WHERE name = 'a'").status.tolist()
 
