@@ -121,6 +121,8 @@ class ScriptedServer:
         script: the initial script (see `script`).
         latency_s: added before every response, to simulate a slow endpoint.
         tls: a server-side TLS context: the server speaks https (see `self_signed`).
+        keep_requests: keep every request for `requests` and `last`; a benchmark's server
+            answers thousands and keeps none, so that it does not slow down as they pile up.
     """
 
     def __init__(
@@ -130,12 +132,15 @@ class ScriptedServer:
         script: Script = (),
         latency_s: float = 0.0,
         tls: ssl.SSLContext | None = None,
+        keep_requests: bool = True,
     ) -> None:
         self.protocol = protocol
         self.tls = tls
         self.path = _PATHS[protocol]
         self.latency_s = latency_s
         self._script: Script = script
+        self._keep_requests = keep_requests
+        self._received = 0
         self._requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -255,7 +260,7 @@ class ScriptedServer:
         """Replace the script with a list of steps or a callable `(request, index) -> Step`."""
         with self._lock:
             self._script = script
-            self._index_base = len(self._requests)
+            self._index_base = self._received
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -272,8 +277,10 @@ class ScriptedServer:
 
     def _next_step(self, request: RecordedRequest) -> Step:
         with self._lock:
-            self._requests.append(request)
-            index = len(self._requests) - 1 - self._index_base
+            if self._keep_requests:
+                self._requests.append(request)
+            index = self._received - self._index_base
+            self._received += 1
             script = self._script
         if request.path != self.path:
             return Step("json", status=404, error_message=f"no endpoint at {request.path}")
@@ -440,7 +447,9 @@ class _Handler(BaseHTTPRequestHandler):
 def _serve_in_child(
     make_script: Callable[[], Script], latency_s: float, pipe: multiprocessing.connection.Connection
 ) -> None:
-    with ScriptedServer("openai", script=make_script(), latency_s=latency_s) as server:
+    with ScriptedServer(
+        "openai", script=make_script(), latency_s=latency_s, keep_requests=False
+    ) as server:
         pipe.send(server.base_url)
         pipe.recv()
 
@@ -448,6 +457,8 @@ def _serve_in_child(
 class ServerProcess:
     """An OpenAI-compatible `ScriptedServer` in a child process, for benchmarks: a provider is
     another machine, so its threads must not share the GIL of the process being measured.
+    It keeps none of the requests it answers: a server whose memory grew by every request
+    of a benchmark (gigabytes over a few runs) answered slower with each repeat.
 
         with ServerProcess(three_completions, latency_s=0.5) as base_url: ...
 
