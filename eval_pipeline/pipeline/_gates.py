@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from eval_pipeline.grading import CaseMetrics, PairedComparison, compare_models
 from eval_pipeline.pipeline._imported_runs import OURS
-from eval_pipeline.store import StateFolder, previous_graded_day, query, read_latest
+from eval_pipeline.store import StateFolder, fetch, previous_graded_day, query, read_latest
 from eval_pipeline.suite import ThresholdMode
 
 
@@ -308,15 +309,15 @@ def since_previous_run(
     """The immediate feedback of an evaluation: the tests `names` as graded now on `day`
     against the model's grades written just before these (any day, whatever was evaluated
     then). A test counts when both have it; None when the model has no grades on `day`."""
-    now = query(
+    now = _records(
         layout,
         f"SELECT {_GRADE_COLUMNS}, written_at FROM grades WHERE model = ? AND run_date = ?",
         [model, day],
     )
-    if now.empty:
+    if not now:
         return None
-    written: datetime = now["written_at"].min().to_pydatetime()
-    before = query(
+    written: datetime = min(row["written_at"] for row in now)
+    before = _records(
         layout,
         f"""
         WITH previous AS (
@@ -369,9 +370,16 @@ def since_previous_run(
     )
 
 
-def _by_test(frame) -> dict[str, list[dict]]:
+def _records(layout: StateFolder, sql: str, parameters: list) -> list[dict[str, Any]]:
+    """The rows of `sql` as dicts of DuckDB's own values: a day's grades taken as a
+    DataFrame's records cost a tenth of a second more for three models of 500 tests."""
+    columns, rows = fetch(layout, sql, parameters)
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _by_test(records: Sequence[dict]) -> dict[str, list[dict]]:
     rows: dict[str, list[dict]] = {}
-    for row in frame.to_dict("records"):
+    for row in records:
         rows.setdefault(row["name"], []).append(row)
     return rows
 
