@@ -1,14 +1,20 @@
-"""Every YAML the product reads refuses alias bombs, deep nesting and non-scalar keys, fast."""
+"""Every YAML the product reads refuses alias bombs, deep nesting and non-scalar keys, fast.
+
+Each test runs with libyaml's parser (what PyYAML's wheels bring) and with PyYAML's own
+(where PyYAML was built without libyaml): both keep the same limits.
+"""
 
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from eval_pipeline.suite import (
     MAX_ALIAS_NODES,
     MAX_DEPTH,
     SuiteError,
     YamlRefused,
+    _yaml,
     load_config,
     load_suite,
     load_yaml,
@@ -20,6 +26,15 @@ def alias_bomb(indent: str = "") -> str:
     lines = [f"{indent}a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
     lines += [f"{indent}a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
     return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(autouse=True, params=["libyaml", "python"])
+def parser(request, monkeypatch):
+    if request.param == "libyaml" and not yaml.__with_libyaml__:
+        pytest.skip("this PyYAML was built without libyaml")
+    if request.param == "python":
+        monkeypatch.setattr(_yaml, "_LineLoader", _yaml._PythonLineLoader)
+    return request.param
 
 
 BOMB_CASE = "prompt: hi\nassertions:\n  - type: tool_call\n    tool: execute_sql\n    args:\n"
