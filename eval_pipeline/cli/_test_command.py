@@ -43,10 +43,12 @@ from eval_pipeline.pipeline import (
     NothingGraded,
     Runner,
     StageFailed,
+    dismiss_workers,
     evaluate,
     instance_home,
     pending_records,
     planned_attempts,
+    prepare_model_workers,
     require_day,
     run_stages,
     subscribe,
@@ -437,6 +439,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     try:
         return _evaluate_and_report(args, runner)
     finally:
+        dismiss_workers()  # forked for models an unchanged rerun did not evaluate
         runner.record()
 
 
@@ -462,6 +465,9 @@ def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
     total = request.budget.runs or planned if request.budget else planned
     # A model as the user spelled it, everywhere it is shown (the store keeps our ids).
     label = partial(request.model_label, fallback=suite.config.model_label)
+    # Before the status line's thread starts: workers are forked from a process whose only
+    # thread is its main one.
+    prepare_model_workers(suite, request)
     with Progress(progress_console, total, quiet=args.quiet, label=label) as progress:
         # Each run and grade is shown as it ends, whichever process made it.
         unsubscribe = subscribe(progress)

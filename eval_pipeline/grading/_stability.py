@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import threading
 from collections.abc import Iterable
 from typing import Any
@@ -34,6 +35,18 @@ _lock = threading.Lock()
 def _connection() -> duckdb.DuckDBPyConnection:
     """One in-memory connection for the parser and the catalogue (a new one costs ~40 ms)."""
     return duckdb.connect()
+
+
+def _close_before_fork() -> None:
+    # A forked process would get a copy of the database without the threads that serve it:
+    # closed first, each process opens its own on its next classification.
+    with _lock:
+        if _connection.cache_info().currsize:
+            _connection().close()
+            _connection.cache_clear()
+
+
+os.register_at_fork(before=_close_before_fork)
 
 
 @functools.cache

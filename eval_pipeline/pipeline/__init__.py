@@ -16,6 +16,7 @@ from eval_pipeline.pipeline._direct import (
     StageRecord,
     StageRun,
     pending_records,
+    prepare_model_workers,
     run_stages,
     stage_key,
 )
@@ -63,6 +64,7 @@ from eval_pipeline.pipeline._loaded_suite import (
     remember_suite,
     suite_files_digest,
 )
+from eval_pipeline.pipeline._model_processes import dismiss_workers
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
 from eval_pipeline.pipeline._progress import publish, subscribe
 from eval_pipeline.pipeline._references import (
@@ -171,6 +173,7 @@ __all__ = [
     "default_instance_yaml",
     "detectable_difference",
     "diff_days",
+    "dismiss_workers",
     "ensure_variants",
     "evaluate",
     "failure_kinds_markdown",
@@ -190,6 +193,7 @@ __all__ = [
     "plan_requests",
     "planned_attempts",
     "planned_runs",
+    "prepare_model_workers",
     "publish",
     "read_results_file",
     "read_run_rows",

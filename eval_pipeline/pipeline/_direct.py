@@ -29,6 +29,7 @@ from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResu
 from eval_pipeline.pipeline._loaded_suite import holds_suite, load_suite_once, remember_suite
 from eval_pipeline.pipeline._model_processes import (
     WorkerDied,
+    dismiss_workers,
     prepare_workers,
     run_in_workers,
     use_workers,
@@ -182,6 +183,7 @@ def run_stages(
     try:
         return _run(suite, request, home, record, on_stage)
     finally:
+        dismiss_workers()  # forked for partitions that did not run (unchanged, a failure)
         if record.runs:
             record.save(home)
 
@@ -195,15 +197,12 @@ def _run(
 ) -> EvaluationResult:
     config = suite.config
     k = request.k or config.test.k
-    selected = {
-        model: planned_runs(suite, model, k, request.select, request.attempts_of(model))
-        for model in request.models
-    }
-    # Several models' partitions of a large evaluation each in a process of their own: the
-    # server they are forked from imports the pipeline while the inputs are read.
+    selected = _selected(suite, request)
+    # Several models' partitions of a large evaluation each in a process of their own,
+    # forked now, before this process starts a thread (unless its caller did already).
     workers = use_workers(len(request.models), sum(selected.values()))
     if workers:
-        prepare_workers()
+        prepare_workers(len(request.models) - 1)
     digest = remember_suite(suite)
     layout = StateFolder.of(config)
     ensure_schema_files(layout)
@@ -304,6 +303,25 @@ def _run(
     stage(report, "report", lambda: stages.report(layout, day))
     last.save()
     return result
+
+
+def _selected(suite: Suite, request: EvaluationRequest) -> dict[str, int]:
+    """Per model of `request`, the runs its selection plans."""
+    k = request.k or suite.config.test.k
+    return {
+        model: planned_runs(suite, model, k, request.select, request.attempts_of(model))
+        for model in request.models
+    }
+
+
+def prepare_model_workers(suite: Suite, request: EvaluationRequest) -> None:
+    """Fork the worker processes of the request's models now, if `run_stages` will use
+    some: a caller about to start a thread (a terminal's status line) calls this first, as
+    a worker is forked from a process whose only thread is its main one. `run_stages`
+    dismisses the workers it did not use; a caller that then does not run the stages (an
+    unchanged rerun) calls `dismiss_workers`."""
+    if use_workers(len(request.models), sum(_selected(suite, request).values())):
+        prepare_workers(len(request.models) - 1)
 
 
 def _stage(run: StageRun, asset: str, day: date, work: Callable[[], stages.Materialized]) -> None:

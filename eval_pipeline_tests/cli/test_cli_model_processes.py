@@ -128,11 +128,13 @@ def descendants(pid: int) -> list[int]:
 
 
 def workers_of(pid: int) -> list[int]:
-    """The command's worker processes: forked by the server it started (forkserver)."""
+    """The command's worker processes: forked from the command itself (they share its
+    command line), or by the server it started when it could not (forkserver)."""
+    forked = [child for child in children(pid) if cmdline(child) == cmdline(pid)]
     servers = [
         child for child in descendants(pid) if b"multiprocessing.forkserver" in cmdline(child)
     ]
-    return [worker for server in servers for worker in descendants(server)]
+    return forked + [worker for server in servers for worker in descendants(server)]
 
 
 def test_a_killed_worker_fails_its_model_and_a_rerun_completes_it(tmp_path):
