@@ -33,6 +33,7 @@ import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -362,6 +363,7 @@ def _wait_for_job(
     others: list[multiprocessing.connection.Connection],
 ) -> None:
     """A worker forked ahead: once its job comes, `_work`; none (dismissed): it ends."""
+    _leave_interrupts_to_the_command()
     for end in others:
         end.close()
     try:
@@ -375,6 +377,7 @@ def _wait_for_job(
 
 def _work(job: ModelJob[Any], send: multiprocessing.connection.Connection, progress: Any) -> None:
     """A worker: run the job, publishing its progress to `progress`, and send its outcome."""
+    _leave_interrupts_to_the_command()
     # Only the command's report reaches its stdout: a stray print goes to stderr.
     sys.stdout.flush()
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
@@ -383,6 +386,12 @@ def _work(job: ModelJob[Any], send: multiprocessing.connection.Connection, progr
     subscribe(progress.put)
     send.send(job.evaluate())
     send.close()
+
+
+def _leave_interrupts_to_the_command() -> None:
+    """A terminal's Ctrl-C reaches every process of the command: a worker leaves it to the
+    command, which stops its workers and says so once, rather than each printing a trace."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _return_freed_memory() -> None:

@@ -187,3 +187,41 @@ def test_a_killed_worker_fails_its_model_and_a_rerun_completes_it(tmp_path):
     document = json.loads(rerun.stdout)
     assert (document["executed_runs"], document["reused_runs"]) == (3, 6), rerun.stderr
     assert len(verdicts(rerun)) == 9
+
+
+def test_ctrl_c_stops_the_command_and_its_workers_with_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches every process of the command's group: the command says
+    so once and stops its workers, whether they wait for their partitions or run them."""
+    release = threading.Event()
+
+    def slow(request: RecordedRequest, index: int) -> Step:
+        release.wait(60)  # every run waits: the workers are still at work when it comes
+        return script(request, index)
+
+    models = [arg for m in MODELS for arg in ("-m", m)]
+    with ScriptedServer("openai", script=slow) as llm:
+        root = suite(tmp_path / "suite", llm.base_url)
+        process = subprocess.Popen(
+            [str(SCRIPT), "test", "--date", DAY, *models],
+            cwd=root,
+            env=env("on"),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,  # its own group, as a terminal's foreground job
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while len(workers_of(process.pid)) < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            workers = workers_of(process.pid)
+            assert len(workers) == 2, workers
+            os.killpg(process.pid, signal.SIGINT)
+            _, stderr = process.communicate(timeout=60)
+        finally:
+            release.set()
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, stderr
+    assert stderr.rstrip().endswith("interrupted") and "Traceback" not in stderr, stderr
+    assert not [worker for worker in workers if Path(f"/proc/{worker}").exists()]
