@@ -1,7 +1,7 @@
 """Benchmark `eval-pipeline test` at scale: N tests × M models against an instant model.
 
 Run: python benchmarks/pipeline_scale.py [--tests 500] [--models 3] [--threads 16]
-         [--repeats 3] [--latency-ms 0]
+         [--repeats 3] [--latency-ms 0] [--baseline CHECKOUT]
 
 Every test is a question with reference SQL on the small DuckDB shop warehouse of the tests
 (`count(*)` of the orders up to some id, so the references differ). The agent is the built-in
@@ -16,12 +16,15 @@ repeat. Printed:
   model, so every second is ours; the fixed cost is measured instead, as the same command on
   a 1-test suite, and the marginal ms per run is (wall − fixed) / runs;
 * the CPU seconds (user + system) of the command's whole process tree: `os.wait4` of the
-  command, and of the server its worker processes are forked from (multiprocessing's
-  forkserver, which waits for the workers), adopted here as a subreaper once the command
-  ends; CPU seconds move far less with the machine's load than wall seconds;
+  command (which waits for the worker processes it forked), and of the server its workers
+  are forked from when it cannot fork them itself (multiprocessing's forkserver, which
+  waits for them), adopted here as a subreaper once the command ends; CPU seconds move far
+  less with the machine's load than wall seconds;
 * the peak memory of the tree: the sum of the proportional set sizes (PSS) of its
   processes, sampled every 0.25 s (pages the workers share with the server they are forked
   from count once), beside the largest RSS of any one process;
+* with `--baseline CHECKOUT`, the median wall, CPU and memory of that checkout's code run
+  on the same suite between this code's runs (alternating which goes first), and the ratios;
 * the load average beside every figure, and pass/fail against the targets docs/performance.md sets:
   ≤ 5 ms of wall per run beyond the fixed cost, 1,500 runs ≤ 12 s in all, peak memory ≤ 500 MB.
 """
@@ -86,9 +89,12 @@ def right_answers():
     return choose
 
 
-def env() -> dict[str, str]:
-    drop = {"DAGSTER_HOME", "EVAL_SUITE_DIR", "FORCE_COLOR", "CLICOLOR_FORCE"}
-    return {k: v for k, v in os.environ.items() if k not in drop}
+def env(code: Path | None = None) -> dict[str, str]:
+    """The command's environment; `code`: a checkout whose `eval_pipeline` it runs instead of
+    this one's (ahead of the installed package on the import path)."""
+    drop = {"DAGSTER_HOME", "EVAL_SUITE_DIR", "FORCE_COLOR", "CLICOLOR_FORCE", "PYTHONPATH"}
+    kept = {k: v for k, v in os.environ.items() if k not in drop}
+    return kept | ({"PYTHONPATH": str(code)} if code is not None else {})
 
 
 def load() -> str:
@@ -152,9 +158,12 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
 
 
-def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float, float, float]:
-    """One `eval-pipeline test`: wall seconds, CPU seconds (user + system) of its process
-    tree, its peak memory (sum of PSS) and the largest RSS of one of its processes, in MB."""
+def run_cli(
+    suite: Path, models: list[str], threads: int, code: Path | None = None
+) -> tuple[float, float, float, float]:
+    """One `eval-pipeline test` (of the checkout `code`, else this one): wall seconds, CPU
+    seconds (user + system) of its process tree, its peak memory (sum of PSS) and the
+    largest RSS of one of its processes, in MB."""
     flags = [arg for m in models for arg in ("-m", m)]
     args = [str(SCRIPT), "test", "-q", "--date", DAY, "-t", str(threads), *flags]
     before = set(children(os.getpid()))
@@ -163,7 +172,7 @@ def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float,
         tempfile.TemporaryFile() as out,
         tempfile.TemporaryFile() as err,
     ):
-        process = subprocess.Popen(args, cwd=suite, env=env(), stdout=out, stderr=err)
+        process = subprocess.Popen(args, cwd=suite, env=env(code), stdout=out, stderr=err)
         memory = PeakMemory(process.pid)
         memory.start()
         _, status, usage = os.wait4(process.pid, 0)
@@ -197,6 +206,16 @@ def run_cli(suite: Path, models: list[str], threads: int) -> tuple[float, float,
     return wall, cpu, peak, largest
 
 
+def run_baseline(
+    template: Path, work: Path, repeat: int, models: list[str], options: argparse.Namespace
+) -> tuple[float, float, float]:
+    """One run of the baseline's code on a fresh copy of the suite: wall, CPU, peak memory."""
+    suite = Path(shutil.copytree(template, work / f"baseline-{repeat}"))
+    wall, cpu, peak, _ = run_cli(suite, models, options.threads, options.baseline)
+    print(f"  baseline {repeat + 1}: {wall:.2f} s, CPU {cpu:.1f} s, peak memory {peak:.0f} MB")
+    return wall, cpu, peak
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tests", type=int, default=500)
@@ -204,6 +223,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=0.0, help="per completion")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another revision (`git worktree add /tmp/base REV`): each repeat "
+        "also runs its code on the same suite, alternating which goes first, and the medians "
+        "of both and their ratios are printed (the machine's speed drifts between minutes; "
+        "interleaved, both see the same drift)",
+    )
     options = parser.parse_args(argv)
     models = [f"{PROVIDER}:model-{i}" for i in range(options.models)]
     runs = options.tests * options.models
@@ -230,7 +257,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"  fixed (1 test × {options.models} models): {wall:.2f} s, CPU {cpu:.1f} s, "
                     f"{load()}"
                 )
+            baseline: list[tuple[float, float, float]] = []
             for repeat in range(options.repeats):
+                if options.baseline is not None and repeat % 2 == 1:
+                    baseline.append(run_baseline(big_suite, work, repeat, models, options))
                 suite = Path(shutil.copytree(big_suite, work / f"run-{repeat}"))
                 wall, cpu, peak, rss = run_cli(suite, models, options.threads)
                 walls.append(wall)
@@ -242,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"{wall / runs * 1000:.2f} ms/run, CPU {cpu:.1f} s, peak memory "
                     f"{peak:.0f} MB (largest process {rss:.0f} MB RSS), {load()}"
                 )
+                if options.baseline is not None and repeat % 2 == 0:
+                    baseline.append(run_baseline(big_suite, work, repeat, models, options))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     wall = statistics.median(walls)
@@ -270,6 +302,14 @@ def main(argv: list[str] | None = None) -> int:
         f"peak memory of the command's process tree {peak:.0f} MB, sum of PSS (max over "
         f"repeats; largest single process {max(largest):.0f} MB RSS)"
     )
+    if baseline:
+        base_wall = statistics.median(w for w, _, _ in baseline)
+        base_cpu = statistics.median(c for _, c, _ in baseline)
+        print(
+            f"baseline {options.baseline}: median wall {base_wall:.2f} s, CPU {base_cpu:.1f} s, "
+            f"peak memory {max(m for _, _, m in baseline):.0f} MB; this code / baseline: wall "
+            f"{wall / base_wall:.2f}, CPU {cpu / base_cpu:.2f}"
+        )
     checks = [
         (f"ms/run beyond the fixed cost ≤ {TARGET_MS_PER_RUN:g}", marginal <= TARGET_MS_PER_RUN),
         (f"peak memory ≤ {TARGET_RSS_MB:g} MB", peak <= TARGET_RSS_MB),
