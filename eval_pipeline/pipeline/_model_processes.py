@@ -9,11 +9,11 @@ the first model's partition and each other runs in a worker process.
 The workers are forked from the command as the evaluation begins (`prepare_workers`), before
 it starts any thread or opens any database: a worker then shares the command's imports and
 their memory, and waits for its partition until the suite's inputs and references are read.
-When the command cannot fork safely at that moment (another thread runs, as a terminal's
-live status does; a platform without `fork`), the workers are forked instead from a server
-process that imports the pipeline once (multiprocessing's `forkserver`), started as the
-evaluation begins, so those imports overlap the inputs and references. Forked ahead, the
-workers of a 1,500-run evaluation cost a second of CPU and 130 MB less than from the server.
+When the process cannot fork safely at that moment (another thread runs, as in a test
+runner's process; macOS), the workers are forked instead from a server process that imports
+the pipeline once (multiprocessing's `forkserver`), started as the evaluation begins, so
+those imports overlap the inputs and references. Forked ahead, the workers of a 1,500-run
+evaluation cost a second of CPU and 130 MB less than from the server.
 
 A worker sends back what its stages wrote (the `StageRun` of its partition) and, as they
 happen, each finished run and grade for the command's progress (`publish` in the command).
