@@ -12,8 +12,8 @@ runs in a subprocess, as a user runs it, on a fresh copy of the suite (a fresh s
 repeat. Printed:
 
 * wall time (median of `--repeats`), runs/s and ms per run;
-* the latency-only ideal, runs × 2 completions × latency / threads: 0 s with an instant
-  model, so every second is ours; the fixed cost is measured instead, as the same command on
+* the latency-only ideal, runs × 2 completions × latency / runs in flight (threads × the
+  models evaluated at once, at most 4): 0 s with an instant model, so every second is ours; the fixed cost is measured instead, as the same command on
   a 1-test suite, and the marginal ms per run is (wall − fixed) / runs;
 * the CPU seconds (user + system) of the command's whole process tree: `os.wait4` of the
   command (which waits for the worker processes it forked), and of the server its workers
@@ -48,6 +48,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from eval_pipeline.pipeline._direct import MODELS_AT_ONCE  # noqa: E402
 from eval_pipeline_tests.agents.servers import (  # noqa: E402
     RecordedRequest,
     ServerProcess,
@@ -235,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
     models = [f"{PROVIDER}:model-{i}" for i in range(options.models)]
     runs = options.tests * options.models
     latency = options.latency_ms / 1000
-    ideal = runs * COMPLETIONS_PER_RUN * latency / options.threads
+    # Each model has `threads` runs in flight, and up to MODELS_AT_ONCE models run at once.
+    in_flight = options.threads * min(options.models, MODELS_AT_ONCE)
+    ideal = runs * COMPLETIONS_PER_RUN * latency / in_flight
     print(
         f"{options.tests} tests × {options.models} models = {runs} runs, -t {options.threads}, "
         f"{COMPLETIONS_PER_RUN} completions a run at {options.latency_ms:g} ms; "
