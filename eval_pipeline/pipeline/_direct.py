@@ -200,9 +200,7 @@ def _run(
     selected = _selected(suite, request)
     # Several models' partitions of a large evaluation each in a process of their own,
     # forked now, before this process starts a thread (unless its caller did already).
-    workers = use_workers(len(request.models), sum(selected.values()))
-    if workers:
-        prepare_workers(len(request.models) - 1)
+    workers = _prepare_workers(request, selected)
     digest = remember_suite(suite)
     layout = StateFolder.of(config)
     ensure_schema_files(layout)
@@ -320,8 +318,16 @@ def prepare_model_workers(suite: Suite, request: EvaluationRequest) -> None:
     a worker is forked from a process whose only thread is its main one. `run_stages`
     dismisses the workers it did not use; a caller that then does not run the stages (an
     unchanged rerun) calls `dismiss_workers`."""
-    if use_workers(len(request.models), sum(_selected(suite, request).values())):
+    _prepare_workers(request, _selected(suite, request))
+
+
+def _prepare_workers(request: EvaluationRequest, selected: dict[str, int]) -> bool:
+    """Whether the request's models past the first run in worker processes (by the runs
+    they plan, `selected`); if so, the workers are prepared (`prepare_workers`)."""
+    workers = use_workers(len(request.models), sum(selected.values()))
+    if workers:
         prepare_workers(len(request.models) - 1)
+    return workers
 
 
 def _stage(run: StageRun, asset: str, day: date, work: Callable[[], stages.Materialized]) -> None:
