@@ -36,7 +36,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -151,7 +151,11 @@ def prepare_workers(count: int = 1) -> None:
     global _AHEAD
     _return_freed_memory()  # before forking: the workers inherit the pool
     if _AHEAD is None and 0 < count <= _MOST_AHEAD and _may_fork_here():
-        _AHEAD = _fork_ahead(count)
+        # A Ctrl-C that came while forking would interrupt the standard library's fork
+        # handlers (logging's lock), which swallow it: it waits until the workers are kept,
+        # so `dismiss_workers` ends them once the command stops.
+        with _interrupts_held():
+            _AHEAD = _fork_ahead(count)
     elif _AHEAD is None:
         multiprocessing.set_forkserver_preload(_PRELOAD)
         multiprocessing.forkserver.ensure_running()
@@ -185,6 +189,7 @@ def _may_fork_here() -> bool:
         sys.platform.startswith("linux")
         and "fork" in multiprocessing.get_all_start_methods()
         and threading.active_count() == 1
+        and threading.current_thread() is threading.main_thread()
     )
 
 
@@ -253,11 +258,9 @@ def _in_workers(
     died: Callable[[ModelJob[Outcome], WorkerDied], Outcome],
 ) -> list[Outcome]:
     global _AHEAD
+    if _AHEAD is not None and len(_AHEAD.workers) < len(jobs):  # not forked for these jobs
+        dismiss_workers()
     ahead, _AHEAD = _AHEAD, None
-    if ahead is not None and len(ahead.workers) < len(jobs):  # not forked for these jobs
-        _dismiss(ahead.workers)
-        ahead.progress.close()
-        ahead = None
     context = multiprocessing.get_context("forkserver")
     if ahead is None:
         prepare_workers()
@@ -392,6 +395,21 @@ def _leave_interrupts_to_the_command() -> None:
     """A terminal's Ctrl-C reaches every process of the command: a worker leaves it to the
     command, which stops its workers and says so once, rather than each printing a trace."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """A SIGINT that comes during the block is noted, and handled as this process handles
+    it (KeyboardInterrupt, unless it ignores it) once the block ends. (Masking the signal
+    would not do: another thread of the process, Arrow's, would take it.)"""
+    came: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if came and callable(previous):
+        previous(signal.SIGINT, None)
 
 
 def _return_freed_memory() -> None:

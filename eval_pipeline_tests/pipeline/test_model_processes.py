@@ -125,3 +125,34 @@ def test_a_worker_forked_ahead_that_dies_fails_only_its_partition():
         "the runs it stored are kept and reused by the next evaluation"
     }
     assert found["outcomes"][2]["model"] == "m2" and found["left"] == []
+
+
+# A Ctrl-C that arrives while the workers are forked: here sent by the process itself from
+# a fork handler, so it is pending at the moment the standard library's own handlers run.
+INTERRUPTED_WHILE_FORKING = """
+import os, signal, sys
+from eval_pipeline.pipeline import _model_processes as processes
+
+os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))
+try:
+    processes.prepare_workers(2)
+except KeyboardInterrupt:
+    kept = len(processes._AHEAD.workers)
+    processes.dismiss_workers()
+    print(f"interrupted, {kept} workers kept and dismissed")
+else:
+    print("the interrupt was lost")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers fork ahead on Linux")
+def test_a_ctrl_c_while_the_workers_are_forked_stops_the_command_and_them():
+    result = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_WHILE_FORKING],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.stdout.strip() == "interrupted, 2 workers kept and dismissed", result.stderr
+    assert "Exception ignored" not in result.stderr, result.stderr
