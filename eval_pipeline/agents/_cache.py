@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -51,7 +51,11 @@ class MemoryCache:
 
 
 def completion_key(
-    model_id: str, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], max_tokens: int
+    model_id: str,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    max_tokens: int,
+    settings: Mapping[str, Any] | None = None,
 ) -> str:
     payload = {
         "model": model_id,
@@ -59,6 +63,8 @@ def completion_key(
         "tools": [asdict(t) for t in tools],
         "max_tokens": max_tokens,
     }
+    if settings:  # only then, so answers cached for a model without settings keep their keys
+        payload["settings"] = dict(settings)
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -114,7 +120,9 @@ class CachedChatModel:
         max_tokens: int = 1024,
         usable: Usable | None = None,
     ) -> Completion:
-        key = completion_key(self.model_id, messages, tools, max_tokens)
+        # A configured model's request settings (temperature, ...) change what it answers.
+        settings = getattr(self.model, "settings", None)
+        key = completion_key(self.model_id, messages, tools, max_tokens, settings)
         if self.sample:
             key = f"{key}:sample{self.sample}"
         cached = None if self.refresh else self.cache.get(key)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import httpx
@@ -82,6 +82,9 @@ class HttpChatModel:
         max_tokens: the configured cap on each completion's tokens; it replaces the one the
             caller asks for (agent loop, judge, extraction), so a user who sees a cut reply
             can raise it for every call of the model. None: the caller's.
+        settings: the model's configured request fields (temperature, reasoning_effort, ...),
+            sent with every completion; the config reader let through only fields of this
+            provider's protocol.
     """
 
     default_provider: ClassVar[str]
@@ -98,9 +101,11 @@ class HttpChatModel:
         costs: ModelCosts | None = None,
         policy: RetryPolicy = DEFAULT_RETRY_POLICY,
         max_tokens: int | None = None,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
+        self.settings = dict(settings or {})
         self.model_id = f"{provider or self.default_provider}:{model}"
         self.costs = costs
         self.url = f"{(base_url or self.default_base_url).rstrip('/')}{self.path}"
@@ -128,7 +133,7 @@ class HttpChatModel:
             "POST",
             self.url,
             endpoint=self.model_id,
-            json=self.request_body(messages, tools=tools, max_tokens=limit),
+            json={**self.request_body(messages, tools=tools, max_tokens=limit), **self.settings},
             policy=self._policy,
         )
         completion = self.parse(BodyReader(response, endpoint=self.model_id))

@@ -44,8 +44,9 @@ BUILTIN_AGENT_VERSION = _digest(
 
 def endpoint_settings(config: SuiteConfig, model: str) -> dict[str, Any]:
     """The settings of the requests made for a `provider:model_id` or `replay:` id: which
-    server is asked (provider, protocol, base URL) and with what (`max_tokens`), or which
-    recording answers. Empty for an id the suite does not configure.
+    server is asked (provider, protocol, base URL) and with what (`max_tokens`, the model's
+    request `settings`), or which recording answers. Empty for an id the suite does not
+    configure.
 
     Timeouts and prices are left out: they change how long a run may take or what it costs,
     not what the model answers.
@@ -63,12 +64,15 @@ def endpoint_settings(config: SuiteConfig, model: str) -> dict[str, Any]:
     provider = config.provider(provider_name)
     if provider is None:
         return {}
-    return {
+    endpoint = {
         "provider": provider.name,
         "protocol": provider.protocol,
         "base_url": provider.base_url,
         "max_tokens": provider.max_tokens_for(model_id),
     }
+    # Only when there are any, so the runs of models without settings keep their keys.
+    settings = provider.settings_for(model_id)
+    return {**endpoint, "settings": settings} if settings else endpoint
 
 
 def answerer_identity(config: SuiteConfig, model: str) -> str:

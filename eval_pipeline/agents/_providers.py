@@ -119,6 +119,7 @@ class ProviderPool:
             costs=costs_for(provider.name, model_id, provider),
             policy=self.policy,
             max_tokens=provider.max_tokens_for(model_id),
+            settings=provider.settings_for(model_id),
         )
 
     def http_agent(self, model: str) -> HttpAgent:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote, unquote, urlsplit
 
 from eval_pipeline.suite._case import Semantic, Tolerance
@@ -128,6 +128,8 @@ class ModelConfig:
     id: str
     costs: ModelCosts | None = None
     max_tokens: int | None = None  # wins over the provider's
+    #: Request fields sent with each of its completions (`settings:`), sorted by name.
+    settings: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,11 @@ class ProviderConfig:
         """The configured `max_tokens` of a model: its own, else the provider's, else None."""
         model = self.model(model_id)
         return model.max_tokens if model and model.max_tokens else self.max_tokens
+
+    def settings_for(self, model_id: str) -> dict[str, Any]:
+        """The request settings configured for a model (temperature, ...); empty when none."""
+        model = self.model(model_id)
+        return dict(model.settings) if model else {}
 
 
 @dataclass(frozen=True)

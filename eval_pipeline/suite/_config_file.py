@@ -33,6 +33,7 @@ from eval_pipeline.suite._config import (
 from eval_pipeline.suite._databases import read_databases
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
+from eval_pipeline.suite._model_settings import read_model_settings
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
 from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
 from eval_pipeline.suite._store_config import read_store
@@ -452,16 +453,18 @@ def _providers(r: FieldReader, data: dict) -> tuple[ProviderConfig, ...]:
             if isinstance(model, str):
                 models.append(ModelConfig(id=model))
                 continue
-            spec = r.mapping(
-                block["models"], j, f"{where}.models[{j}]", ("id", "costs", "max_tokens")
-            )
+            field = f"{where}.models[{j}]"
+            spec = r.mapping(block["models"], j, field, ("id", "costs", "max_tokens", "settings"))
             if spec is None:
                 continue
-            model_id = r.text(spec, "id", f"{where}.models[{j}].id", required=True)
-            costs = _costs(r, spec, f"{where}.models[{j}].costs") if spec.get("costs") else None
-            limit = _max_tokens(r, spec, f"{where}.models[{j}].max_tokens")
+            model_id = r.text(spec, "id", f"{field}.id", required=True)
+            costs = _costs(r, spec, f"{field}.costs") if spec.get("costs") else None
+            settings, settings_limit = read_model_settings(r, spec, field, protocol=protocol)
+            limit = _max_tokens(r, spec, f"{field}.max_tokens") or settings_limit
             if model_id:
-                models.append(ModelConfig(id=model_id, costs=costs, max_tokens=limit))
+                models.append(
+                    ModelConfig(id=model_id, costs=costs, max_tokens=limit, settings=settings)
+                )
         timeout = (
             r.number(block, "timeout_s", f"{where}.timeout_s", positive=True)
             if "timeout_s" in block

@@ -27,6 +27,7 @@ from eval_pipeline.suite._config import (
 )
 from eval_pipeline.suite._config_file import read_config_file
 from eval_pipeline.suite._errors import Problem, SuiteError
+from eval_pipeline.suite._model_settings import read_model_settings
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
 
@@ -36,8 +37,12 @@ NAO_RESULTS_DIR = "outputs"  # below tests/, where `nao test` writes results_*.j
 NAO_RULES_FILE = "RULES.md"  # nao's main context file, beside nao_config.yaml
 NAO_SYNCED_DOCS = "databases"  # where `nao sync` writes each table's docs
 
-# nao declares an OpenAI-compatible endpoint as a provider named `openaiCompatible/<name>`.
-_COMPATIBLE_PREFIX = "openaiCompatible/"
+# nao declares an OpenAI-compatible endpoint as a provider `openaiCompatible/<name>` (or
+# `provider: openaiCompatible` with `name: <name>`), and reads the kind in any of these spellings.
+_COMPATIBLE = "openaiCompatible"
+_COMPATIBLE_SPELLINGS = frozenset(
+    {_COMPATIBLE, "openai-compatible", "openai_compatible", "openaicompatible"}
+)
 # nao substitutes `{{ env('X') }}` and `${{ env('X') }}` in the raw text before parsing YAML, so
 # an unquoted `api_key: {{ env('X') }}` is valid there. We swap each one for a plain token, parse,
 # then turn tokens back into templates: line numbers stay right and no secret is read here.
@@ -61,12 +66,19 @@ def is_nao_project(root: Path) -> bool:
 def to_model_id(spelling: str) -> str:
     """A model as nao writes it → our `provider:model_id` (the one place that maps them).
 
-    `openaiCompatible/vllm:qwen3` → `vllm:qwen3`; `openai:gpt-4.1` stays as it is.
+    `openaiCompatible/vllm:qwen3` → `vllm:qwen3` (in any of nao's spellings of the kind, the
+    name as nao normalises it); `openai:gpt-4.1` stays as it is.
     """
     provider, colon, model = spelling.partition(":")
-    if colon and provider.startswith(_COMPATIBLE_PREFIX):
-        return f"{provider[len(_COMPATIBLE_PREFIX) :]}:{model}"
+    kind, slash, name = provider.partition("/")
+    if colon and slash and kind in _COMPATIBLE_SPELLINGS:
+        return f"{_endpoint_name(name)}:{model}"
     return spelling
+
+
+def _endpoint_name(name: str) -> str:
+    """An endpoint's name as nao keeps it: lower case, each run of other characters a dash."""
+    return re.sub(r"[^a-z0-9]+", "-", name.strip().lower()).strip("-") or name
 
 
 def load_nao_config(root: Path) -> SuiteConfig:
@@ -260,8 +272,14 @@ def _providers(r: FieldReader, data: dict) -> tuple[tuple[ProviderConfig, ...], 
         declared = r.text(item, "provider", f"{where}.provider", required=True)
         if declared is None:
             continue
-        compatible = declared.startswith(_COMPATIBLE_PREFIX)
-        name = declared[len(_COMPATIBLE_PREFIX) :] if compatible else declared
+        kind, _, instance = declared.partition("/")
+        compatible = kind in _COMPATIBLE_SPELLINGS
+        named = instance or (item.get("name") if isinstance(item.get("name"), str) else "")
+        if compatible:
+            name = _endpoint_name(named) if named else _COMPATIBLE
+            declared = f"{_COMPATIBLE}/{name}" if named else _COMPATIBLE
+        else:
+            name = declared
         if not compatible and declared not in _BUILT_IN:
             unsupported[declared] = declared  # reported only if a test model uses it
             continue
@@ -279,13 +297,14 @@ def _providers(r: FieldReader, data: dict) -> tuple[tuple[ProviderConfig, ...], 
                 r.line_of(item, "provider"),
             )
             continue
+        protocol = "anthropic" if declared == "anthropic" else "openai"
         providers.append(
             ProviderConfig(
                 name=name,
-                protocol="anthropic" if declared == "anthropic" else "openai",
+                protocol=protocol,
                 api_key=_api_key(r, item, where, declared),
                 base_url=_template(base_url) if base_url else None,
-                models=_provider_models(r, item, where),
+                models=_provider_models(r, item, where, protocol),
             )
         )
     return tuple(providers), unsupported
@@ -300,7 +319,9 @@ def _api_key(r: FieldReader, item: dict, where: str, declared: str) -> Templated
     return Templated("{{ env('" + variable + "') }}", source) if variable else None
 
 
-def _provider_models(r: FieldReader, item: dict, where: str) -> tuple[ModelConfig, ...]:
+def _provider_models(
+    r: FieldReader, item: dict, where: str, protocol: str
+) -> tuple[ModelConfig, ...]:
     if item.get("models") is None:
         return ()
     models = []
@@ -309,8 +330,13 @@ def _provider_models(r: FieldReader, item: dict, where: str) -> tuple[ModelConfi
             models.append(ModelConfig(id=spec.strip()))
         elif isinstance(spec, dict):
             model_id = r.text(spec, "id", f"{where}.models[{j}].id", required=True)
+            field = f"{where}.models[{j}]"
+            settings, max_tokens = read_model_settings(r, spec, field, protocol=protocol)
             if model_id:
-                models.append(ModelConfig(id=model_id, costs=_costs(r, spec, where, j)))
+                costs = _costs(r, spec, where, j)
+                models.append(
+                    ModelConfig(id=model_id, costs=costs, max_tokens=max_tokens, settings=settings)
+                )
         else:
             r.problem(
                 f"{where}.models[{j}]",

@@ -107,6 +107,38 @@ def test_a_max_tokens_that_is_not_a_positive_integer_names_its_field(make_suite)
     assert "llm.providers[0].models[0].max_tokens: expected an integer ≥ 1, got 'lots'" in text
 
 
+def test_a_models_settings_are_read_per_protocol_and_a_foreign_one_is_named(make_suite):
+    config = load_config(
+        make_suite(
+            {},
+            config=(
+                "llm:\n  providers:\n    - provider: openai\n"
+                "      models: [{id: o3, settings: {reasoning_effort: high, max_tokens: 900}}]\n"
+                "    - provider: anthropic\n"
+                "      models: [{id: claude-sonnet-4-5, settings: {temperature: 0, top_k: 5}}]\n"
+            ),
+        )
+    )
+    openai, anthropic = config.providers
+    assert openai.settings_for("o3") == {"reasoning_effort": "high"}
+    assert openai.max_tokens_for("o3") == 900
+    assert anthropic.settings_for("claude-sonnet-4-5") == {"temperature": 0, "top_k": 5}
+    assert openai.settings_for("gpt-4.1") == {}
+    root = make_suite(
+        {},
+        config=(
+            "llm:\n  providers:\n    - provider: anthropic\n"
+            "      models: [{id: claude, settings: {reasoning_effort: high, temperature: 3}}]\n"
+        ),
+    )
+    with pytest.raises(SuiteError) as error:
+        load_config(root)
+    text = str(error.value)
+    assert "llm.providers[0].models[0].settings.reasoning_effort: is not a setting" in text
+    assert "it takes max_tokens, temperature, top_p, top_k" in text
+    assert "settings.temperature: expected a number from 0 to 1, got 3" in text
+
+
 def test_zero_timeouts_duplicate_agents_and_unbounded_numbers_are_config_errors(make_suite):
     root = make_suite(
         {},
