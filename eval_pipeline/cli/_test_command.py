@@ -57,6 +57,7 @@ from eval_pipeline.pipeline import (
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import (
     MAX_ATTEMPTS,
+    MAX_BUDGET_RUNS,
     AttemptBudget,
     Problem,
     Suite,
@@ -280,8 +281,10 @@ def _budget(
     configured: AttemptBudget | None, args: argparse.Namespace, problems: list[Problem]
 ) -> AttemptBudget | None:
     """The attempt budget: the command line's over `test.budget`; None for `k` attempts."""
-    if args.budget is not None and args.budget < 1:
-        problems.append(Problem("--budget", None, "expected a number of runs ≥ 1"))
+    if args.budget is not None and not 1 <= args.budget <= MAX_BUDGET_RUNS:
+        problems.append(
+            Problem("--budget", None, f"expected a number of runs from 1 to {MAX_BUDGET_RUNS:,}")
+        )
     if args.budget_usd is not None and not (math.isfinite(args.budget_usd) and args.budget_usd > 0):
         problems.append(Problem("--budget-usd", None, "expected a positive number of dollars"))
     for option, value in (("--alpha", args.alpha), ("--width", args.width)):

@@ -115,13 +115,13 @@ def _runs_left(budget: AttemptBudget, spent: int, spent_usd: float | None, runs:
         left = budget.runs - spent
     if budget.usd is not None:
         if spent_usd is None:
+            runs_instead = "--budget RUNS" if budget.configured_in is None else "test.budget.runs"
             raise BudgetSpent(
                 [
                     Problem(
-                        "--budget-usd",
-                        None,
+                        *budget.given_as("usd"),
                         "a run has no cost: a model without prices (give its `costs:` in "
-                        "eval_config.yaml) cannot be budgeted in dollars; use --budget RUNS",
+                        f"eval_config.yaml) cannot be budgeted in dollars; use {runs_instead}",
                     )
                 ],
                 headline="the attempt budget cannot be spent",
@@ -162,8 +162,7 @@ def spend_budget(
         raise BudgetSpent(
             [
                 Problem(
-                    "--budget",
-                    None,
+                    *budget.given_as("runs"),
                     f"{budget.runs} runs cannot run each selected test once per model "
                     f"({sum(first.values())} runs); give at least that, or select fewer tests",
                 )

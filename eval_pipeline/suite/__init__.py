@@ -47,7 +47,7 @@ from eval_pipeline.suite._errors import (
 )
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_RULES_FILE, to_model_id
-from eval_pipeline.suite._parse import MAX_ATTEMPTS
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_BUDGET_RUNS
 from eval_pipeline.suite._secrets import (
     IDENTITY_FIELDS,
     MIN_PIECE,
@@ -89,6 +89,7 @@ __all__ = [
     "IDENTITY_FIELDS",
     "MAX_ALIAS_NODES",
     "MAX_ATTEMPTS",
+    "MAX_BUDGET_RUNS",
     "MAX_DEPTH",
     "MIN_PIECE",
     "NAO_CONFIG_FILE",

@@ -203,6 +203,9 @@ class AttemptBudget:
             several models, else `pass_rate`.
         alpha: the error rate of all decisions together (anytime-valid).
         width: the `pass_rate` question's target width of each model's interval.
+        configured_in: the configuration file that set the budget (`eval_config.yaml`);
+            None when the command line did. Only says where a message points the user:
+            the same budget asks the same wherever it was given.
     """
 
     runs: int | None = None
@@ -210,6 +213,14 @@ class AttemptBudget:
     question: BudgetQuestionKind | None = None
     alpha: float = 0.05
     width: float = 0.2
+    configured_in: str | None = field(default=None, compare=False)
+
+    def given_as(self, key: Literal["runs", "usd"]) -> tuple[str, str | None]:
+        """Where the budget's `key` was given, as a `Problem`'s source and field:
+        (`eval_config.yaml`, `test.budget.usd`), or (`--budget-usd`, None)."""
+        if self.configured_in is not None:
+            return self.configured_in, f"test.budget.{key}"
+        return ("--budget" if key == "runs" else "--budget-usd"), None
 
     def question_for(self, models: int) -> BudgetQuestionKind:
         """The question the budget answers for an evaluation of `models` models."""

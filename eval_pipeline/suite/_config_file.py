@@ -34,7 +34,7 @@ from eval_pipeline.suite._databases import read_databases
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._limits import Limits, read_limits
 from eval_pipeline.suite._model_settings import read_model_settings
-from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader, parse_semantic
+from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_BUDGET_RUNS, FieldReader, parse_semantic
 from eval_pipeline.suite._secrets import PUBLIC_HEADERS, register_secret
 from eval_pipeline.suite._store_config import read_store
 from eval_pipeline.suite._yaml import load_yaml, yaml_error_line, yaml_error_summary
@@ -320,15 +320,17 @@ def is_cron(text: str) -> bool:
 def _budget(r: FieldReader, block: dict) -> AttemptBudget | None:
     """`budget: 200` (runs) or `budget: {runs, usd, question, alpha, width}`."""
     if isinstance(block["budget"], int) and not isinstance(block["budget"], bool):
-        runs = r.integer(block, "budget", "test.budget", minimum=1)
-        return AttemptBudget(runs=runs) if runs is not None else None
+        runs = r.integer(block, "budget", "test.budget", minimum=1, maximum=MAX_BUDGET_RUNS)
+        return AttemptBudget(runs=runs, configured_in=r.source) if runs is not None else None
     keys = ("runs", "usd", "question", "alpha", "width")
     budget = r.mapping(block, "budget", "test.budget", keys)
     if budget is None:
         return None
     values: dict[str, Any] = {}
     if "runs" in budget:
-        values["runs"] = r.integer(budget, "runs", "test.budget.runs", minimum=1)
+        values["runs"] = r.integer(
+            budget, "runs", "test.budget.runs", minimum=1, maximum=MAX_BUDGET_RUNS
+        )
     for key in ("usd", "alpha", "width"):
         if key in budget:
             values[key] = r.number(budget, key, f"test.budget.{key}", positive=True)
@@ -340,10 +342,13 @@ def _budget(r: FieldReader, block: dict) -> AttemptBudget | None:
         values["question"] = r.choice(
             budget, "question", "test.budget.question", ("compare", "pass_rate")
         )
-    if values.get("runs") is None and values.get("usd") is None:
+    if "runs" not in budget and "usd" not in budget:
         r.problem("test.budget", "needs runs or usd (e.g. budget: {runs: 200})")
         return None
-    return AttemptBudget(**{k: v for k, v in values.items() if v is not None})
+    if values.get("runs") is None and values.get("usd") is None:
+        return None  # the bad value is named already
+    given = {k: v for k, v in values.items() if v is not None}
+    return AttemptBudget(**given, configured_in=r.source)
 
 
 def _start_date(r: FieldReader, block: dict) -> date | None:

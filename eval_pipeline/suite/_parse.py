@@ -47,6 +47,9 @@ MATCH_TYPES = ("exact", "llm_judge", "any")
 ASSERTION_TYPES = ("tool_call",)
 #: Most attempts per test and model (`k`): each is a full agent run, so more is a typo.
 MAX_ATTEMPTS = 100
+#: Most runs of an attempt budget: more than any suite spends, and far inside the store's
+#: 64-bit column (a budget of 10**23 runs stopped the command when it was written there).
+MAX_BUDGET_RUNS = 1_000_000_000
 #: Most runs of a consistency test: every pair is judged, so n runs cost n·(n−1)/2 judge calls.
 MAX_CONSISTENCY_RUNS = 20
 _SUBMISSION_VARS = ("submission_1", "submission_2")

@@ -5,7 +5,10 @@ agents, `pipeline/coin_agents.py`). The report of a budget that ran is
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+import yaml
 
 from eval_pipeline_tests.cli.console import no_traceback, run_cli
 from eval_pipeline_tests.pipeline.coin_agents import CoinAgents
@@ -35,7 +38,7 @@ def suite(agents, tmp_path_factory):
         (("--budget", "40", "-k", "3"), "-k: an attempt budget decides the attempts"),
         (("--decide", "compare"), "--decide: applies to an attempt budget: add --budget RUNS"),
         (("--budget", "40", "--alpha", "1.5"), "--alpha: expected a fraction between 0 and 1"),
-        (("--budget", "0"), "--budget: expected a number of runs ≥ 1"),
+        (("--budget", "0"), "--budget: expected a number of runs from 1 to 1,000,000,000"),
         (("--budget", "5"), "5 runs cannot run each selected test once per model (12 runs)"),
     ],
 )
@@ -46,3 +49,53 @@ def test_a_budget_that_does_not_fit_is_refused_before_anything_runs(suite, agent
     assert said in result.stderr, result.stderr
     no_traceback(result)
     assert len(agents.requests) == asked
+
+
+def test_a_budget_beyond_any_count_is_refused_naming_the_option(suite, agents):
+    asked = len(agents.requests)
+    result = run_cli("test", *MODELS, "--budget", "99999999999999999999999", cwd=suite)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--budget: expected a number of runs from 1 to 1,000,000,000" in result.stderr, (
+        result.stderr
+    )
+    no_traceback(result)
+    assert len(agents.requests) == asked
+
+
+@pytest.mark.parametrize(
+    ("budget", "said"),
+    [
+        ({"runs": 10**23}, "test.budget.runs: expected an integer from 1 to 1000000000"),
+        (10**23, "test.budget: expected an integer from 1 to 1000000000, got 1000"),
+        ({"runs": 5, "usd": 1}, "eval_config.yaml: test.budget.runs: 5 runs cannot run"),
+    ],
+)
+def test_a_configured_budget_that_does_not_fit_names_the_file_and_field(
+    suite, agents, tmp_path, budget, said
+):
+    copy = tmp_path / "suite"
+    shutil.copytree(suite, copy, ignore=shutil.ignore_patterns(".eval"))
+    config = yaml.safe_load((copy / "eval_config.yaml").read_text())
+    config["test"]["budget"] = budget
+    (copy / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    asked = len(agents.requests)
+    result = run_cli("test", *MODELS, cwd=copy)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "eval_config.yaml" in result.stderr and said in result.stderr, result.stderr
+    assert "--budget" not in result.stderr, result.stderr
+    no_traceback(result)
+    assert len(agents.requests) == asked
+
+
+def test_dollars_configured_for_unpriced_agents_name_the_file_and_field(tmp_path):
+    with CoinAgents({"strong": STRONG}, unpriced=frozenset({"strong"})) as agents:
+        root = agents.write_suite(tmp_path / "suite")
+        config = yaml.safe_load((root / "eval_config.yaml").read_text())
+        config["test"]["budget"] = {"usd": 1}
+        (root / "eval_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        result = run_cli("test", "-m", "http:strong", cwd=root)
+    assert result.returncode == 2, result.stdout + result.stderr
+    said = "eval_config.yaml: test.budget.usd: a run has no cost"
+    assert said in result.stderr and "use test.budget.runs" in result.stderr, result.stderr
+    assert "--budget" not in result.stderr, result.stderr
+    no_traceback(result)
