@@ -15,7 +15,7 @@ from pathlib import Path
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
 from eval_pipeline.cli._init_command import add_arguments as add_init_arguments
 from eval_pipeline.cli._init_command import cmd_init
-from eval_pipeline.cli._options import output_file, parse_day, port_number, suite_root
+from eval_pipeline.cli._options import output_file, parse_day, port_number, seconds, suite_root
 from eval_pipeline.cli._results_files import (
     add_file_diff_arguments,
     add_summary_arguments,
@@ -312,7 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")
     sql.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         metavar="SECONDS",
         help="stop a query after this long (default 300)",
     )

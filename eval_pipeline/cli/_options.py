@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from datetime import date
 from pathlib import Path
 
@@ -48,3 +49,22 @@ def port_number(text: str) -> int:
     if not 0 < port < 65536:
         raise argparse.ArgumentTypeError(f"expected a port between 1 and 65535, got {port}")
     return port
+
+
+#: The longest wait an option may ask for: a day. Past it a wait is a typo, and Python's
+#: waits refuse a timeout beyond about 292 years (`inf` or `1e300` broke the query).
+MAX_WAIT_S = 86_400
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a wait in seconds, more than 0 and at most MAX_WAIT_S (a NaN or a
+    negative one would stop every query at once, saying it ran "nan s")."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_WAIT_S):
+        raise argparse.ArgumentTypeError(
+            f"expected a number of seconds above 0 and at most {MAX_WAIT_S:,}, got {text!r}"
+        )
+    return value

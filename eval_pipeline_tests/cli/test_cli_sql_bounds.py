@@ -28,6 +28,16 @@ def test_a_query_past_its_time_limit_is_stopped_and_said_so(tmp_path):
     assert took < 30, f"took {took:.0f} s"
 
 
+@pytest.mark.parametrize("timeout", ["nan", "-1", "0", "inf", "1e300"])
+def test_a_timeout_that_is_no_wait_is_refused_as_a_usage_error(tmp_path, timeout):
+    root = write_suite(tmp_path / "suite")
+    result = run_cli("sql", "SELECT 1", "--timeout", timeout, cwd=root)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "argument --timeout: expected a number of seconds above 0" in result.stderr
+    assert "was stopped" not in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
 def test_memory_and_spill_are_bounded_and_settable(tmp_path):
     root = write_suite(tmp_path / "suite")
     sql = (
