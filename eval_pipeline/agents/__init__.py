@@ -1,7 +1,7 @@
 """Who answers a test: LLM providers, the built-in SQL agent, external HTTP agents, record/replay."""
 
 from eval_pipeline.agents._anthropic import AnthropicChatModel, anthropic_messages
-from eval_pipeline.agents._builtin import AgentLimits
+from eval_pipeline.agents._builtin import BUILTIN_TOOLS, AgentLimits
 from eval_pipeline.agents._cache import (
     CachedChatModel,
     MemoryCache,
@@ -63,6 +63,7 @@ from eval_pipeline.agents._types import (
 from eval_pipeline.agents._wire import MAX_COUNT
 
 __all__ = [
+    "BUILTIN_TOOLS",
     "MAX_COUNT",
     "NAO_PASSWORD_VARIABLE",
     "NAO_PREFIX",

@@ -67,6 +67,8 @@ CLARIFICATION = ToolSpec(
         "required": ["question"],
     },
 )
+#: Every tool the built-in agent may offer (docs/writing-tests.md documents each).
+BUILTIN_TOOLS = (LIST_TABLES, DESCRIBE_TABLE, EXECUTE_SQL, CLARIFICATION)
 
 SYSTEM_PROMPT = """\
 You are a data analyst answering business questions about a {engine} warehouse.

@@ -71,14 +71,19 @@ class WarehouseCatalog:
     @classmethod
     def load(cls, sandbox: SqlSandbox, dbt_project: Path | None = None) -> WarehouseCatalog:
         docs = dbt_descriptions(dbt_project)
+        # DuckDB keeps `COMMENT ON` text in information_schema; dbt's docs win over it.
         listing = sandbox.execute(
-            "SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns "
-            f"WHERE table_schema NOT IN {_HIDDEN_SCHEMAS} ORDER BY table_schema <> 'main', "
-            "table_schema, table_name, ordinal_position"
+            "SELECT c.table_schema, c.table_name, c.column_name, c.data_type, t.table_comment, "
+            "c.column_comment FROM information_schema.columns c JOIN information_schema.tables t "
+            "USING (table_catalog, table_schema, table_name) "
+            f"WHERE c.table_schema NOT IN {_HIDDEN_SCHEMAS} ORDER BY c.table_schema <> 'main', "
+            "c.table_schema, c.table_name, c.ordinal_position"
         )
-        grouped: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        for schema, table, column, data_type in listing.rows:
-            grouped.setdefault((schema, table), []).append((column, data_type))
+        grouped: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+        comments: dict[tuple[str, str], str] = {}
+        for schema, table, column, data_type, table_comment, column_comment in listing.rows:
+            grouped.setdefault((schema, table), []).append((column, data_type, column_comment))
+            comments[(schema, table)] = table_comment or ""
         tables = []
         for (schema, table), columns in grouped.items():
             description, column_docs = docs.get(table, ("", {}))
@@ -86,8 +91,11 @@ class WarehouseCatalog:
                 TableInfo(
                     schema=schema,
                     name=table,
-                    description=description,
-                    columns=tuple(ColumnInfo(c, t, column_docs.get(c, "")) for c, t in columns),
+                    description=description or comments[(schema, table)],
+                    columns=tuple(
+                        ColumnInfo(c, t, column_docs.get(c) or comment or "")
+                        for c, t, comment in columns
+                    ),
                 )
             )
         return cls(tables)
