@@ -15,7 +15,8 @@ __all__ = ["read_reply"]
 
 def read_reply(reader: BodyReader, case: Case, tolerance: Tolerance | None) -> dict[str, Any]:
     """The run's parts from a `/api/test/run` body (nao-core 0.3.x's `TestResult`): `text`,
-    `tool_calls`, `queries`, `usage`, `cost_usd`, and `details` (nao's verification and verdict).
+    `tool_calls`, `queries`, `usage`, `cost_usd`, and `details` (nao's verification and verdict,
+    or a `verdict_note` saying why the verdict could not be computed).
 
     Raises:
         ProtocolError: a field is missing or of the wrong kind, naming it.
@@ -43,9 +44,11 @@ def read_reply(reader: BodyReader, case: Case, tolerance: Tolerance | None) -> d
         "verdict": None,
     }
     if verification is not None:
-        details["verification"], details["verdict"] = _verification(
-            reader, verification, case.comparison or tolerance
-        )
+        details["verification"] = kept = _verification(reader, verification)
+        try:
+            details["verdict"] = _verdict(kept, case.comparison or tolerance)
+        except Exception as failure:  # a second opinion: its failure must not cost the run
+            details["verdict_note"] = _verdict_note(failure)
     return {
         "text": text,
         "tool_calls": tool_calls,
@@ -126,10 +129,8 @@ def _result_error(result: Any) -> str:
     return "the query returned no rows to read (nao's result holds no `data`)"
 
 
-def _verification(
-    reader: BodyReader, verification: dict[str, Any], tolerance: Tolerance | None
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """nao's verification as it came, and the verdict nao's comparison gives it."""
+def _verification(reader: BodyReader, verification: dict[str, Any]) -> dict[str, Any]:
+    """nao's verification as it came."""
     data = reader.field(verification, "data", "verification.data", list, required=False)
     expected = reader.field(
         verification, "expectedData", "verification.expectedData", list, required=False
@@ -141,14 +142,33 @@ def _verification(
     for where, rows in (("data", data), ("expectedData", expected)):
         if rows and not all(isinstance(row, dict) for row in rows):
             reader.fail(f"`verification.{where}` must be a list of objects (column → value)")
-    kept = {
+    return {
         "sql": reader.field(verification, "sql", "verification.sql", str, required=False),
         "data": data,
         "expected_data": expected or [],
         "expected_columns": [str(c) for c in columns or []],
         "error": error,
     }
+
+
+def _verdict(verification: dict[str, Any], tolerance: Tolerance | None) -> dict[str, Any]:
+    """The verdict nao's comparison gives `verification`."""
     verdict = nao_data_verdict(
-        data, kept["expected_data"], kept["expected_columns"], error=error, tolerance=tolerance
+        verification["data"],
+        verification["expected_data"],
+        verification["expected_columns"],
+        error=verification["error"],
+        tolerance=tolerance,
     )
-    return kept, {"passed": verdict.passed, "message": verdict.message}
+    return {"passed": verdict.passed, "message": verdict.message}
+
+
+def _verdict_note(failure: Exception) -> str:
+    """Why nao's verdict is missing, in one bounded line."""
+    problem = " ".join(str(failure).split())
+    if len(problem) > 200:
+        problem = problem[:200] + "…"
+    return (
+        f"nao's comparison could not be computed ({type(failure).__name__}: {problem}); "
+        "our grade of the run stands"
+    )

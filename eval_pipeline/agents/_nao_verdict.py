@@ -6,10 +6,17 @@ reference's rows as frames, restricted to the expected columns, locale-formatted
 strings parsed, floats rounded to `decimals`, rows sorted, then equal, or close within
 `rtol`/`atol`. Its messages are nao's ("match", "values differ", "row count: 2 vs 3"), so a
 person comparing with `nao test` reads the same words.
+
+One departure: nao sorts the rows with pandas, which cannot order a column that its number
+parsing left half numbers and half text (`'100'` → 100.0 beside `'A7'`) and raises. Here
+such a column is ordered by kind first (numbers, text, other values, nulls), then within
+its kind, so the same rows in any order still compare equal.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +63,8 @@ def nao_data_verdict(
     if expected.empty:
         return NaoVerdict(False, "expected is empty")
     if expected_columns:
+        # A column named twice is compared once (pandas would give it two same-named columns).
+        expected_columns = list(dict.fromkeys(expected_columns))
         missing = set(expected_columns) - set(actual.columns)
         if missing:
             return NaoVerdict(False, f"missing columns: {missing}")
@@ -65,11 +74,7 @@ def nao_data_verdict(
     actual, expected = (
         _rounded(_sorted(_numbers(frame)), tolerance.decimals) for frame in (actual, expected)
     )
-    columns = sorted(actual.columns)
-    actual, expected = (
-        frame[columns].sort_values(by=columns).reset_index(drop=True)
-        for frame in (actual, expected)
-    )
+    actual, expected = _in_row_order(actual), _in_row_order(expected)
     if actual.equals(expected):
         return NaoVerdict(True, "match")
     try:
@@ -97,6 +102,60 @@ def _close(actual: pd.Series, expected: pd.Series, tolerance: Tolerance) -> bool
 def _sorted(frame: pd.DataFrame) -> pd.DataFrame:
     frame = pd.DataFrame(frame.reset_index(drop=True).infer_objects())
     return frame[sorted(frame.columns)]
+
+
+# The order of kinds in a column of mixed values; nulls last, as pandas sorts them.
+_NUMBER, _TEXT, _OTHER, _NULL = range(4)
+
+
+def _in_row_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame`'s rows sorted by every column (in name order), whatever its values' types."""
+    keys: dict[str, pd.Series] = {}
+    for position, column in enumerate(frame.columns):
+        series = frame[column]
+        if series.dtype != object:
+            keys[f"{position}"] = series
+            continue
+        kinds = series.map(_kind)
+        keys[f"{position}:kind"] = kinds
+        keys[f"{position}:number"] = pd.Series(
+            [
+                _as_float(v) if k == _NUMBER else math.nan
+                for v, k in zip(series, kinds, strict=True)
+            ],
+            index=frame.index,
+            dtype=float,
+        )
+        keys[f"{position}:text"] = pd.Series(
+            [_as_text(v, k) for v, k in zip(series, kinds, strict=True)],
+            index=frame.index,
+            dtype=object,
+        )
+    order = pd.DataFrame(keys, index=frame.index).sort_values(by=list(keys), kind="stable")
+    return frame.loc[order.index].reset_index(drop=True)
+
+
+def _kind(value: Any) -> int:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return _NULL
+    if isinstance(value, (int, float, np.number)):  # bool too: True == 1, as pandas compares
+        return _NUMBER
+    return _TEXT if isinstance(value, str) else _OTHER
+
+
+def _as_float(value: Any) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer past a float's range
+        return math.inf if value > 0 else -math.inf
+
+
+def _as_text(value: Any, kind: int) -> str:
+    if kind == _TEXT:
+        return value
+    if kind == _OTHER:  # a JSON object or list: its text orders it
+        return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+    return ""
 
 
 def _rounded(frame: pd.DataFrame, decimals: int) -> pd.DataFrame:

@@ -387,7 +387,8 @@ def nao_disagreement_lines(results: Sequence[ResultEntry]) -> list[Text]:
     lines = []
     for r in results:
         nao = r.details.nao_verdict
-        if not nao or bool(nao.get("passed")) == r.passed:
+        # A verdict nao's comparison could not give disagrees with nothing.
+        if not nao or nao.get("passed") is None or bool(nao.get("passed")) == r.passed:
             continue
         theirs = "passed" if nao.get("passed") else "failed"
         why = f" ({nao['message']})" if nao.get("message") else ""

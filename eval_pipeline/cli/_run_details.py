@@ -54,10 +54,8 @@ def print_verbose(console: Console, document: ResultsDocument, prompts: Mapping[
         )
         if details.nao_verdict:
             nao = details.nao_verdict
-            line(
-                ("nao's verdict: ", "dim"),
-                f"{'passed' if nao.get('passed') else 'failed'} ({nao.get('message') or ''})",
-            )
+            theirs = {True: "passed", False: "failed", None: "none"}[nao.get("passed")]
+            line(("nao's verdict: ", "dim"), f"{theirs} ({nao.get('message') or ''})")
         if details.comparison:
             line(("differing rows:", "dim"))
             for row in details.comparison.splitlines():

@@ -70,7 +70,8 @@ class ResultDetails:
     #: The data check's tolerances (`rtol`, `atol`, `decimals`); null without a data check.
     tolerances: JsonValue
     #: A run of nao's agent (`nao:` models): the verdict nao's own comparison gives nao's
-    #: verification (`passed`, `message`, `sql`, `error`); null for other agents.
+    #: verification (`passed`, `message`, `sql`, `error`); null for other agents. `passed`
+    #: is null, and `message` says why, when nao's comparison could not be computed.
     nao_verdict: JsonValue
 
 

@@ -283,15 +283,17 @@ def _result_entry(
 def nao_verdict(answerer_details: Any) -> dict[str, Any] | None:
     """nao's own verdict of a run of nao's agent (`nao:` models), as the results file gives
     it: `passed` and `message` of nao's comparison, and nao's verification `sql` and
-    `error`; None for another agent's run, or a reply without a verification."""
+    `error`; None for another agent's run, or a reply without a verification. When nao's
+    comparison could not be computed, `passed` is null and `message` says why."""
     nao = (answerer_details or {}).get("nao") if isinstance(answerer_details, dict) else None
     verdict = (nao or {}).get("verdict")
-    if not verdict:
+    note = (nao or {}).get("verdict_note")
+    if not verdict and not note:
         return None
     verification = nao.get("verification") or {}
     return {
-        "passed": bool(verdict.get("passed")),
-        "message": verdict.get("message"),
+        "passed": bool(verdict.get("passed")) if verdict else None,
+        "message": verdict.get("message") if verdict else note,
         "sql": verification.get("sql"),
         "error": verification.get("error"),
     }

@@ -300,7 +300,7 @@ def nao_verification_panel(run: dict[str, Any]) -> Markup | None:
     nao = nao_verdict(run.get("answerer_details"))
     if nao is None:
         return None
-    theirs = "passed" if nao["passed"] else "failed"
+    theirs = {True: "passed", False: "failed", None: "none"}[nao["passed"]]
     ours = "passed" if run.get("passed") else run.get("status") or "failed"
     return section(
         "nao's verification",

@@ -245,6 +245,10 @@ def test_another_backend_is_another_answerer():
     assert here != answerer_identity(config("http://127.0.0.1:6006"), MODEL)
 
 
+def _codes(*values):
+    return [{"revenue": value} for value in values]
+
+
 @pytest.mark.parametrize(
     ("data", "expected", "message"),
     [
@@ -253,6 +257,10 @@ def test_another_backend_is_another_answerer():
         ([{"revenue": 1.0}, {"revenue": 2.0}], [{"revenue": 1.0}], "row count: 2 vs 1"),
         ([{"other": 1.0}], [{"revenue": 1.0}], "missing columns: {'revenue'}"),
         (None, [{"revenue": 1.0}], "no data returned"),
+        # Number-like text beside text in one column, in another order: still comparable.
+        (_codes("500", "A7", "100"), _codes("100", "500", "A7"), "match"),
+        (_codes("500", "A7", "100"), _codes("100", "500", "A8"), "values differ"),
+        (_codes(None, {"a": 1}, "7"), _codes(7, None, {"a": 1}), "match"),
     ],
 )
 def test_naos_verdict_reads_as_nao_test_words_it(data, expected, message):
