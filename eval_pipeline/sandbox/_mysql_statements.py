@@ -177,8 +177,9 @@ def server_text(sql: str) -> str:
     """`sql` as MySQL's lexer reads it, each comment replaced by one space.
 
     The server's rules: `'...'` and `"..."` are strings (backslash escapes, a doubled quote
-    is one; the session turns NO_BACKSLASH_ESCAPES and ANSI_QUOTES off), `` `...` `` an
-    identifier; `#` and `-- ` (two dashes then a space or control character) run to the end
+    is one), `` `...` `` an identifier, as they are in every session `warehouses` opens: it
+    sets the whole sql_mode and refuses a session whose mode reads otherwise (ANSI_QUOTES,
+    NO_BACKSLASH_ESCAPES, or a combination such as ANSI that brings them); `#` and `-- ` (two dashes then a space or control character) run to the end
     of the line, `/* ... */` does not nest, and `/*! ... */` is run by the server.
 
     Raises:

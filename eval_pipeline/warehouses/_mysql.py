@@ -34,6 +34,39 @@ __all__ = ["MySqlConnection"]
 #: `max_allowed_packet`).
 MYSQL_BATCH_ROWS = 1_000
 MYSQL_BATCH_BYTES = 1_000_000
+#: The sql_mode words that change nothing in how the server splits a statement into strings,
+#: identifiers, comments, operators and function calls: what the sandbox's check
+#: (`sandbox._mysql_statements.server_text` and sqlglot's MySQL dialect) assumes. A session
+#: keeps the server's modes among these and no other; ANSI_QUOTES, NO_BACKSLASH_ESCAPES,
+#: PIPES_AS_CONCAT, IGNORE_SPACE, HIGH_NOT_PRECEDENCE, ORACLE (another grammar) and the
+#: combinations that bring them (ANSI, DB2, MAXDB, MSSQL, POSTGRESQL, MYSQL323, MYSQL40),
+#: and any mode this list does not know, are left out.
+READING_NEUTRAL_SQL_MODES = frozenset(
+    {
+        "ALLOW_INVALID_DATES",
+        "EMPTY_STRING_IS_NULL",
+        "ERROR_FOR_DIVISION_BY_ZERO",
+        "NO_AUTO_CREATE_USER",
+        "NO_AUTO_VALUE_ON_ZERO",
+        "NO_DIR_IN_CREATE",
+        "NO_ENGINE_SUBSTITUTION",
+        "NO_FIELD_OPTIONS",
+        "NO_KEY_OPTIONS",
+        "NO_TABLE_OPTIONS",
+        "NO_UNSIGNED_SUBTRACTION",
+        "NO_ZERO_DATE",
+        "NO_ZERO_IN_DATE",
+        "ONLY_FULL_GROUP_BY",
+        "PAD_CHAR_TO_FULL_LENGTH",
+        "REAL_AS_FLOAT",
+        "SIMULTANEOUS_ASSIGNMENT",
+        "STRICT_ALL_TABLES",
+        "STRICT_TRANS_TABLES",
+        "TIME_ROUND_FRACTIONAL",
+        "TIME_TRUNCATE_FRACTIONAL",
+        "TRADITIONAL",
+    }
+)
 #: Seconds PyMySQL waits for the server to answer a read or take a write, past the time limit
 #: of the statement being run: a stopped or vanished server fails the session instead of
 #: holding it forever.
@@ -100,16 +133,37 @@ class MySqlConnection(WarehouseConnection):
             raise ConnectionFailed(
                 f"{self.label}: cannot connect: {short_cause(_mysql_text(error))}"
             ) from None
-        with connection.cursor() as cursor:
-            # UTC so a TIMESTAMP reads the same whatever the server's time zone.
-            cursor.execute("SET time_zone = '+00:00'")
-            # Quotes and backslashes read as sqlglot's MySQL dialect reads them, so the
-            # sandbox's parse of a statement is the server's.
-            cursor.execute(
-                "SET SESSION sql_mode = REPLACE(REPLACE(@@SESSION.sql_mode, "
-                "'NO_BACKSLASH_ESCAPES', ''), 'ANSI_QUOTES', '')"
-            )
+        try:
+            with connection.cursor() as cursor:
+                # UTC so a TIMESTAMP reads the same whatever the server's time zone.
+                cursor.execute("SET time_zone = '+00:00'")
+                # The whole sql_mode, spelled out: the server's own modes that leave the
+                # reading of a statement alone, and no other (a combination mode such as
+                # ANSI or ORACLE would bring ANSI_QUOTES back however it is removed).
+                cursor.execute("SELECT @@SESSION.sql_mode")
+                kept = [m for m in _modes(cursor.fetchone()[0]) if m in READING_NEUTRAL_SQL_MODES]
+                cursor.execute("SET SESSION sql_mode = %s", (",".join(kept),))
+            self._require_checked_reading(connection)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                connection.close()
+            raise
         return connection
+
+    def _require_checked_reading(self, connection: Any) -> None:
+        """Refuse the session unless its sql_mode, read back from the server, holds only
+        modes under which the server reads quotes, comments and operators as the sandbox's
+        check does: a statement the check passed would otherwise be another one there."""
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@SESSION.sql_mode")
+            other = [m for m in _modes(cursor.fetchone()[0]) if m not in READING_NEUTRAL_SQL_MODES]
+        if other:
+            raise ConnectionFailed(
+                f"{self.label}: the session keeps sql_mode {','.join(other)}, under which the "
+                "server reads quotes and comments unlike the sandbox's check, so no statement "
+                "is run (it was set without them when the session opened: something between "
+                "here and the server changes session variables)"
+            )
 
     def _query_one(self, sql: str) -> Any:
         with self._connection.cursor() as cursor:
@@ -131,8 +185,13 @@ class MySqlConnection(WarehouseConnection):
             with self._connection.cursor() as cursor:
                 cursor.execute(timeout)
                 cursor.execute("START TRANSACTION READ ONLY")
+            # Checked before every statement, not only when the session opened.
+            self._require_checked_reading(self._connection)
         except self._pymysql.err.MySQLError as error:
             raise self._translate(error) from None
+        except ConnectionFailed:
+            self._drop()
+            raise
 
     def stream(self, sql: str) -> Stream:
         cursor = self._connection.cursor(self._pymysql.cursors.SSCursor)
@@ -215,6 +274,12 @@ class MySqlConnection(WarehouseConnection):
                 f"{self.label}: the statement was stopped: {_mysql_text(error)}"
             )
         return StatementFailed(short_cause(_mysql_text(error)))
+
+
+def _modes(sql_mode: str | bytes | None) -> list[str]:
+    """The words of an `@@sql_mode` value."""
+    text = sql_mode.decode() if isinstance(sql_mode, bytes) else sql_mode or ""
+    return [word.strip().upper() for word in text.split(",") if word.strip()]
 
 
 def _size(value: Any) -> int:

@@ -280,6 +280,25 @@ def mysql_connection(server: Server, *, database: bool = True):  # -> pymysql.Co
     )
 
 
+@contextlib.contextmanager
+def global_sql_mode(server: Server, mode: str) -> Iterator[None]:
+    """MariaDB's global `sql_mode` set to `mode` by the owner, as a server configured with
+    `--sql-mode` would have it: every session opened meanwhile starts in it. Restored on exit."""
+    connection = mysql_connection(server.owner, database=False)
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@GLOBAL.sql_mode")
+            (before,) = cursor.fetchone()
+            cursor.execute("SET GLOBAL sql_mode = %s", (mode,))
+        try:
+            yield
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute("SET GLOBAL sql_mode = %s", (before,))
+    finally:
+        connection.close()
+
+
 def read_only_role(server: Server) -> Server:
     """`server` seen through a new read-only role, made with the README's statements."""
     password = "ro-" + secrets.token_hex(12)

@@ -31,7 +31,7 @@ from eval_pipeline_tests.agents.servers import (
 )
 from eval_pipeline_tests.agents.tiny_suite import open_factory, request_for, write_suite
 from eval_pipeline_tests.warehouses.conftest import database_of
-from eval_pipeline_tests.warehouses.servers import Server, mysql_connection
+from eval_pipeline_tests.warehouses.servers import Server, global_sql_mode, mysql_connection
 
 pytestmark = pytest.mark.slow
 
@@ -76,6 +76,16 @@ MYSQL_PAYLOADS = [
     "SELECT 1 # comment\u2028, LOAD_FILE('/etc/passwd')",
     "SELECT * FROM orders INTO OUTFILE '{path}'",
 ]
+
+#: Under ANSI_QUOTES, which the combination modes ANSI, ORACLE, POSTGRESQL, DB2, MSSQL and
+#: MAXDB bring, `"a\"` was an identifier to the server and `#"` a comment, so SLEEP, GET_LOCK,
+#: LOAD_FILE and INTO OUTFILE ran where the check read one string.
+ANSI_QUOTED_PAYLOADS = [
+    'SELECT 1 "a\\", SLEEP(2) AS s, GET_LOCK(\'eval-hostile\', 0) AS g #"\nFROM orders LIMIT 1',
+    'SELECT 1 "a\\", LOAD_FILE(\'/etc/passwd\') AS leak #"\nFROM orders LIMIT 1',
+    'SELECT 1 "a\\" INTO OUTFILE \'{path}\' #"\nFROM orders LIMIT 1',
+]
+COMBINATION_SQL_MODES = ["ANSI", "ORACLE", "POSTGRESQL", "DB2", "MSSQL", "MAXDB"]
 
 
 @pytest.fixture(params=["postgres", "mariadb"])
@@ -163,6 +173,46 @@ def test_every_hostile_payload_is_refused_as_a_tool_error_and_touches_nothing(
     assert results[len(sqls)].startswith("n\n5")  # and the next query works
     assert PASSWD not in json.dumps(run.to_dict(), default=str)
     assert not path.exists()
+
+
+@pytest.mark.parametrize("mode", COMBINATION_SQL_MODES)
+@pytest.mark.parametrize("role", ["read-only role", "owner, allow_privileged_role"])
+def test_a_server_in_an_ansi_sql_mode_reads_a_quoted_payload_as_the_check_does(
+    tmp_path, mariadb, role, mode
+):
+    path = Path(f"/tmp/eval-hostile-{uuid.uuid4().hex}")
+    sqls = [p.format(path=path) for p in ANSI_QUOTED_PAYLOADS]
+    # A statement that would set the mode for itself is no read.
+    sqls.append("SET STATEMENT sql_mode='ANSI' FOR " + sqls[1])
+    who, database = mariadb, {}
+    if role != "read-only role":
+        who, database = mariadb.owner, {"allow_privileged_role": True}
+    with global_sql_mode(mariadb, mode):
+        run, results = _run_agent(tmp_path, who, database, sqls)
+    assert run.status is RunStatus.COMPLETED, run.error
+    # One string to the server as to the check: a column named by it (quoted as CSV is).
+    for sql, result in zip(sqls[:3], results, strict=False):
+        assert result.startswith('"a""'), (sql, result)
+    assert results[3].startswith("Error:") and "SET is not allowed" in results[3], results[3]
+    assert results[4].startswith("n\n5")
+    assert PASSWD not in json.dumps(run.to_dict(), default=str)
+    assert not path.exists()
+
+
+def test_a_session_whose_sql_mode_changes_under_it_runs_no_statement(mariadb):
+    from eval_pipeline.warehouses import ConnectionFailed
+
+    connection = connect(database_of(mariadb))
+    try:
+        # As something between the sandbox and the server replaying another session's
+        # variables would: the check's reading of quotes no longer holds.
+        with connection._connection.cursor() as cursor:
+            cursor.execute("SET SESSION sql_mode = 'ANSI'")
+        with pytest.raises(ConnectionFailed, match=r"keeps sql_mode .*ANSI_QUOTES"):
+            connection.begin_read_only(5)
+        assert connection.broken
+    finally:
+        connection.close()
 
 
 def test_a_privileged_role_is_refused_before_any_statement_with_the_read_only_recipe(server):
