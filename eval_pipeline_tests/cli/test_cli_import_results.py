@@ -87,7 +87,8 @@ def test_a_native_run_after_importing_todays_nao_file_runs_its_own_tests(tmp_pat
         imported = _write(outputs / "results_nao.json", _nao_document(day.isoformat()))
         first = run_cli("import-results", f"tests/outputs/{imported}", cwd=project)
         assert first.returncode == 0, first.stdout + first.stderr
-        native = _test_natively(project, "--format", "json")
+        # the imported file's day, named: a run that crossed midnight would evaluate the next
+        native = _test_natively(project, "--date", day.isoformat(), "--format", "json")
     no_traceback(native)
     assert native.returncode == 1, native.stdout + native.stderr  # order_count is wrong
     document = json.loads(native.stdout)
@@ -154,15 +155,20 @@ def test_a_day_in_the_future_or_before_2000_is_refused_as_date_is(tmp_path):
     ours["results"][1]["run_date"] = "0001-01-01"
     ancient = _write(project / "ancient.json", ours)
 
+    days = {today()}
     result = run_cli("import-results", future, ancient, cwd=project)
+    days.add(today())  # the command's today is one of these, also across midnight
     no_traceback(result)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert result.stderr.splitlines() == [
-        "skipped future.json: timestamp: 9999-12-31 is in the future; the last day that can "
-        f"be evaluated is today, {today().isoformat()} (UTC)",
-        "skipped ancient.json: results[1].run_date: 0001-01-01 is before 2000-01-01, the "
-        "first day that can be evaluated",
-    ]
+    assert result.stderr.splitlines() in [
+        [
+            "skipped future.json: timestamp: 9999-12-31 is in the future; the last day that "
+            f"can be evaluated is today, {day.isoformat()} (UTC)",
+            "skipped ancient.json: results[1].run_date: 0001-01-01 is before 2000-01-01, the "
+            "first day that can be evaluated",
+        ]
+        for day in days
+    ], result.stderr
     assert _grades_per_day(project) == {}
 
 
@@ -225,7 +231,7 @@ def test_the_first_native_run_after_naos_results_names_the_grading_rules_not_the
         imported = _write(project / "tests" / "outputs" / "results_nao.json", yesterday)
         first = run_cli("import-results", f"tests/outputs/{imported}", cwd=project)
         assert first.returncode == 0, first.stdout + first.stderr
-        native = _test_natively(project, "-q")
+        native = _test_natively(project, "--date", day.isoformat(), "-q")  # the day after nao's
     no_traceback(native)
     assert native.returncode == 1, native.stdout + native.stderr  # order_count is wrong here
     out = " ".join(native.stdout.split())
