@@ -21,6 +21,7 @@ from eval_pipeline.agents._nao_backend import (
     nao_model,
 )
 from eval_pipeline.agents._openai import OpenAIChatModel, openai_headers
+from eval_pipeline.agents._pacing import Pace
 from eval_pipeline.agents._pricing import costs_for
 from eval_pipeline.agents._retry import DEFAULT_RETRY_POLICY, RetryPolicy
 from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient, ReplyLimits
@@ -135,7 +136,7 @@ class ProviderPool:
             raise UnknownModel(model, "not an external agent (`http:<name>`)", None)
         key = f"http:{agent.name}"
         if key not in self._clients:
-            self._clients[key] = self._new_client(agent.timeout_s, headers={})
+            self._clients[key] = self._new_client(key, agent.timeout_s, headers={})
         return HttpAgent(agent, self._clients[key], policy=self.policy, environ=self._environ)
 
     def nao_agent(self, model: str) -> NaoBackendAgent:
@@ -152,7 +153,9 @@ class ProviderPool:
         url = nao_backend_url(self.config, self._environ)
         key = f"nao:{url}"
         if key not in self._clients:
-            self._clients[key] = self._new_client(self.config.nao_backend.timeout_s, headers={})
+            self._clients[key] = self._new_client(
+                "the nao backend", self.config.nao_backend.timeout_s, headers={}
+            )
             self._nao_sessions[key] = NaoSession(
                 self._clients[key], url, policy=self.policy, environ=self._environ
             )
@@ -179,10 +182,16 @@ class ProviderPool:
                 if provider.protocol == "anthropic"
                 else openai_headers(api_key)
             )
-            self._clients[provider.name] = self._new_client(provider.timeout_s, headers=headers)
+            self._clients[provider.name] = self._new_client(
+                provider.name, provider.timeout_s, headers=headers
+            )
         return self._clients[provider.name]
 
-    def _new_client(self, timeout_s: float, *, headers: dict[str, str]) -> LimitedClient:
+    def paced(self) -> list[str]:
+        """A line for each endpoint whose rate limit, not its answers, set the pace."""
+        return [c.pace.report() for c in self._clients.values() if c.pace and c.pace.set_the_pace]
+
+    def _new_client(self, name: str, timeout_s: float, *, headers: dict[str, str]) -> LimitedClient:
         if self._closed:
             raise RuntimeError("this ProviderPool is closed; open a new one")
         transport = self._transport
@@ -195,6 +204,7 @@ class ProviderPool:
             reply_limits=ReplyLimits(
                 deadline_s=timeout_s, max_bytes=self.config.limits.response_max_bytes
             ),
+            pace=Pace(name),  # the endpoint's rate limit, shared by its runs and judges
             headers=headers,
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, _CONNECT_TIMEOUT_S)),
             transport=transport,

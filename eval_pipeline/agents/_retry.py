@@ -6,6 +6,7 @@ import asyncio
 import functools
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from eval_pipeline.agents._errors import (
     ResponseTooLarge,
     scrub,
 )
+from eval_pipeline.agents._pacing import estimated_tokens
 from eval_pipeline.agents._transport import DEFAULT_REPLY_LIMITS, LimitedClient, ReplyLimits
 from eval_pipeline.suite import PUBLIC_HEADERS, truncate
 
@@ -59,11 +61,15 @@ class RetryPolicy:
         jitter: returns a float in [0, 1); "full jitter" spreads concurrent retries so they
             do not hit a recovering provider at the same instant. Injectable for tests.
         sleep: the awaitable sleep used between attempts. Injectable so tests need not wait.
+        rate_limit_patience_s: how long one request may keep being answered 429 by an
+            endpoint whose pace is kept (`Pace`) before it fails; those answers count against
+            no attempt, since the endpoint's limit is a pace to keep, not a fault.
     """
 
     max_attempts: int = 5
     base_delay_s: float = 0.5
     max_delay_s: float = 30.0
+    rate_limit_patience_s: float = 900.0
     retry_statuses: frozenset[int] = frozenset({408, 409, 429})
     jitter: Callable[[], float] = field(default=random.random, repr=False, compare=False)
     sleep: Callable[[float], Awaitable[Any]] = field(
@@ -199,9 +205,16 @@ async def send_with_retry(
         else None
     )
     body = None if route is None or json is None else _json_bytes(json)
+    pace = client.pace if isinstance(client, LimitedClient) else None
+    tokens = estimated_tokens(json, len(body) if body is not None else 0) if pace else 0
     failure: _Failure | None = None
-    attempt = 0
-    for attempt in range(1, policy.max_attempts + 1):
+    attempt = sent = 0
+    limited_since: float | None = None  # when this request was first answered 429
+    while attempt < policy.max_attempts:
+        attempt += 1
+        sent += 1
+        if pace is not None:
+            await pace.take_turn(tokens, sleep=policy.sleep)
         if route is not None and isinstance(client, LimitedClient):
             request = route.request
             opening = functools.partial(client.send_direct, route, body)
@@ -211,6 +224,7 @@ async def send_with_retry(
             )
             opening = functools.partial(client.send, request, stream=True)
         secrets = secret_header_values(request.headers)
+        response = None
         try:
             # httpx's timeouts bound each read; this bounds the whole exchange.
             async with asyncio.timeout(limits.deadline_s):
@@ -235,6 +249,22 @@ async def send_with_retry(
             if response.is_success:
                 return response
             failure = _status_failure(response, policy, secrets)
+        finally:
+            if pace is not None:
+                if response is None:
+                    pace.failed()
+                else:
+                    pace.answered(response.status_code, response.headers)
+        if pace is not None and failure.error_type is RateLimited:
+            # A pace to keep: every request to the endpoint waits, and this one's turn comes
+            # back, at no attempt's cost until the endpoint has refused it for longer than
+            # our patience (then 429s count as any failure does).
+            pace.pause(failure.retry_after_s or pace.resume_after() or policy.base_delay_s)
+            now = time.monotonic()
+            limited_since = now if limited_since is None else limited_since
+            if now - limited_since < policy.rate_limit_patience_s:
+                attempt -= 1
+                continue
         if not failure.error_type.retryable or attempt == policy.max_attempts:
             break
         delay = policy.delay_s(attempt, failure.retry_after_s)
@@ -255,7 +285,7 @@ async def send_with_retry(
         url=url,
         method=method,
         status_code=failure.status_code,
-        attempts=attempt,
+        attempts=sent,
         detail=failure.detail,
     ) from failure.cause
 
@@ -340,11 +370,25 @@ def _status_failure(response: httpx.Response, policy: RetryPolicy, secrets: list
     if not policy.retries_status(status):
         return _Failure(RequestRejected, "the request was rejected", status, detail)
     retry_after = parse_retry_after(response.headers)
+    if status == 429 and _quota_used_up(response):
+        # OpenAI answers 429 when the account has no credit left: no wait brings it back.
+        return _Failure(RequestRejected, "the account's quota is used up", status, detail)
     if status == 429:
         return _Failure(RateLimited, "rate limited", status, detail, retry_after)
     if status == 408:
         return _Failure(ProviderTimeout, "the endpoint timed out", status, detail, retry_after)
     return _Failure(ProviderUnavailable, "the endpoint failed", status, detail, retry_after)
+
+
+def _quota_used_up(response: httpx.Response) -> bool:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(error, dict) and "insufficient_quota" in (
+        error.get("code"),
+        error.get("type"),
+    )
 
 
 def _error_message(response: httpx.Response, secrets: list[str], limit: int = 300) -> str:

@@ -22,6 +22,8 @@ import aiohttp
 import httpx
 import yarl
 
+from eval_pipeline.agents._pacing import Pace
+
 __all__ = [
     "DEFAULT_REPLY_LIMITS",
     "AiohttpTransport",
@@ -62,9 +64,17 @@ class LimitedClient(httpx.AsyncClient):
     it through the client (a third of a completion's CPU, `benchmarks/http_client.py`).
     """
 
-    def __init__(self, *, reply_limits: ReplyLimits = DEFAULT_REPLY_LIMITS, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        reply_limits: ReplyLimits = DEFAULT_REPLY_LIMITS,
+        pace: Pace | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.reply_limits = reply_limits
+        #: The pace of the endpoint's requests (its rate limit), kept by `send_with_retry`.
+        self.pace = pace
         self._routes: dict[tuple[Any, ...], Route | None] = {}
 
     def route(

@@ -104,8 +104,11 @@ __all__ = [
 
 WireProtocol = Literal["openai", "anthropic", "agent"]
 
-#: Retries that take milliseconds, for tests against these servers.
-FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.01, max_delay_s=0.05)
+#: Retries that take milliseconds, for tests against these servers; a 429 counts as an
+#: attempt at once (no patience for the endpoint's pace: `test_rate_limits.py` has that).
+FAST_RETRY = RetryPolicy(
+    max_attempts=3, base_delay_s=0.01, max_delay_s=0.05, rate_limit_patience_s=0
+)
 
 _PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages", "agent": "/eval"}
 
