@@ -8,9 +8,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._types import Completion
-from eval_pipeline.suite import MIN_PIECE, REDACTED, Redactor, redact
+from eval_pipeline.suite import MIN_PIECE, REDACTED, Redactor, redact, truncate
 
 __all__ = [
+    "DETAIL_CHARS",
     "AgentError",
     "AuthenticationFailed",
     "ProtocolError",
@@ -36,15 +37,26 @@ class AgentError(Exception):
     """
 
 
+#: The most of what an endpoint or its transport said that an error keeps: the error is
+#: stored with every run it ends, shown in reports and results files, so an endpoint's
+#: 60 KB error page must not become 60 KB in each of them.
+DETAIL_CHARS = 300
+
+
 class ProviderError(AgentError):
     """A remote endpoint (an LLM provider or an agent under test) failed or answered unusably.
+
+    The one owner of an HTTP error's text: whoever raises it, `detail` is kept on one line
+    and cut to `DETAIL_CHARS`; the callers scrub it of the request's secrets first (a cut
+    secret is still a secret).
 
     Attributes:
         endpoint: who was called, e.g. ``openai:gpt-4.1`` or ``http:my-agent``.
         url: the URL called, with credentials and query values removed.
         status_code: the HTTP status of the last response, None when there was none.
         attempts: how many times the request was sent (retries included), None when unknown.
-        detail: what the endpoint or the transport said, with secrets removed.
+        detail: what the endpoint or the transport said, with secrets removed, on one line
+            of at most `DETAIL_CHARS` characters.
     """
 
     retryable: bool = False
@@ -68,7 +80,9 @@ class ProviderError(AgentError):
         self.method = method
         self.status_code = status_code
         self.attempts = attempts
-        self.detail = detail
+        self.detail = (
+            truncate(" ".join(scrub(detail, ()).split()), DETAIL_CHARS) if detail else None
+        )
         if hint is not None:
             self.hint = hint
         super().__init__(self._render())

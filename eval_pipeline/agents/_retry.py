@@ -29,7 +29,7 @@ from eval_pipeline.agents._errors import (
 )
 from eval_pipeline.agents._pacing import estimated_tokens
 from eval_pipeline.agents._transport import DEFAULT_REPLY_LIMITS, LimitedClient, ReplyLimits
-from eval_pipeline.suite import PUBLIC_HEADERS, truncate
+from eval_pipeline.suite import PUBLIC_HEADERS
 
 __all__ = [
     "DEFAULT_RETRY_POLICY",
@@ -391,7 +391,7 @@ def _quota_used_up(response: httpx.Response) -> bool:
     )
 
 
-def _error_message(response: httpx.Response, secrets: list[str], limit: int = 300) -> str:
+def _error_message(response: httpx.Response, secrets: list[str]) -> str:
     # OpenAI and Anthropic: {"error": {"message": ...}}; FastAPI: {"detail": ...}.
     try:
         body = response.json()
@@ -407,5 +407,5 @@ def _error_message(response: httpx.Response, secrets: list[str], limit: int = 30
         message = message or body.get("message") or body.get("detail")
     if not isinstance(message, str):
         message = response.text
-    # Scrubbed before the cut, which could hide a key.
-    return truncate(scrub(" ".join(message.split()), secrets), limit)
+    # Scrubbed here, before `ProviderError` cuts it: a cut could hide a key from the scrub.
+    return scrub(" ".join(message.split()), secrets)

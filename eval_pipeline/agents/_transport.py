@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import re
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -348,14 +349,29 @@ class _AiohttpBody(httpx.AsyncByteStream):
 
 @contextlib.contextmanager
 def _as_httpx_errors(request: httpx.Request) -> Iterator[None]:
-    """aiohttp's errors as the httpx errors for the same failure (the message kept)."""
+    """aiohttp's errors as the httpx errors for the same failure (the message kept, less
+    the endpoint's bytes its parser quotes)."""
     try:
         yield
     except aiohttp.ClientError as error:
-        # A bad status line's message spans lines and repeats the URL: its first words do.
-        said = error.message if isinstance(error, aiohttp.ClientResponseError) else str(error)
+        if isinstance(error, aiohttp.ClientResponseError):
+            said = _parser_finding(error.message)
+        else:
+            said = str(error)
         said = " ".join(said.split()) or type(error).__name__
         raise _httpx_error(error)(said, request=request) from error
+
+
+#: Where aiohttp's HTTP parser starts quoting what it read, as a Python bytes literal
+#: ("Invalid header token:\n\n  b'Set Cookie: …'", "Got more than 65536 bytes when
+#: reading: b'…'").
+_QUOTED_BYTES = re.compile(r"""\s*:?\s*\bb['"]""")
+
+
+def _parser_finding(message: str) -> str:
+    """What aiohttp's parser found wrong with a reply, without the bytes it quotes: those
+    are the endpoint's status line or headers, where a session cookie or token travels."""
+    return _QUOTED_BYTES.split(message, maxsplit=1)[0]
 
 
 def _httpx_error(error: aiohttp.ClientError) -> type[httpx.TransportError]:

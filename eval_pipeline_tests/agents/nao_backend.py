@@ -46,6 +46,9 @@ class FakeNaoBackend:
     url: str = ""
     #: True: every run is refused with 401, whatever the session (a backend that lost its users).
     refuse_runs: bool = False
+    #: Characters of a made-up cookie attribute the sign-in's `Set-Cookie` carries after the
+    #: session token (a backend sending a header past what a client reads).
+    cookie_padding: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def expire_sessions(self) -> None:
@@ -136,7 +139,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(
             200,
             {"redirect": False, "token": token, "user": {"email": body["email"]}},
-            cookie=f"{COOKIE_NAME}={token}.sig; Max-Age=604800; Path=/; HttpOnly; SameSite=Lax",
+            cookie=f"{COOKIE_NAME}={token}.sig; Max-Age=604800; Path=/; HttpOnly; SameSite=Lax"
+            + (f"; Padding={'p' * backend.cookie_padding}" if backend.cookie_padding else ""),
         )
 
     def _run(self, body: dict[str, Any]) -> None:

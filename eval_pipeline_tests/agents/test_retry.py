@@ -186,6 +186,15 @@ def test_other_client_errors_are_rejected_with_the_endpoints_message(agent_serve
     assert len(agent_server.requests) == 1
 
 
+def test_an_endpoints_long_error_is_kept_on_one_bounded_line(agent_server, post):
+    said = "upstream said:\n" + "e" * 10_000
+    agent_server.script(error(400, said), agent_reply("never sent"))
+    with pytest.raises(RequestRejected) as caught:
+        post(agent_server, FAST_RETRY)
+    assert caught.value.detail == "upstream said: " + "e" * 284 + "…"
+    assert len(str(caught.value)) < 1_000 and "\n" not in str(caught.value)
+
+
 def test_hang_is_a_timeout_after_retries(agent_server, post):
     agent_server.script(hang(3), hang(3))
     policy = RetryPolicy(max_attempts=2, base_delay_s=0.01)
