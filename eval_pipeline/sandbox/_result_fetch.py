@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from eval_pipeline.sandbox._sandbox_errors import QueryTimeout
 from eval_pipeline.sandbox._sql_result import to_json_safe
+from eval_pipeline.warehouses import SERVER_SIZE, SERVER_TEXT
 
 __all__ = ["FetchCaps", "FetchedRows", "fetch_capped", "fetch_capped_batches"]
 
@@ -39,6 +40,10 @@ class FetchedRows:
     truncated: bool = False  # rows were left out (row or byte cap)
     bytes_capped: bool = False  # ... because of the byte cap
     cut_cells: int = 0
+
+    def rows_cut_at_budget(self) -> None:
+        """The rows after these were left out for passing the byte cap."""
+        self.truncated = self.bytes_capped = True
 
     def note(self, caps: FetchCaps) -> str | None:
         """What was cut and which limit did it, for the model and the store; None if nothing."""
@@ -67,7 +72,11 @@ def fetch_capped(
 
 
 def fetch_capped_batches(
-    batches: Iterable[pa.RecordBatch], caps: FetchCaps, converter: duckdb.DuckDBPyConnection
+    batches: Iterable[pa.RecordBatch],
+    caps: FetchCaps,
+    converter: duckdb.DuckDBPyConnection,
+    *,
+    server_cells: bool = False,
 ) -> FetchedRows:
     """Keep rows of Arrow `batches` (from DuckDB or a server warehouse) until a cap is reached.
 
@@ -75,6 +84,11 @@ def fetch_capped_batches(
     oversized one is replaced before conversion, so a single 800 MB list never becomes
     Python objects. Kept rows are converted by DuckDB itself (`converter`, a plain in-memory
     connection scanning the Arrow batch), so values are exactly what `fetchall` gives.
+
+    With `server_cells`, each batch ends with the server's SERVER_TEXT and SERVER_SIZE
+    columns (`warehouses.Stream`): a cell the server cut is marked as one cut here, a value
+    it sent as text is that text, and a row whose cells it withheld for passing the byte
+    budget ends the result as the byte cap would.
 
     Raises:
         QueryTimeout: `caps.deadline` passed between two batches.
@@ -86,12 +100,15 @@ def fetch_capped_batches(
             raise QueryTimeout.after(caps.timeout_s)
         room = caps.max_rows + 1 - len(fetched.rows)
         batch = batch.slice(0, room)
-        columns, sizes, cut = _cut_cells(batch, caps.max_cell_bytes)
-        fetched.cut_cells += len(cut)
+        server = _ServerCells.split(batch, caps.max_cell_bytes) if server_cells else None
+        if server is not None:
+            batch = server.batch
+        columns, sizes, cut = _cut_cells(batch, caps.max_cell_bytes, server)
+        fetched.cut_cells += sum(1 for marker in cut.values() if marker.counted)
         keep = batch.num_rows
         for i in range(batch.num_rows):
             row_bytes = sum(size[i] for size in sizes)
-            if used + row_bytes > caps.max_bytes:
+            if used + row_bytes > caps.max_bytes or (server and i in server.over_budget):
                 keep = i
                 fetched.truncated = fetched.bytes_capped = True
                 break
@@ -104,9 +121,11 @@ def fetch_capped_batches(
             values = [to_json_safe(value) for value in row]
             for (r, c), marker in cut.items():
                 if r == i:
-                    values[c] = marker
+                    values[c] = marker.text
             fetched.rows.append(tuple(values))
-        fetched.cut_cells -= sum(1 for (r, _) in cut if r >= keep)
+        fetched.cut_cells -= sum(
+            1 for (r, _), marker in cut.items() if r >= keep and marker.counted
+        )
         if fetched.bytes_capped or len(fetched.rows) > caps.max_rows:
             break
     if len(fetched.rows) > caps.max_rows:
@@ -152,25 +171,73 @@ def _chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             yield batch.slice(start, BATCH_ROWS)
 
 
+@dataclass(frozen=True)
+class _Replacement:
+    """The text that stands for a cell: a cut marker (`counted` as a cut cell) or a value the
+    server sent as its own text."""
+
+    text: str
+    counted: bool = True
+
+
+@dataclass(frozen=True)
+class _ServerCells:
+    """A server batch's cells withheld by the server, split off its trailing columns."""
+
+    batch: pa.RecordBatch  # the result's own columns
+    texts: dict[tuple[int, int], str]  # (row, column) → the server's text for the cell
+    sizes: dict[tuple[int, int], int]  # (row, column) → full size of a cell the server cut
+    over_budget: frozenset[int]  # rows whose cells were withheld for the row's size
+
+    @classmethod
+    def split(cls, batch: pa.RecordBatch, max_cell_bytes: int) -> _ServerCells:
+        count = batch.num_columns - 2
+        texts, sizes = {}, {}
+        for name, found in ((SERVER_TEXT, texts), (SERVER_SIZE, sizes)):
+            for r, entries in enumerate(batch.column(name).to_pylist()):
+                found.update({(r, c): v for c, v in enumerate(entries or ()) if v is not None})
+        # A cell within the cell cap was withheld only because its row passed the budget.
+        over = frozenset(r for (r, _), size in sizes.items() if size <= max_cell_bytes)
+        own = pa.RecordBatch.from_arrays(batch.columns[:count], schema=_first(batch, count))
+        return cls(own, texts, sizes, over)
+
+
+def _first(batch: pa.RecordBatch, count: int) -> pa.Schema:
+    return pa.schema([batch.schema.field(i) for i in range(count)])
+
+
 def _cut_cells(
-    batch: pa.RecordBatch, max_cell_bytes: int
-) -> tuple[list[pa.Array], list[list[int]], dict[tuple[int, int], str]]:
+    batch: pa.RecordBatch, max_cell_bytes: int, server: _ServerCells | None = None
+) -> tuple[list[pa.Array], list[list[int]], dict[tuple[int, int], _Replacement]]:
     """The batch's columns with oversized cells nulled, each cell's size in bytes (after the
-    cut), and the marker text replacing each cut cell, by (row, column)."""
+    cut), and the text replacing each cut cell (or each value the server sent as text), by
+    (row, column)."""
     columns: list[pa.Array] = []
     sizes: list[list[int]] = []
-    cut: dict[tuple[int, int], str] = {}
+    cut: dict[tuple[int, int], _Replacement] = {}
+    if server is not None:
+        for (r, c), size in server.sizes.items():
+            head = server.texts.get((r, c))
+            marker = _marker(head, batch.column(c).type, size, max_cell_bytes)
+            cut[(r, c)] = _Replacement(marker)
+        for (r, c), text in server.texts.items():
+            if (r, c) not in server.sizes:
+                cut[(r, c)] = _Replacement(text, counted=False)
     for c, column in enumerate(batch.columns):
         measured = _sizes(column)
+        for (r, cell), replacement in cut.items():
+            if cell == c:
+                measured[r] = len(replacement.text.encode())
         if max(measured, default=0) <= max_cell_bytes:
             columns.append(column)
             sizes.append(measured)
             continue
-        over = [size > max_cell_bytes for size in measured]
+        over = [size > max_cell_bytes and (r, c) not in cut for r, size in enumerate(measured)]
         for r, is_over in enumerate(over):
             if is_over:
-                marker = _marker(column.slice(r, 1), measured[r], max_cell_bytes)
-                cut[(r, c)] = marker
+                head = _head(column.slice(r, 1), max_cell_bytes)
+                marker = _marker(head, column.type, measured[r], max_cell_bytes)
+                cut[(r, c)] = _Replacement(marker)
                 measured[r] = len(marker.encode())
         columns.append(pc.if_else(pa.array(over), pa.nulls(len(column), column.type), column))
         sizes.append(measured)
@@ -193,12 +260,18 @@ def _sizes(column: pa.Array) -> list[int]:
     return [width] * len(column)
 
 
-def _marker(cell: pa.Array, size: int, limit: int) -> str:
-    note = f"[cut: {size:,} bytes, over limits.query_cell_max_bytes of {limit:,}]"
+def _head(cell: pa.Array, limit: int) -> str | None:
+    """The start of a text cell, at most `limit` code points; None for any other type."""
     kind = cell.type
     if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        return pc.utf8_slice_codeunits(cell, 0, limit).to_pylist()[0] or ""
+    return None
+
+
+def _marker(head: str | None, kind: pa.DataType, size: int, limit: int) -> str:
+    note = f"[cut: {size:,} bytes, over limits.query_cell_max_bytes of {limit:,}]"
+    if head is not None:
         # Code points, then bytes: a prefix that fits, whatever the characters.
-        head = pc.utf8_slice_codeunits(cell, 0, limit).to_pylist()[0] or ""
         head = head.encode()[: max(0, limit - len(note) - 4)].decode(errors="ignore")
         return f"{head}… {note}"
     return f"{note} ({kind})"

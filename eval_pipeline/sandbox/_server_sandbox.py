@@ -35,6 +35,7 @@ from eval_pipeline.sandbox._sql_result import QueryResult
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses import (
     ENGINE_NAMES,
+    CellBounds,
     ConnectionFailed,
     StableCallables,
     StatementFailed,
@@ -124,8 +125,15 @@ class ServerSandbox:
         caps = self.limits.fetch_caps()
         try:
             backstop.start()
-            stream = connection.stream(text)
-            fetched = fetch_capped_batches(stream.batches, caps, self._converter.cursor())
+            stream = connection.stream(text, CellBounds(caps.max_cell_bytes, caps.max_bytes))
+            fetched = fetch_capped_batches(
+                stream.batches,
+                caps,
+                self._converter.cursor(),
+                server_cells=stream.server_cells,
+            )
+            if stream.refused_row:
+                fetched.rows_cut_at_budget()
         except ConnectionFailed as error:
             raise WarehouseUnavailable(error.message) from None
         except (StatementTimeout, QueryTimeout):  # on the server, or while rows were fetched

@@ -1,6 +1,7 @@
 """Warehouses: connections to DuckDB, PostgreSQL and MySQL/MariaDB, read-only streams and schema text."""
 
 from eval_pipeline.warehouses._connect import StableCallables, WarehouseConnection, connect
+from eval_pipeline.warehouses._connection import SERVER_SIZE, SERVER_TEXT, CellBounds
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
@@ -18,6 +19,9 @@ from eval_pipeline.warehouses._schema import (
 
 __all__ = [
     "ENGINE_NAMES",
+    "SERVER_SIZE",
+    "SERVER_TEXT",
+    "CellBounds",
     "ConnectionFailed",
     "PrivilegedRole",
     "StableCallables",

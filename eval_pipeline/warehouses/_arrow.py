@@ -97,14 +97,25 @@ _DUCKDB_NAMES = (
 )
 
 
+def mysql_decimal_is_wide(length: int | None, scale: int | None) -> bool:
+    """Whether a MySQL DECIMAL column has more digits than DuckDB's DECIMAL (38): PyMySQL's
+    `precision` is the column's length, which counts a sign and a decimal point."""
+    return int(length or 0) - (1 if scale else 0) - 1 > 38
+
+
 def mysql_arrow_type(type_code: int, precision: int | None, scale: int | None) -> pa.DataType:
-    """The Arrow type PyMySQL's values of a MySQL column type become (TIME → text: PyMySQL
-    gives a timedelta, which the sandbox shows as text)."""
+    """The Arrow type the values of a MySQL column type become (`_mysql_rows.value_fixers`
+    included): TIME is its text (PyMySQL gives a timedelta), BIT its number, a DECIMAL of
+    more digits than DuckDB's DECIMAL holds a float."""
     from pymysql.constants import FIELD_TYPE as F
 
     if type_code in (F.DECIMAL, F.NEWDECIMAL):
+        if mysql_decimal_is_wide(precision, scale):
+            return pa.float64()
         digits = max(1, min(int(precision or 38), 38))
         return pa.decimal128(digits, max(0, min(int(scale or 0), digits)))
+    if type_code == F.BIT:
+        return pa.uint64()
     if type_code in (F.TINY, F.SHORT, F.LONG, F.INT24, F.LONGLONG, F.YEAR):
         return pa.int64()
     if type_code in (F.FLOAT, F.DOUBLE):

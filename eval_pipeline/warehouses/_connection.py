@@ -9,10 +9,33 @@ import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
 
-__all__ = ["CONNECT_TIMEOUT_S", "StableCallables", "Stream", "WarehouseConnection"]
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "SERVER_SIZE",
+    "SERVER_TEXT",
+    "CellBounds",
+    "StableCallables",
+    "Stream",
+    "WarehouseConnection",
+]
 
 #: Seconds to wait for a server to accept a connection.
 CONNECT_TIMEOUT_S = 10
+#: The trailing columns of a stream whose server withheld cells (`Stream.server_cells`), one
+#: list entry per result column: the text that stands for the cell (the server's text of a
+#: value the client cannot convert, or the start of a cut text), and the full size in bytes
+#: of a cell the server cut.
+SERVER_TEXT = "eval_server_text"
+SERVER_SIZE = "eval_server_size"
+
+
+@dataclass(frozen=True)
+class CellBounds:
+    """How much of a row a server may send: no cell over `cell_bytes` (it is cut) and no row
+    over `row_bytes` (its cells are withheld, and the sandbox keeps no row past it)."""
+
+    cell_bytes: int
+    row_bytes: int
 
 
 @dataclass
@@ -26,6 +49,11 @@ class Stream:
     columns: list[str]
     column_types: list[str]
     batches: Iterator[pa.RecordBatch]
+    #: The batches end with SERVER_TEXT and SERVER_SIZE (not in `columns`).
+    server_cells: bool = False
+    #: Set when the batches stopped at a row over the bounds' `row_bytes`, which the client
+    #: refused to read (the rows before it are the result).
+    refused_row: bool = False
 
 
 @dataclass(frozen=True)
@@ -61,7 +89,9 @@ class WarehouseConnection:
         """Start a read-only transaction whose statements the server stops after `timeout_s`."""
         raise NotImplementedError
 
-    def stream(self, sql: str) -> Stream:
+    def stream(self, sql: str, bounds: CellBounds | None = None) -> Stream:
+        """Run `sql` and stream its result; with `bounds`, no row the server sends passes them
+        (cut or withheld, as `Stream.server_cells` says), or the stream stops before it."""
         raise NotImplementedError
 
     def cancel(self) -> None:

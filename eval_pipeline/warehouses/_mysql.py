@@ -12,7 +12,12 @@ import pyarrow as pa
 
 from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses._arrow import duckdb_type_name, mysql_arrow_type, rows_to_batch
-from eval_pipeline.warehouses._connection import CONNECT_TIMEOUT_S, Stream, WarehouseConnection
+from eval_pipeline.warehouses._connection import (
+    CONNECT_TIMEOUT_S,
+    CellBounds,
+    Stream,
+    WarehouseConnection,
+)
 from eval_pipeline.warehouses._errors import (
     ConnectionFailed,
     StatementFailed,
@@ -20,6 +25,7 @@ from eval_pipeline.warehouses._errors import (
     WarehouseError,
     short_cause,
 )
+from eval_pipeline.warehouses._mysql_rows import RowTooLarge, limit_rows, value_fixers
 from eval_pipeline.warehouses._privileges import (
     judge_privileges,
     mysql_grants_held,
@@ -71,6 +77,8 @@ READING_NEUTRAL_SQL_MODES = frozenset(
 #: of the statement being run: a stopped or vanished server fails the session instead of
 #: holding it forever.
 NETWORK_GRACE_S = 10
+#: Bytes a row's packets hold beyond its cells' bytes: packet headers and each cell's length.
+_ROW_OVERHEAD = 65_536
 
 
 class MySqlConnection(WarehouseConnection):
@@ -193,23 +201,37 @@ class MySqlConnection(WarehouseConnection):
             self._drop()
             raise
 
-    def stream(self, sql: str) -> Stream:
+    def stream(self, sql: str, bounds: CellBounds | None = None) -> Stream:
         cursor = self._connection.cursor(self._pymysql.cursors.SSCursor)
         with self._lock:
             self._cursor = cursor
+        if bounds is not None:
+            # A row's packets are at most its cells' bytes plus a few per cell.
+            limit_rows(self._connection, bounds.row_bytes + _ROW_OVERHEAD)
         try:
             cursor.execute(sql)
         except self._pymysql.err.MySQLError as error:
             raise self._translate(error) from None
+        except RowTooLarge:
+            _abandon(cursor)
+            self._drop()
+            raise StatementFailed("the server's answer passed the byte budget") from None
         description = cursor.description or ()
         names = [d[0] for d in description]
         types = [duckdb_type_name(mysql_arrow_type(d[1], d[4], d[5])) for d in description]
+        fixers = list(enumerate(value_fixers(description)))
+        fixers = [(i, fix) for i, fix in fixers if fix is not None]
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:
                 rows: list[tuple] = []
                 size = 0
                 while (row := cursor.fetchone()) is not None:
+                    if fixers:
+                        values = list(row)
+                        for i, fix in fixers:
+                            values[i] = fix(values[i])
+                        row = tuple(values)
                     rows.append(row)
                     size += sum(_size(value) for value in row)
                     if len(rows) >= MYSQL_BATCH_ROWS or size >= MYSQL_BATCH_BYTES:
@@ -219,8 +241,17 @@ class MySqlConnection(WarehouseConnection):
                     yield rows_to_batch(names, rows)
             except self._pymysql.err.MySQLError as error:
                 raise self._translate(error) from None
+            except RowTooLarge:
+                # Left in the middle of a row, the session cannot go on: it is closed (and
+                # its result never drained), and the rows before are the result.
+                _abandon(cursor)
+                self._drop()
+                if rows:
+                    yield rows_to_batch(names, rows)
+                stream.refused_row = True
 
-        return Stream(names, types, batches() if description else iter(()))
+        stream = Stream(names, types, batches() if description else iter(()))
+        return stream
 
     def cancel(self) -> None:
         if self.broken:
@@ -280,6 +311,14 @@ def _modes(sql_mode: str | bytes | None) -> list[str]:
     """The words of an `@@sql_mode` value."""
     text = sql_mode.decode() if isinstance(sql_mode, bytes) else sql_mode or ""
     return [word.strip().upper() for word in text.split(",") if word.strip()]
+
+
+def _abandon(cursor: Any) -> None:
+    """Mark PyMySQL's unread result as done, so nothing reads the rest of it off a session
+    that is being dropped (its cleanup would, even once the socket is closed)."""
+    result = getattr(cursor, "_result", None)
+    if result is not None:
+        result.unbuffered_active = False
 
 
 def _size(value: Any) -> int:

@@ -13,6 +13,7 @@ from eval_pipeline.suite import DatabaseConfig
 from eval_pipeline.warehouses._arrow import duckdb_type_name, normalise_postgres
 from eval_pipeline.warehouses._connection import (
     CONNECT_TIMEOUT_S,
+    CellBounds,
     StableCallables,
     Stream,
     WarehouseConnection,
@@ -24,6 +25,7 @@ from eval_pipeline.warehouses._errors import (
     WarehouseError,
     short_cause,
 )
+from eval_pipeline.warehouses._postgres_cells import bounded_statement
 from eval_pipeline.warehouses._privileges import (
     POSTGRES_PRIVILEGES_SQL,
     judge_privileges,
@@ -120,19 +122,29 @@ class PostgresConnection(WarehouseConnection):
         except self._errors as error:
             raise self._translate(error) from None
 
-    def stream(self, sql: str) -> Stream:
+    def stream(self, sql: str, bounds: CellBounds | None = None) -> Stream:
         try:
             # The driver wraps a query in COPY (...) TO STDOUT, which takes no EXPLAIN or SHOW:
-            # those are read over the ordinary protocol (small results, so the speed is moot).
+            # those are read over the ordinary protocol (small results, so the speed is moot,
+            # and bounded by the statement's own size: a plan or a setting, not table data).
             plain = _leading_word(sql) in _NOT_COPYABLE
             self._cursor.adbc_statement.set_options(**{_USE_COPY: "false" if plain else "true"})
-            self._cursor.execute(sql)
+            bounded = None
+            if bounds is not None and not plain:
+                # The server describes the result first (no row is produced), so it can be
+                # asked to cut what the bounds do not allow.
+                described = self._cursor.adbc_execute_schema(sql)
+                bounded = bounded_statement(sql, described, bounds)
+            self._cursor.execute(bounded or sql)
             reader = self._cursor.fetch_record_batch()
         except self._errors as error:
             raise self._translate(error) from None
         schema = reader.schema
         empty = normalise_postgres(pa.RecordBatch.from_pylist([], schema=schema))
         types = [duckdb_type_name(field.type) for field in empty.schema]
+        names = list(schema.names)
+        if bounded:
+            names, types = names[:-2], types[:-2]  # SERVER_TEXT and SERVER_SIZE
 
         def batches() -> Iterator[pa.RecordBatch]:
             try:
@@ -142,7 +154,7 @@ class PostgresConnection(WarehouseConnection):
             except (self._errors, OSError, pa.ArrowException) as error:
                 raise self._translate(error) from None
 
-        return Stream(list(schema.names), types, batches())
+        return Stream(names, types, batches(), server_cells=bounded is not None)
 
     def cancel(self) -> None:
         with contextlib.suppress(Exception):
