@@ -4,6 +4,7 @@ and which runs a materialization makes again or reuses."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -55,9 +56,11 @@ def run_batch(
     concurrency: int,
     policy: RetryPolicy = FAST_RETRY,
     timeout_s: float | None = 900.0,
+    finished: list[str] | None = None,
 ) -> tuple[list[AgentRun], list[str]]:
-    """Every case once through `execute_runs`: the runs and the order they finished in."""
-    finished: list[str] = []
+    """Every case once through `execute_runs`: the runs and the order they finished in
+    (appended to `finished` as they end, when given, for a server script that waits on them)."""
+    finished = [] if finished is None else finished
 
     async def go() -> list[AgentRun]:
         async with open_factory(suite, policy=policy, concurrency=concurrency) as factory:
@@ -104,11 +107,26 @@ def by_name(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
 
 def test_a_slow_run_does_not_hold_up_the_others(tmp_path, openai_server):
     cases = {"a_slow": "Slow question?", **questions(15)}
-    suite = make_suite(tmp_path, openai_server, cases)
-    slow = [tool_calls(execute_sql("SELECT 1"), delay_s=0.8), answer("Finally.")]
-    openai_server.set_script(by_prompt({"Slow question?": slow}))
+    suite = make_suite(tmp_path, openai_server, cases, timeout_s=90)  # past the wait below
+    finished: list[str] = []
+    script = by_prompt(
+        {"Slow question?": [tool_calls(execute_sql("SELECT 1")), answer("Finally.")]}
+    )
 
-    runs, finished = run_batch(suite, concurrency=4)
+    def slow_until_the_others_finish(request, index):
+        # The slow question's first reply waits for the 15 others to finish, which a runner
+        # that holds them up behind it never lets happen (it fails at the deadline). A fixed
+        # 0.8 s delay was shorter than the others took on a loaded machine.
+        first_turn = not any(m.get("role") == "assistant" for m in request.messages)
+        if prompt_of(request) == "Slow question?" and first_turn:
+            deadline = time.monotonic() + 60
+            while len(finished) < 15 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return script(request, index)
+
+    openai_server.set_script(slow_until_the_others_finish)
+
+    runs, finished = run_batch(suite, concurrency=4, finished=finished)
 
     assert all(run.status is RunStatus.COMPLETED for run in runs)
     # Started first, finished last: the 15 others went past it on the 3 other slots...
