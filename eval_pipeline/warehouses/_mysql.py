@@ -114,20 +114,31 @@ class MySqlConnection(WarehouseConnection):
 
     def _check_privileges(self) -> None:
         try:
-            lines = self._grants("SHOW GRANTS")
-            held, roles = mysql_grants_held(lines)
-            seen: set[str] = set()
-            while roles:  # a role's grants, and the roles it grants in turn
-                role = roles.pop()
-                if role not in seen:
-                    seen.add(role)
-                    more, nested = mysql_grants_held(self._grants(f"SHOW GRANTS FOR {role}"))
-                    held += more
-                    roles += nested
+            held, roles = mysql_grants_held(self._grants("SHOW GRANTS"))
+            for role in roles:  # each role granted to the user, which it may SET ROLE to
+                more, _ = mysql_grants_held(self._role_grants(role))
+                held += [f"{what} (by SET ROLE {role})" for what in more]
             dbname = self._kwargs["database"] or self._query_one("SELECT DATABASE()")
         except self._pymysql.err.MySQLError as error:
             raise ConnectionFailed(f"{self.label}: {short_cause(_mysql_text(error))}") from None
-        judge_privileges(self.database, self.label, held, read_only_recipe("mysql", dbname, None))
+        recipe = read_only_recipe("mysql", dbname, None)
+        judge_privileges(self.database, self.label, list(dict.fromkeys(held)), recipe)
+
+    def _role_grants(self, role: str) -> list[str]:
+        """The grants of `role`, one of the user's, with those of the roles granted to it in
+        turn, asked as the user itself may (`SHOW GRANTS FOR` another account wants SELECT
+        on the `mysql` schema, which a read-only user lacks)."""
+        if not self.is_mariadb:
+            return self._grants(f"SHOW GRANTS FOR CURRENT_USER() USING {role}")
+        current = self._query_one("SELECT CURRENT_ROLE()")
+        with self._connection.cursor() as cursor:
+            cursor.execute(f"SET ROLE {role}")
+            try:
+                cursor.execute("SHOW GRANTS FOR CURRENT_ROLE")
+                return [row[0] for row in cursor.fetchall()]
+            finally:
+                # Back to the role the session started with (the user's default), if any.
+                cursor.execute("SET ROLE " + (_quoted(current) if current else "NONE"))
 
     def _grants(self, sql: str) -> list[str]:
         with self._connection.cursor() as cursor:
@@ -138,8 +149,14 @@ class MySqlConnection(WarehouseConnection):
         try:
             connection = self._pymysql.connect(**self._kwargs)
         except self._pymysql.err.MySQLError as error:
+            hint = ""
+            if error.args and error.args[0] == 1044:  # no privilege on the database
+                hint = (
+                    "; grant the user SELECT on it, or make the role that holds it the "
+                    "user's default (SET DEFAULT ROLE <role> FOR <user>)"
+                )
             raise ConnectionFailed(
-                f"{self.label}: cannot connect: {short_cause(_mysql_text(error))}"
+                f"{self.label}: cannot connect: {short_cause(_mysql_text(error))}{hint}"
             ) from None
         try:
             with connection.cursor() as cursor:
@@ -311,6 +328,10 @@ def _modes(sql_mode: str | bytes | None) -> list[str]:
     """The words of an `@@sql_mode` value."""
     text = sql_mode.decode() if isinstance(sql_mode, bytes) else sql_mode or ""
     return [word.strip().upper() for word in text.split(",") if word.strip()]
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _abandon(cursor: Any) -> None:

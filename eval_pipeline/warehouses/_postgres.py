@@ -27,8 +27,8 @@ from eval_pipeline.warehouses._errors import (
 )
 from eval_pipeline.warehouses._postgres_cells import bounded_statement
 from eval_pipeline.warehouses._privileges import (
-    POSTGRES_PRIVILEGES_SQL,
     judge_privileges,
+    postgres_privileges_sql,
     read_only_recipe,
 )
 
@@ -72,7 +72,8 @@ class PostgresConnection(WarehouseConnection):
                     f"{self.label}: schema {schema!r} does not exist (or this user cannot see "
                     "it); fix `schema:` in eval_config.yaml"
                 )
-        held = [item for item in self._row(POSTGRES_PRIVILEGES_SQL) if item]
+        version = int(self._scalar("SELECT current_setting('server_version_num')"))
+        held = list(self._scalar(postgres_privileges_sql(version)) or [])
         recipe = read_only_recipe("postgres", self._scalar("SELECT current_database()"), schema)
         judge_privileges(self.database, self.label, held, recipe)
         self.stable = StableCallables(

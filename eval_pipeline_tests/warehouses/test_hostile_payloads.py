@@ -236,18 +236,6 @@ def test_a_privileged_role_is_refused_before_any_statement_with_the_read_only_re
     connect(database_of(server.owner, allow_privileged_role=True)).close()
 
 
-def test_a_role_that_can_write_one_table_is_refused_naming_it(postgres):
-    with psycopg.connect(postgres.owner.url, autocommit=True) as admin:
-        admin.execute(f"GRANT INSERT ON orders TO {postgres.user}")
-        try:
-            with pytest.raises(
-                PrivilegedRole, match=r"INSERT/UPDATE/DELETE/TRUNCATE on public\.orders"
-            ):
-                connect(database_of(postgres))
-        finally:
-            admin.execute(f"REVOKE INSERT ON orders FROM {postgres.user}")
-
-
 def test_the_servers_own_volatility_marks_decide_for_the_warehouses_functions(postgres):
     from eval_pipeline.sandbox import ForbiddenStatement, ServerSandbox
 
