@@ -40,8 +40,11 @@ _WINDOW_S = 60.0
 #: A duration as OpenAI writes it: `1s`, `6m0s`, `1h2m3.5s`, `250ms`.
 _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+#: The share of the refill rate the headers imply that is counted on: their counts are whole
+#: numbers and their resets rounded, so the rate read from them can be a little high.
+_RATE_MARGIN = 0.97
 #: Waits shorter than this are not the limit setting the pace (scheduling noise).
-_NOTICEABLE_WAIT_S = 0.5
+_NOTICEABLE_WAIT_S = 0.1
 
 
 def parse_duration(text: str) -> float | None:
@@ -147,9 +150,6 @@ class Pace:
         self._unsent = {"requests": 0.0, "tokens": 0.0}
         self._in_flight = 0  # turns taken and not given back
         self._most_in_flight: int | None = None  # None: no 429 yet, no bound of ours
-        #: Until the endpoint first answers, one request at a time: its answer says what its
-        #: limit is, where a first wave of requests would all be refused by a low budget.
-        self._probing = True
         self._successes = 0
         self._paused_until = 0.0
         self._queue: deque[asyncio.Future[None]] = deque()
@@ -168,7 +168,7 @@ class Pace:
             sleep: how to wait for the budget (the retry policy's, which tests replace).
         """
         started = self._clock()
-        while self._in_flight >= (1 if self._probing else self._most_in_flight or sys.maxsize):
+        while self._most_in_flight is not None and self._in_flight >= self._most_in_flight:
             waiter = asyncio.get_running_loop().create_future()
             self._queue.append(waiter)
             try:
@@ -204,7 +204,6 @@ class Pace:
         """The endpoint answered the turn's request: learn its budget from the headers, and
         on 429 slow down."""
         self._in_flight -= 1
-        self._probing = False
         self._read_budgets(headers)
         if status == 429:
             self.stats.throttled += 1
@@ -224,7 +223,6 @@ class Pace:
     def failed(self) -> None:
         """The turn's request got no answer (a timeout, a broken connection)."""
         self._in_flight -= 1
-        self._probing = False  # no answer to learn from: the others go as they would
         self._wake()
 
     def pause(self, seconds: float) -> None:
@@ -265,7 +263,7 @@ class Pace:
 
     def _wake(self) -> None:
         """Let the waiting turns that now have a place in flight go, first come first."""
-        room = (1 if self._probing else self._most_in_flight or sys.maxsize) - self._in_flight
+        room = (self._most_in_flight or sys.maxsize) - self._in_flight
         while self._queue and room > 0:
             waiter = self._queue.popleft()
             if not waiter.done():
@@ -289,8 +287,10 @@ class Pace:
                 if reset and missing > 0:
                     rate = missing / reset
                 elif kind in self._budgets:
-                    rate = self._budgets[kind].rate
+                    rate = self._budgets[kind].rate / _RATE_MARGIN
                 else:
                     rate = limit / _WINDOW_S
-                self._budgets[kind] = _Budget(limit, remaining, rate, now, self._unsent[kind])
+                self._budgets[kind] = _Budget(
+                    limit, remaining, rate * _RATE_MARGIN, now, self._unsent[kind]
+                )
                 self.stats.limits[kind] = limit

@@ -294,6 +294,10 @@ def _run(
         result.executed += int(runs["executed"])
         result.reused += int(runs["reused"])
         result.answerer_changed += int(runs["answerer_changed"])
+        for asset in ("agent_runs", "grades"):
+            metadata = run.materialized[stage_key(asset, run.model, day)].metadata
+            paced = [line for line in metadata["rate_limits"].value if line not in result.notices]
+            result.notices += paced
     on_stage(_RUN_NAMES["report"])
     report = StageRun("report", day)
     record.runs.append(report)

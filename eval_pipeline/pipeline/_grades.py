@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 
 from eval_pipeline.agents import (
@@ -41,11 +41,13 @@ async def grade_runs(
     context: AgentContext,
     rejudge: bool = False,
     rejudge_samples: int = 1,
+    on_paced: Callable[[str], None] = lambda _line: None,
 ) -> list[Grade]:
     """The grading stage of one partition: stored runs in, grades out, no agent call.
     `rejudge` asks the judge and extraction model again instead of using cached answers;
     `rejudge_samples` j ≥ 2 judges each run with judged checks j times in all (its grade is
-    the first; `Grade.judge_samples`), to tell judge noise from agent noise."""
+    the first; `Grade.judge_samples`), to tell judge noise from agent noise. `on_paced` is
+    told of each endpoint (the judge's) whose rate limit set the pace."""
     config = suite.config.test
     rules = GradingRules.of(suite.config)
     async with ProviderPool(suite.config, concurrency=8) as pool:
@@ -77,6 +79,8 @@ async def grade_runs(
         finally:
             variants.close()
             factory.close()
+        for line in pool.paced():
+            on_paced(line)
     for grade in grades:
         publish(grade)
     return grades

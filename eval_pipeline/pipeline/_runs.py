@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 
 from eval_pipeline.agents import (
@@ -40,6 +40,8 @@ class PartitionRuns:
     #: runs made again, their stored run complete, because what answers changed: the model's
     #: endpoint or request settings, the built-in agent, an external agent's URL or version
     answerer_changed: int = 0
+    #: A line for each endpoint whose rate limit, not its answers, set the pace of the runs.
+    paced: tuple[str, ...] = ()
 
     @property
     def errors(self) -> int:
@@ -65,7 +67,7 @@ async def run_agents(
     async with ProviderPool(suite.config, concurrency=concurrency) as pool:
         factory = AgentFactory(suite.config, pool, context=context, recording=recording)
         try:
-            return await run_partition(
+            outcome = await run_partition(
                 suite,
                 model,
                 run_date,
@@ -79,6 +81,7 @@ async def run_agents(
                 threads=concurrency,
                 on_finished=publish,
             )
+            return replace(outcome, paced=tuple(pool.paced()))
         finally:
             factory.close()
 

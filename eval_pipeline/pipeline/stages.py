@@ -373,6 +373,7 @@ def agent_runs(
             "cost_usd_executed": as_float(sum(costs)) if costs else None,
             "model": model,
             "answerer": answerer_identity(suite.config, model),
+            "rate_limits": as_json(list(outcome.paced)),
             **table_written(layout, "agent_runs", len(outcome.runs), model=model, run_date=day),
         },
         log=(
@@ -381,6 +382,7 @@ def agent_runs(
                 f"{len(executed)} run(s) executed, {outcome.reused} reused, {outcome.carried} "
                 f"kept from unselected tests, {outcome.errors} error(s)",
             ),
+            *(("warning", line) for line in outcome.paced),
         ),
     )
 
@@ -396,6 +398,7 @@ def grades(
     rejudge_samples: int = 1,
 ) -> Materialized:
     """`grades` of a partition: every stored run graded, never the agent called."""
+    paced: list[str] = []
     graded = asyncio.run(
         grade_runs(
             suite,
@@ -405,6 +408,7 @@ def grades(
             context=context,
             rejudge=rejudge,
             rejudge_samples=rejudge_samples,
+            on_paced=paced.append,
         )
     )
     passed = sum(g.passed for g in graded)
@@ -417,8 +421,10 @@ def grades(
             "errors": sum(g.status is GradeStatus.ERROR for g in graded),
             "unverified": sum(not g.verified for g in graded),
             "failures": markdown(failures_table(graded)),
+            "rate_limits": as_json(paced),
             **table_written(layout, "grades", len(graded), model=model, run_date=day),
         },
+        log=tuple(("warning", line) for line in paced),
     )
 
 

@@ -14,6 +14,7 @@ import dataclasses
 import math
 import threading
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
@@ -40,6 +41,8 @@ class RateLimit:
         self.headers = headers
         self.answered = 0  # requests the bucket covered
         self.refused = 0  # requests answered 429
+        #: How often each request (by its body) was answered 429.
+        self.refusals: Counter[bytes] = Counter()
         self._level = float(start)
         self._at = time.monotonic()
         self._served = 0
@@ -58,6 +61,7 @@ class RateLimit:
                 self._served += 1
             else:
                 self.refused += 1
+                self.refusals[request.body] += 1
             level = self._level
         step = self._answer(request, index) if covered else self._refusal(level)
         return dataclasses.replace(step, headers=step.headers + self._headers(level))
