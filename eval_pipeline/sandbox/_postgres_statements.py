@@ -5,9 +5,11 @@ checked is what the server will run, comments and quotes included) and must be o
 (WITH, VALUES and TABLE included), SHOW, or EXPLAIN of such a SELECT, with nothing inside
 that writes, stores (SELECT INTO) or locks. Every function it calls must be one the server
 itself declares immutable or stable (`pg_proc.provolatile`, read per connection by
-`warehouses`; operators likewise by the function behind them): functions that run SQL given as text (`ts_stat`, `query_to_xml`), read
-files (`pg_read_file`), signal sessions or change settings are volatile, and so is any
-function this code has never heard of. Whatever cannot be parsed is refused too.
+`warehouses`; operators likewise by the function behind them), and not PARALLEL UNSAFE if
+it came with the server: functions that run SQL given as text (`ts_stat`, `query_to_xml`),
+read files (`pg_read_file`), signal sessions or change settings are volatile, one that
+assigns a transaction id (`txid_current`) is parallel-unsafe, and any function this code
+has never heard of is neither. Whatever cannot be parsed is refused too.
 """
 
 from __future__ import annotations
@@ -115,9 +117,9 @@ def require_postgres_reading_statement(sql: str, stable: StableCallables) -> Non
             if name not in stable.functions and name not in _CONTRACT_FUNCTIONS:
                 raise ForbiddenStatement(
                     f"The function {name} is not allowed: only functions the server declares "
-                    "immutable or stable can be called (no file, program, session or "
-                    "settings access, no SQL run from a string). Use the tables and ordinary "
-                    "functions instead.",
+                    "immutable or stable (and, among its own, safe in parallel) can be called "
+                    "(no file, program, session, transaction or settings access, no SQL run "
+                    "from a string). Use the tables and ordinary functions instead.",
                     sql=sql,
                 )
 

@@ -89,7 +89,7 @@ class PostgresConnection(WarehouseConnection):
 
     def _all_stable(self, sql: str) -> frozenset[str]:
         """Names (bare and schema-qualified) of `sql`'s rows (schema, name, every overload
-        immutable or stable) whose every overload is, in every schema for the bare name."""
+        callable) whose every overload is, in every schema for the bare name."""
         try:
             self._cursor.execute(sql)
             rows = self._cursor.fetchall()
@@ -214,12 +214,20 @@ _PG_LOST = (
 )
 
 
+#: Whether the agent's SQL may call a function: the server marks it immutable or stable and,
+#: if it came with the server (an oid below 16384, FirstNormalObjectId), not PARALLEL UNSAFE,
+#: the server's mark for a function that changes the transaction's or the session's state
+#: though stable (`txid_current()` assigns a transaction id; `current_schema()` and
+#: `current_schemas()` are marked so too, the keyword `current_schema` is not a call). A
+#: warehouse's own functions are PARALLEL UNSAFE unless their author says otherwise, so for
+#: them volatility alone decides.
+_CALLABLE = "p.provolatile IN ('i', 's') AND (p.proparallel <> 'u' OR p.oid >= 16384)"
 _FUNCTIONS_SQL = (
-    "SELECT n.nspname, p.proname, bool_and(p.provolatile IN ('i', 's')) "
+    f"SELECT n.nspname, p.proname, bool_and({_CALLABLE}) "
     "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace GROUP BY 1, 2"
 )
 _OPERATORS_SQL = (
-    "SELECT n.nspname, o.oprname, bool_and(p.provolatile IN ('i', 's')) "
+    f"SELECT n.nspname, o.oprname, bool_and({_CALLABLE}) "
     "FROM pg_operator o JOIN pg_namespace n ON n.oid = o.oprnamespace "
     "JOIN pg_proc p ON p.oid = o.oprcode GROUP BY 1, 2"
 )

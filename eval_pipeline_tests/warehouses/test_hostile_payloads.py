@@ -61,6 +61,9 @@ POSTGRES_PAYLOADS = [
     "SELECT ts_rewrite('a'::tsquery, 'SELECT ''a''::tsquery, ''b''::tsquery')",
     "COPY orders TO '{path}'",
     "SELECT 1 AS x -- a comment\u3000with a wide space\n; SELECT pg_read_file('/etc/passwd')",
+    # Stable, but they assign a transaction id inside the read-only transaction.
+    "SELECT txid_current()",
+    "SELECT pg_current_xact_id()",
 ]
 MYSQL_PAYLOADS = [
     # sqlglot read `--` + U+3000 as a comment; MariaDB as arithmetic, and ran the rest.
