@@ -62,13 +62,18 @@ class FetchedRows:
 
 
 def fetch_capped(
-    relation: duckdb.DuckDBPyRelation, caps: FetchCaps, converter: duckdb.DuckDBPyConnection
+    relation: duckdb.DuckDBPyRelation,
+    caps: FetchCaps,
+    converter: duckdb.DuckDBPyConnection,
+    *,
+    server_cells: bool = False,
 ) -> FetchedRows:
     """Stream `relation` in Arrow batches and keep rows until a cap is reached.
 
     See `fetch_capped_batches`, which does the keeping.
     """
-    return fetch_capped_batches(relation.to_arrow_reader(BATCH_ROWS), caps, converter)
+    reader = relation.to_arrow_reader(BATCH_ROWS)
+    return fetch_capped_batches(reader, caps, converter, server_cells=server_cells)
 
 
 def fetch_capped_batches(

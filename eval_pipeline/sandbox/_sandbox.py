@@ -14,6 +14,7 @@ import duckdb
 import pyarrow as pa
 
 from eval_pipeline.sandbox._deadlines import Deadline, call_after
+from eval_pipeline.sandbox._duckdb_cells import bounded_relation
 from eval_pipeline.sandbox._duckdb_statements import require_reading_statement
 from eval_pipeline.sandbox._result_fetch import FetchCaps, fetch_capped
 from eval_pipeline.sandbox._sandbox_errors import (
@@ -25,6 +26,7 @@ from eval_pipeline.sandbox._sandbox_errors import (
 )
 from eval_pipeline.sandbox._sql_result import QueryResult
 from eval_pipeline.suite import Limits, truncate
+from eval_pipeline.warehouses import CellBounds
 
 __all__ = ["SandboxLimits", "SqlSandbox"]
 
@@ -228,7 +230,13 @@ class SqlSandbox:
             # it whole first), so rows past the caps are never produced.
             relation = cursor.sql(statement)
             columns, column_types = relation.columns, [str(t) for t in relation.types]
-            fetched = fetch_capped(relation, caps, self._converter.cursor())
+            bounded = bounded_relation(relation, CellBounds(caps.max_cell_bytes, caps.max_bytes))
+            fetched = fetch_capped(
+                bounded or relation,
+                caps,
+                self._converter.cursor(),
+                server_cells=bounded is not None,
+            )
         except QueryTimeout:  # the deadline passed while rows were fetched
             raise QueryTimeout.after(self.limits.timeout_s, sql=sql) from None
         except (duckdb.Error, OSError, pa.ArrowException) as error:
