@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -69,22 +68,36 @@ def read_results_file(path: Path) -> ResultsFile:
     Raises:
         ResultsFileError: the file is missing, not JSON, or not shaped like a results file.
     """
+    content, document = load_results_json(path)
+    digest = hashlib.sha256(content).hexdigest()[:16]
+    return ResultsFile(digest, _runs(document))
+
+
+def load_results_json(path: Path) -> tuple[bytes, Any]:
+    """A results file's bytes and its JSON, read once for every command that reads one.
+
+    Raises:
+        ResultsFileError: the file is missing, too large, not JSON, or nested deeper than
+            Python's parser goes; the message does not repeat the file's name.
+    """
     try:
         if path.stat().st_size > _MAX_BYTES:
             raise ResultsFileError(f"larger than {_MAX_BYTES // 2**20} MiB")
         content = path.read_bytes()
+    except FileNotFoundError:
+        raise ResultsFileError("no such file") from None
     except OSError as error:
         raise ResultsFileError(f"cannot be read ({error.strerror or error})") from None
     try:
-        document = json.loads(content)
+        return content, json.loads(content)
     except json.JSONDecodeError as error:
         raise ResultsFileError(
             f"is not JSON (line {error.lineno}, column {error.colno}: {error.msg})"
         ) from None
-    except (UnicodeDecodeError, RecursionError):
-        raise ResultsFileError("is not JSON text") from None
-    digest = hashlib.sha256(content).hexdigest()[:16]
-    return ResultsFile(digest, _runs(document))
+    except UnicodeDecodeError:
+        raise ResultsFileError("is not JSON text (not UTF-8)") from None
+    except RecursionError:
+        raise ResultsFileError("is nested too deep to be a results file") from None
 
 
 def _shown(value: Any) -> str:
@@ -174,23 +187,26 @@ def _attempt(value: Any, where: str) -> None:
         raise _expected(where, "an attempt number", value)
 
 
-def _number(value: Any, where: str) -> float | None:
-    """A finite number ≥ 0, or None for null."""
+def checked_number(value: Any, where: str) -> float | None:
+    """A number from 0 to MAX_COUNT, the bound an agent's reply is held to for its counts and
+    cost (a run's sums then stay finite and readable: `cost: 1e308` summed to `$inf`), or
+    None for null."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise _expected(where, "a number", value)
-    if value < 0:
-        raise _expected(where, "a number of at least 0", value)
+    if not 0 <= value <= MAX_COUNT:  # NaN too; an integer past a float's range compares
+        raise _expected(where, f"a number from 0 to {MAX_COUNT}", value)
     return float(value)
 
 
 def _count(value: Any, where: str) -> int:
     """A whole number of tokens that a store column holds (0 for null)."""
-    number = _number(value, where)
-    if number is None:
+    if value is None:
         return 0
-    if number != int(number) or number > MAX_COUNT:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    # The range first: it refuses NaN and infinity, which `int()` cannot take.
+    if not (number and 0 <= value <= MAX_COUNT and value == int(value)):
         raise _expected(where, f"a whole number of tokens up to {MAX_COUNT}", value)
     return int(value)
 
@@ -238,7 +254,7 @@ def _run(
     message = result.get("message")
     # Ours keeps the honest cost in `cost_usd` (null: unknown); `cost` is nao's number.
     cost_key = "cost_usd" if "cost_usd" in result else "cost"
-    cost = _number(result.get(cost_key), f"{where}.{cost_key}")
+    cost = checked_number(result.get(cost_key), f"{where}.{cost_key}")
     if not ours and cost == 0:
         cost = None  # nao writes 0 for a model it has no price for: unknown, not free
     checks = (
@@ -258,7 +274,7 @@ def _run(
         message=message if isinstance(message, str) else status,
         tokens=_count(result.get("tokens"), f"{where}.tokens"),
         cost_usd=cost,
-        duration_ms=_number(result.get("duration_ms"), f"{where}.duration_ms") or 0.0,
+        duration_ms=checked_number(result.get("duration_ms"), f"{where}.duration_ms") or 0.0,
         tool_calls=_tool_calls(details.get("tool_calls"), f"{where}.details.tool_calls"),
         final_text=_text(details.get("response_text"), f"{where}.details.response_text") or "",
         error=error or None,
@@ -289,7 +305,7 @@ def _tool_calls(calls: Any, where: str) -> list[dict[str, Any]]:
                 "raw_arguments": json.dumps(arguments, default=str, ensure_ascii=False),
                 "result": call.get("result"),
                 "error": call.get("error") if isinstance(call.get("error"), str) else None,
-                "duration_ms": _number(call.get("duration_ms"), f"{at}.duration_ms") or 0.0,
+                "duration_ms": checked_number(call.get("duration_ms"), f"{at}.duration_ms") or 0.0,
             }
         )
     return found

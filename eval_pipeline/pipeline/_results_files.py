@@ -7,38 +7,39 @@ so a file from another machine or from `nao test` compares as well as one writte
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.pipeline._imported_runs import ResultsFileError
+from eval_pipeline.pipeline._imported_runs import (
+    ResultsFileError,
+    checked_number,
+    load_results_json,
+)
 
 REGRESSION, FIX, UNCHANGED, ADDED, REMOVED = "regression", "fix", "unchanged", "added", "removed"
 #: The order changes are counted and listed in.
 CHANGES = (REGRESSION, FIX, UNCHANGED, ADDED, REMOVED)
 RESULTS_GLOB = "results_*.json"
+#: The numbers of an entry a summary adds up.
+_SUMMED = ("tokens", "cost", "duration_ms", "tool_call_count")
 
 
 def results_entries(path: Path) -> list[Mapping[str, Any]]:
     """The `results` list of a results file, each entry checked for what a diff or a
-    summary reads.
+    summary reads: the keys, and the numbers summed (`tokens`, `cost`, `duration_ms`,
+    `tool_call_count`) within what a run can hold, as an import checks them.
 
     Raises:
-        ResultsFileError: the file is missing or no JSON, or an entry lacks a field; the
-            message names the file and the field (`results[3].passed`).
+        ResultsFileError: the file is missing, too large, nested too deep or no JSON, or an
+            entry lacks a field or holds a number no run has; the message names the file and
+            the field (`results[3].passed`).
     """
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsFileError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise ResultsFileError(f"{path}: cannot be read ({error})") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise ResultsFileError(f"{path}: not JSON ({error})") from None
+        _content, document = load_results_json(path)
+    except ResultsFileError as error:
+        raise ResultsFileError(f"{path}: {error}") from None
     results = document.get("results") if isinstance(document, dict) else None
     if not isinstance(results, list):
         raise ResultsFileError(f"{path}: no `results` list; is it a results file?")
@@ -49,6 +50,8 @@ def results_entries(path: Path) -> list[Mapping[str, Any]]:
         for field, kind in (("name", str), ("model", str), ("passed", bool)):
             if not isinstance(entry.get(field), kind):
                 raise ResultsFileError(f"{where}.{field}: expected a {kind.__name__}")
+        for field in _SUMMED:
+            checked_number(entry.get(field), f"{where}.{field}")
     return results
 
 
