@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from enum import IntEnum
 from pathlib import Path
 
-from eval_pipeline.suite import SuiteError, describe_error, first_line
+from eval_pipeline.suite import SuiteError, describe_error, first_line, printable
 
 ERROR_LOG = "eval-pipeline-errors.log"
 
@@ -65,12 +65,12 @@ def report_error(error: Exception, *, command: str, log: Path | None) -> ExitCod
     command, configuration or test files is 2; anything that stopped the work is 3, with its
     traceback appended to `log` (the suite's `.eval/logs/`) instead of the terminal."""
     if isinstance(error, SuiteError):
-        print(f"error: {error.render()}", file=sys.stderr)
+        print(f"error: {printable(error.render(), lines=True)}", file=sys.stderr)
         return ExitCode.USAGE
     saved = _save_details(error, log)
     where = f"details in {saved}" if saved else "the details could not be saved"
     print(
-        f"error: eval-pipeline {command} could not run: {describe(error)} "
+        f"error: eval-pipeline {command} could not run: {printable(describe(error))} "
         f"({where}; --debug shows the traceback)",
         file=sys.stderr,
     )

@@ -5,23 +5,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 from xml.etree import ElementTree as ET
 
 from eval_pipeline.pipeline import ResultEntry, ResultsDocument
+from eval_pipeline.suite import printable
 
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
-# What XML 1.0 forbids in a document, even escaped: C0 controls but tab, newline and carriage
-# return, lone surrogates, U+FFFE and U+FFFF.
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-
-
-def xml_safe(text: str) -> str:
-    """`text` with each character XML forbids shown as its escape (`\\x1b`), so a reply
-    holding NUL, ESC or BEL still gives a well-formed report and stays readable."""
-    return _NOT_XML.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 def junit_xml(document: ResultsDocument, *, suite_name: str = "eval_pipeline") -> str:
@@ -35,7 +26,7 @@ def junit_xml(document: ResultsDocument, *, suite_name: str = "eval_pipeline") -
         suite = ET.SubElement(
             root,
             "testsuite",
-            name=xml_safe(model),
+            name=printable(model),
             tests=str(len(results)),
             failures=str(sum(r.status == "failed" for r in results)),
             errors=str(sum(r.status == "error" for r in results)),
@@ -49,30 +40,34 @@ def junit_xml(document: ResultsDocument, *, suite_name: str = "eval_pipeline") -
             case = ET.SubElement(
                 suite,
                 "testcase",
-                name=xml_safe(name),
-                classname=xml_safe(model),
+                name=printable(name),
+                classname=printable(model),
                 time=f"{result.duration_ms / 1000:.3f}",
             )
             if result.status == "passed":
                 continue
             tag = "failure" if result.status == "failed" else "error"
-            element = ET.SubElement(case, tag, message=xml_safe(result.message or ""), type=tag)
+            element = ET.SubElement(
+                case, tag, message=printable(result.message or "", lines=True), type=tag
+            )
             body = [result.message or ""]
             if result.details.diff:
                 body.append("diff:\n" + json.dumps(result.details.diff, indent=2, default=str))
             if result.details.response_text:
                 body.append("reply:\n" + result.details.response_text)
-            element.text = xml_safe("\n\n".join(body))
+            element.text = printable("\n\n".join(body), lines=True)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
 def spreadsheet_safe(value: Any) -> Any:
     """Neutralise text a spreadsheet would run as a formula (`=cmd()`, `+1+1`, `@SUM`...)
-    by prefixing a quote, the OWASP advice; numbers are left as they are."""
-    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
-        return "'" + value
-    return value
+    by prefixing a quote, the OWASP advice, and show its control characters as escapes (a
+    CSV is printed on a terminal too); numbers are left as they are."""
+    if not isinstance(value, str):
+        return value
+    value = printable(value, lines=True)
+    return "'" + value if value.startswith(_FORMULA_STARTS) else value
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

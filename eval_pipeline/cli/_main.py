@@ -27,7 +27,7 @@ from eval_pipeline.cli._sql import cmd_sql
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
 from eval_pipeline.cli._ui import cmd_ui
-from eval_pipeline.suite import import_csv, load_config, load_suite, redact
+from eval_pipeline.suite import import_csv, load_config, load_suite, printable, redact
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -37,7 +37,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'test':<{width}}  {'checks':<34}  tags")
     for case in cases:
         checks = ", ".join(case.kinds) or "no verification"
-        print(f"{case.name:<{width}}  {checks:<34}  {', '.join(case.tags)}")
+        print(printable(f"{case.name:<{width}}  {checks:<34}  {', '.join(case.tags)}"))
     print(f"\n{len(cases)} test(s) in {suite.cases_dir}")
     return ExitCode.OK
 
@@ -59,11 +59,11 @@ def cmd_import_results(args: argparse.Namespace) -> int:
     config = load_config(suite_root(args))
     report = import_results(args.files, layout=StateFolder.of(config))
     for path in report.imported:
-        print(f"imported {path}")
+        print(printable(f"imported {path}"))
     for path in report.already_imported:
-        print(f"already in the store: {path} (nothing added)")
+        print(printable(f"already in the store: {path} (nothing added)"))
     for path, why in report.skipped:
-        print(f"skipped {path}: {why}", file=sys.stderr)
+        print(printable(f"skipped {path}: {why}"), file=sys.stderr)
     days = ", ".join(day.isoformat() for day in report.days) or "none"
     print(f"{report.runs} run(s) from {len(report.imported)} file(s) imported; days: {days}")
     return ExitCode.USAGE if report.skipped else ExitCode.OK
@@ -122,8 +122,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     unknown = [m for m in args.model or () if m not in on_head]
     if unknown:
         print(
-            f"error: no results for {', '.join(unknown)} on {head}; "
-            f"models with results that day: {_listed(on_head)}",
+            printable(
+                f"error: no results for {', '.join(unknown)} on {head}; "
+                f"models with results that day: {_listed(on_head)}"
+            ),
             file=sys.stderr,
         )
         return ExitCode.USAGE
@@ -137,7 +139,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             else since_previous_day(layout, model, head)
         )
         print(
-            f"{model}: {diff.base or 'no earlier day'} → {head}"
+            f"{printable(model)}: {diff.base or 'no earlier day'} → {head}"
             + ("" if diff.base_found or diff.base is None else f" (no results on {diff.base})")
         )
         for label, names in (
@@ -145,7 +147,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             ("improved", diff.improved),
             ("still failing", diff.still_failing),
         ):
-            print(f"  {label} ({len(names)}): {', '.join(names) if names else '—'}")
+            print(f"  {label} ({len(names)}): {printable(', '.join(names)) if names else '—'}")
         if diff.base_found:
             print(f"  {diff.paired_line}")
         regressions += len(diff.regressed)

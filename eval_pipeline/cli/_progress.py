@@ -14,6 +14,7 @@ from rich.text import Text
 from eval_pipeline.agents import AgentRun, RunStatus
 from eval_pipeline.cli._render import short_model, short_text, with_short_model
 from eval_pipeline.grading import Grade, GradeStatus
+from eval_pipeline.suite import printable
 
 
 def _seconds(value: float) -> str:
@@ -66,7 +67,7 @@ class Progress:
             # Paths below the current folder read as the user typed them; soft_wrap: a path
             # (the warehouse build's log) is never folded onto a second line.
             here = f"{Path.cwd()}{os.sep}"
-            line = Text(f"→ {text.replace(here, '')}", style="dim")
+            line = Text(f"→ {printable(text.replace(here, ''))}", style="dim")
             self.console.print(line, soft_wrap=True, highlight=False)
         self._refresh()
 
@@ -112,14 +113,14 @@ class Progress:
         model = short_model(self.label(run.model))
         if not self._live:
             return Text(
-                f"[{self.done}/{self.total}] {'error' if error else 'ran'} {run.case_name} "
+                f"[{self.done}/{self.total}] {'error' if error else 'ran'} {printable(run.case_name)} "
                 f"{model}#{run.attempt} {run.duration_ms / 1000:.1f}s"
                 + (f": {short_text(cause, 80)}" if cause else "")
             )
         return Text.assemble(
             f"  [{self.done}/{self.total}] ",
             ("error", "red") if error else ("ran  ", "green"),
-            f" {run.case_name} ",
+            f" {printable(run.case_name)} ",
             (f"{model} #{run.attempt}", "dim"),
             f" {run.duration_ms / 1000:.1f}s {run.usage.total_tokens:,} tok",
             f" — {short_text(cause, 100)}" if cause else "",

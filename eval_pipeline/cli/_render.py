@@ -1,7 +1,9 @@
 """What `eval-pipeline test` shows a person once runs are graded: the tables and the summary.
 
 Agent, test and data text reaches rich only as `Text`, never as a markup string: a reply
-holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji.
+holding `[/x]` would raise MarkupError, and `:a:` would turn into an emoji. And only through
+`printable` (`shown_text`, `short_text`, `short_model`): rich passes ESC through, so a test name
+holding `ESC ]52;…` would write the terminal's clipboard.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from eval_pipeline.pipeline import (
     RunChanges,
     Summary,
 )
-from eval_pipeline.suite import truncate
+from eval_pipeline.suite import printable, truncate
 
 # Messages are cut to one line (a reply can be long): to the room the terminal leaves, and
 # at most this much, so the table stays readable.
@@ -43,9 +45,17 @@ def plain_console(**options: Any) -> Console:
     return Console(emoji=False, **options)
 
 
+def shown_text(text: str, style: str = "") -> Text:
+    """Text from an agent, a test or a results file, as rich prints it: never markup, every
+    control character as its escape."""
+    return Text(printable(text), style=style)
+
+
 def short_model(model: str, width: int = MODEL_WIDTH) -> str:
     """A model id that fits a table column: the provider and the end of the id, which is what
-    tells models apart (an OpenAI-compatible server may name its model by a long file path)."""
+    tells models apart (an OpenAI-compatible server may name its model by a long file path).
+    Printable: its control characters as escapes."""
+    model = printable(model)
     if len(model) <= width:
         return model
     provider, colon, rest = model.partition(":")
@@ -81,7 +91,8 @@ def _money(value: float | None) -> str:
 
 
 def short_text(text: str | None, width: int = MESSAGE_WIDTH) -> str:
-    return truncate((text or "").replace("\n", " "), width)
+    """A message on one line of at most `width` characters, its control characters as escapes."""
+    return truncate(printable((text or "").replace("\n", " ")), width)
 
 
 def with_short_model(message: str | None, model: str) -> str:
@@ -106,7 +117,7 @@ NUMERIC = ("Tokens", "Cost", "Time (s)", "Tools", "#")
 def _results_rows(results: Sequence[ResultEntry], model_width: int) -> list[dict[str, Any]]:
     return [
         {
-            "Test": Text(r.name),
+            "Test": shown_text(r.name),
             "Model": Text(short_model(r.model, model_width)),
             "#": str(r.attempt),
             "Status": status_text(r.status),
@@ -207,7 +218,7 @@ def models_table(by_model: Sequence[ModelEntry]) -> Table:
         )
     for m in by_model:
         table.add_row(
-            Text(m.model),
+            shown_text(m.model),
             _rate_with_interval(m),
             f"{m.passed}/{m.total}",
             str(m.errors),
@@ -290,7 +301,7 @@ def grid_table(results: Sequence[ResultEntry], models: Sequence[str]) -> Table:
                         style="yellow" if statuses[0] == "error" else "red",
                     )
                 )
-        table.add_row(Text(name), *row)
+        table.add_row(shown_text(name), *row)
     return table
 
 
@@ -300,7 +311,7 @@ def pass_at_k_table(metrics: Sequence[CaseMetrics]) -> Table:
         table.add_column(column, justify="left" if column in ("Test", "Model") else "right")
     for m in metrics:
         table.add_row(
-            Text(m.name),
+            shown_text(m.name),
             Text(short_model(m.model)),
             f"{m.passes}/{m.attempts}",
             f"{m.pass_at_1:.2f}",
@@ -319,7 +330,7 @@ def judge_noise_table(entries: Sequence[JudgeNoise], label: Callable[[str], str]
         table.add_column(column, justify="left" if column in ("Test", "Model", "") else "right")
     for e in entries:
         table.add_row(
-            Text(e.name),
+            shown_text(e.name),
             Text(short_model(label(e.model))),
             f"{e.judge_self_agreement:.0%}",
             f"{e.samples} × {e.judged_runs} run(s)",
@@ -377,7 +388,9 @@ def changes_lines(changes: dict[str, RunChanges]) -> list[Text]:
             ),
         ):
             if names:
-                lines.append(Text.assemble((label, style), f" {', '.join(names)}"))
+                lines.append(
+                    Text.assemble((printable(label), style), shown_text(f" {', '.join(names)}"))
+                )
     return lines
 
 
@@ -394,9 +407,9 @@ def nao_disagreement_lines(results: Sequence[ResultEntry]) -> list[Text]:
         why = f" ({nao['message']})" if nao.get("message") else ""
         lines.append(
             Text.assemble(
-                f"{r.name} [{r.model}]: ",
+                shown_text(f"{r.name} [{r.model}]: "),
                 (f"ours {'passed' if r.passed else r.status}, nao's {theirs}", "yellow"),
-                why,
+                shown_text(why),
             )
         )
     return lines
@@ -440,7 +453,9 @@ def print_budget(console: Console, budget: BudgetOutcome) -> None:
         for column in ("Model", "Test", "Attempts", "Why"):
             table.add_column(column, justify="right" if column == "Attempts" else "left")
         for model, test, attempts, reason in extra:
-            table.add_row(model, test, str(attempts), reason or "")
+            table.add_row(
+                shown_text(model), shown_text(test), str(attempts), shown_text(reason or "")
+            )
         console.print(table)
     spent = (
         f"{budget.spent_runs} of {budget.budget.runs} runs"
@@ -455,7 +470,7 @@ def print_budget(console: Console, budget: BudgetOutcome) -> None:
         markup=False,
     )
     for sentence in budget.sentences():
-        console.print(sentence, highlight=False, markup=False)
+        console.print(shown_text(sentence), highlight=False)
 
 
 def print_report(
@@ -506,7 +521,7 @@ def print_report(
     if document.comparisons:
         console.print(comparisons_table(document.comparisons, label))
         sentence = document.detectable_difference() or ""
-        console.print(sentence[:1].upper() + sentence[1:] + ".\n", highlight=False)
+        console.print(shown_text(sentence[:1].upper() + sentence[1:] + ".\n"), highlight=False)
     if len(models) > 1:
         failing = {r.name for r in shown}
         console.print(grid_table([r for r in results if r.name in failing], models))

@@ -19,7 +19,7 @@ from eval_pipeline.pipeline import (
     results_entries,
     summarize_results,
 )
-from eval_pipeline.suite import load_config, to_model_id
+from eval_pipeline.suite import load_config, printable, to_model_id
 
 
 def add_file_diff_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,7 +49,7 @@ def wants_files(args: argparse.Namespace) -> bool:
 
 
 def _usage(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {printable(message)}", file=sys.stderr)
     return ExitCode.USAGE
 
 
@@ -102,15 +102,16 @@ def cmd_file_diff(args: argparse.Namespace) -> int:
     ]
     counts = count_changes(pairs)
     if not args.quiet:
-        print(f"{files[0]} → {files[1]}")
+        # The files' names and text are the files' authors': shown as `printable` makes them.
+        print(printable(f"{files[0]} → {files[1]}"))
         if not pairs:
             print("no test matches the filters")
-        test_width = max((len(p.test) for p in pairs), default=4)
-        model_width = max((len(p.model) for p in pairs), default=5)
+        test_width = max((len(printable(p.test)) for p in pairs), default=4)
+        model_width = max((len(printable(p.model)) for p in pairs), default=5)
         for pair in sorted(pairs, key=lambda p: (CHANGES.index(p.change), p.test, p.model)):
             shown = {True: "PASS", False: "FAIL", None: "-"}
             print(
-                f"  {pair.test:<{test_width}}  {pair.model:<{model_width}}  "
+                f"  {printable(pair.test):<{test_width}}  {printable(pair.model):<{model_width}}  "
                 f"{shown[pair.before]:>4} → {shown[pair.after]:<4}  {pair.change}"
             )
     print(f"Summary: {_summary_line(counts)}")
@@ -155,16 +156,16 @@ def cmd_summary(args: argparse.Namespace) -> int:
         if unpriced:
             cost += f" (cost unknown for {_plural(unpriced, 'run', 'runs')})"
     print(
-        f"{path}: {overall['passed']} passed, {overall['failed']} failed, "
+        f"{printable(str(path))}: {overall['passed']} passed, {overall['failed']} failed, "
         f"{overall['total']} total, {cost}, {overall['total_duration_s']}s, "
         f"{overall['total_tool_calls']} tool calls"
     )
     rows = summary["by_model"]
-    width = max((len(row["model"]) for row in rows), default=5)
+    width = max((len(printable(row["model"])) for row in rows), default=5)
     for row in rows:
         cost = "cost unknown" if row["unpriced_runs"] else f"${row['total_cost']:.4f}"
         print(
-            f"  {row['model']:<{width}}  {row['passed']}/{row['total']} passed "
+            f"  {printable(row['model']):<{width}}  {row['passed']}/{row['total']} passed "
             f"({row['pass_rate']:.1f}%)  pass@1 {row['pass_at_1']:.2f}  "
             f"pass^{row['k']} {row['pass_hat_k']:.2f}  {cost}  "
             f"{row['total_tokens']:,} tokens  {row['avg_duration_ms']:.0f} ms/run"

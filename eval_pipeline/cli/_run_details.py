@@ -9,6 +9,7 @@ from rich.text import Text
 
 from eval_pipeline.cli._render import status_text
 from eval_pipeline.pipeline import ResultEntry, ResultsDocument
+from eval_pipeline.suite import printable
 
 #: The start of a reply the verbose view shows, as `nao test` does.
 RESPONSE_START = 200
@@ -26,13 +27,18 @@ def print_verbose(console: Console, document: ResultsDocument, prompts: Mapping[
     data comparison, the differing rows. Everything is printed as text, never as markup."""
 
     def line(*parts: str | tuple[str, str]) -> None:
-        console.print(Text.assemble(*parts), highlight=False, soft_wrap=True)
+        # Each part from the run (a reply, SQL, a results file's text) as `printable` shows it.
+        console.print(
+            Text.assemble(*(printable(p, lines=True) if isinstance(p, str) else p for p in parts)),
+            highlight=False,
+            soft_wrap=True,
+        )
 
     for result in document.results:
         details = result.details
         line(
             ("── ", "dim"),
-            (result.name, "bold"),
+            (printable(result.name), "bold"),
             f" [{result.model}] attempt {result.attempt + 1}",
         )
         line(("prompt: ", "dim"), prompts.get(result.name, "(not in the suite)"))
@@ -50,7 +56,9 @@ def print_verbose(console: Console, document: ResultsDocument, prompts: Mapping[
             line(("verification SQL: ", "dim"), details.verification_sql)
         status = status_text(result.status)
         console.print(
-            Text.assemble(status, " ", result.message or ""), highlight=False, soft_wrap=True
+            Text.assemble(status, " ", printable(result.message or "", lines=True)),
+            highlight=False,
+            soft_wrap=True,
         )
         if details.nao_verdict:
             nao = details.nao_verdict

@@ -13,7 +13,7 @@ import duckdb
 
 from eval_pipeline.cli._exit import ExitCode
 from eval_pipeline.cli._options import suite_root
-from eval_pipeline.suite import load_config
+from eval_pipeline.suite import load_config, printable
 
 HISTORY_FILE = "sql_history"
 HISTORY_LENGTH = 1000
@@ -58,12 +58,15 @@ def print_rows(
 
         from eval_pipeline.cli._render import report_console
 
-        # Text, not markup strings: stored agent replies may hold "[/x]" or ":a:".
+        # Text, not markup strings: stored agent replies may hold "[/x]" or ":a:"; and
+        # printable: or an escape sequence.
         table = Table()
         for column in columns:
-            table.add_column(Text(column))
+            table.add_column(Text(printable(column)))
         for row in rows[:limit]:
-            table.add_row(*(Text("NULL" if v is None else str(v)) for v in row))
+            table.add_row(
+                *(Text("NULL" if v is None else printable(str(v), lines=True)) for v in row)
+            )
         report_console().print(table)
         total = len(rows) if row_count is None else row_count
         if total > limit:
@@ -96,7 +99,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
             layout, args.query, fmt=args.format, limit=args.limit, limits=limits
         )
     except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
-        print(f"error: {str(error).strip()}", file=sys.stderr)
+        print(f"error: {printable(str(error).strip(), lines=True)}", file=sys.stderr)
         return ExitCode.USAGE
     print_rows(columns, rows, fmt=args.format, limit=args.limit, row_count=count)
     return ExitCode.OK

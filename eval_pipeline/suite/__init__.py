@@ -78,7 +78,7 @@ from eval_pipeline.suite._suite import (
     load_suite,
     suite_marker,
 )
-from eval_pipeline.suite._text import first_line, truncate
+from eval_pipeline.suite._text import first_line, printable, truncate
 from eval_pipeline.suite._yaml import MAX_ALIAS_NODES, MAX_DEPTH, YamlRefused, load_yaml
 
 __all__ = [
@@ -144,6 +144,7 @@ __all__ = [
     "load_config",
     "load_suite",
     "load_yaml",
+    "printable",
     "recording_name_problem",
     "redact",
     "redact_value",

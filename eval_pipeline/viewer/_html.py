@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from eval_pipeline.suite import printable
+
 
 class Markup(str):
     """HTML that this package built; anything else put into a page is escaped."""
@@ -22,12 +24,14 @@ Child = Any  # str | Markup | number | None | Iterable of those
 
 
 def esc(value: Any) -> Markup:
-    """Text as HTML: `<script>` from an agent's reply shows as the characters `<script>`."""
+    """Text as HTML: `<script>` from an agent's reply shows as the characters `<script>`,
+    and a control character as its escape (`\\x1b`): a page exported to stdout reaches a
+    terminal, and a browser would hide it."""
     if isinstance(value, Markup):
         return value
     if value is None:
         return Markup("")
-    return Markup(html.escape(str(value), quote=True))
+    return Markup(html.escape(printable(str(value), lines=True), quote=True))
 
 
 def _children(children: Iterable[Child]) -> Iterable[str]:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from eval_pipeline_tests.agents.servers import ScriptedServer, agent_reply, error, repeat
-from eval_pipeline_tests.cli.console import run_cli
+from eval_pipeline_tests.cli.console import cli_env, run_cli
 from eval_pipeline_tests.cli.replay_suite import DAY, write_suite
 
 pytestmark = pytest.mark.slow
@@ -82,6 +82,19 @@ def test_agent_text_is_never_markup_and_the_cause_survives_a_long_model_id(suite
     assert "(HTTP 400)" in rows["local"]  # the cause, after the long id
     assert "local:…/qwen2.5-0.5b-instruct-q4_k_m.gguf" in rows["local"]
     assert "3 failed" in out or "0/3 passed" in out
+
+
+def test_on_a_terminal_control_characters_in_agent_text_are_shown_as_escapes(suite):
+    """rich passes ESC through: a reply's `ESC [31m` would reach the terminal as an order."""
+    terminal = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "0", "COLUMNS": "200"}
+    result = run_cli(
+        "test", "--date", DAY, "-s", "top_customer", "-m", "http:talker", "-v",
+        cwd=suite, env={**cli_env(), **terminal},
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert "esc\x1b[31m" not in out and "\x07" not in out and "\x00" not in out
+    assert "bell\\x07 esc\\x1b[31m nul\\x00" in result.stdout  # the reply, in -v and the table
 
 
 def test_junit_with_control_characters_in_a_reply_is_well_formed_xml(suite, tmp_path):
