@@ -261,15 +261,21 @@ class RunChanges:
     improved: list[str]
     rejudged: list[str] = field(default_factory=list)
     causes: dict[str, list[str]] = field(default_factory=dict)
+    # A changed test one of whose sides is an `error`: what the error said nothing about
+    # (an error has no data check to compare) is not a cause; the error is.
+    errors: dict[str, str] = field(default_factory=dict)
     # Changes against runs another tool graded (imported from nao): its rules are not ours
     # (nao compares rows in any order), so such a change is the rules', not the model's.
     # Grader (`nao 0.3.29`) → "name (passed → not passed)".
     by_rules: dict[str, list[str]] = field(default_factory=dict)
 
     def label(self, name: str) -> str:
-        """`name`, or `name (reference SQL changed)` when something besides the answer did."""
-        causes = self.causes.get(name)
-        return f"{name} ({', '.join(causes)} changed)" if causes else name
+        """`name`, or `name (reference SQL changed)` when something besides the answer did,
+        `name (the previous run was an error)` when that is why."""
+        parts = [self.errors[name]] if name in self.errors else []
+        if causes := self.causes.get(name):
+            parts.append(f"{', '.join(causes)} changed")
+        return f"{name} ({'; '.join(parts)})" if parts else name
 
 
 def _foreign_grader(rows: Sequence[Mapping]) -> str | None:
@@ -299,7 +305,8 @@ def _verdict(passed: bool) -> str:
 
 
 _GRADE_COLUMNS = (
-    "name, attempt, passed, judge, run_key, content_hash, checks, grading_rules, imported_from"
+    "name, attempt, passed, status, judge, run_key, content_hash, checks, grading_rules, "
+    "imported_from"
 )
 
 
@@ -366,8 +373,22 @@ def since_previous_run(
             for n in rejudged
         ],
         causes={n: found for n, found in causes.items() if found and n not in rejudged},
+        errors={
+            n: why
+            for n in changed
+            if n not in rejudged and (why := _error_side(rows_before[n], rows_now[n]))
+        },
         by_rules=by_rules,
     )
+
+
+def _error_side(before: Sequence[Mapping], now: Sequence[Mapping]) -> str | None:
+    """Which of two gradings of a test was an `error`, said as the cause of the change."""
+    if any(r.get("status") == "error" for r in before):
+        return "the previous run was an error"
+    if any(r.get("status") == "error" for r in now):
+        return "this run is an error"
+    return None
 
 
 def _records(layout: StateFolder, sql: str, parameters: list) -> list[dict[str, Any]]:
@@ -426,6 +447,18 @@ def _data_check(row: Mapping) -> dict:
     return {}
 
 
+def _data_check_causes(was: Mapping, is_: Mapping) -> set[str]:
+    """What changed between two data checks of a test besides the answer."""
+    found: set[str] = set()
+    if (was.get("reference_sql") or "").strip() != (is_.get("reference_sql") or "").strip():
+        found.add("reference SQL")
+    elif was.get("expected_data") != is_.get("expected_data"):
+        found.add("reference result")  # the same SQL answers differently: the warehouse
+    if (was.get("comparison"), was.get("ordered")) != (is_.get("comparison"), is_.get("ordered")):
+        found.add("tolerance")
+    return found
+
+
 def _causes(
     before: Sequence[Mapping], now: Sequence[Mapping], inputs: Mapping[str, tuple[str, str]]
 ) -> list[str]:
@@ -438,16 +471,10 @@ def _causes(
             continue
         if old["content_hash"] != row["content_hash"]:
             found.add("test")
-        was, is_ = _data_check(old), _data_check(row)
-        if (was.get("reference_sql") or "").strip() != (is_.get("reference_sql") or "").strip():
-            found.add("reference SQL")
-        elif was.get("expected_data") != is_.get("expected_data"):
-            found.add("reference result")  # the same SQL answers differently: the warehouse
-        if (was.get("comparison"), was.get("ordered")) != (
-            is_.get("comparison"),
-            is_.get("ordered"),
-        ):
-            found.add("tolerance")
+        # An error was not compared with the reference: its grade holds no data check to
+        # compare with (`_error_side` names the error instead).
+        if "error" not in (old.get("status"), row.get("status")):
+            found.update(_data_check_causes(_data_check(old), _data_check(row)))
         rules_was, rules_is = _rules(old), _rules(row)
         if rules_was and rules_is:
             found.update(c for c in _RULE_CAUSES if rules_was.get(c) != rules_is.get(c))
