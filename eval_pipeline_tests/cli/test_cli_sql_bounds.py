@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
+from eval_pipeline.store import StateFolder
 from eval_pipeline_tests.cli.console import SCRIPT, cli_env, run_cli
 from eval_pipeline_tests.cli.replay_suite import write_suite
 
@@ -66,8 +69,27 @@ def test_ctrl_c_stops_a_query_as_an_interrupt(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(4)  # the query runs
+    # Ctrl-C once the command reads the store, its query started: after a fixed 4 s it came,
+    # on a loaded machine, while the command was still importing (a traceback, exit -2).
+    reading = StateFolder(root / ".eval").readers_lock_file
+    deadline = time.monotonic() + 120
+    while not _has_open(child.pid, reading) and time.monotonic() < deadline:
+        assert child.poll() is None, child.communicate()
+        time.sleep(0.1)
+    assert _has_open(child.pid, reading), "the command never began to read the store"
+    time.sleep(0.5)  # into the query, which never ends by itself
     child.send_signal(signal.SIGINT)
     _, stderr = child.communicate(timeout=30)
     assert child.returncode == 130, stderr
     assert stderr.strip() == "interrupted", stderr
+
+
+def _has_open(pid: int, path: Path) -> bool:
+    """Whether process `pid` has `path` open (Linux's /proc)."""
+    for fd in Path(f"/proc/{pid}/fd").glob("*"):
+        try:
+            if os.readlink(fd) == str(path):
+                return True
+        except OSError:  # closed meanwhile
+            continue
+    return False
