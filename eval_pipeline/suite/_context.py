@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eval_pipeline.suite._config import SuiteConfig
+from eval_pipeline.suite._errors import Problem
 
 _DBT_DOC_SUFFIXES = (".yml", ".yaml", ".md")
 _SYNCED_DOC_SUFFIX = ".md"
@@ -70,6 +71,44 @@ def dbt_doc_files(dbt_project: Path) -> list[Path]:
     if not models.is_dir():
         return []
     return sorted(p for p in models.rglob("*") if p.is_file() and p.suffix in _DBT_DOC_SUFFIXES)
+
+
+#: Bytes of text per token, roughly, in English prose and SQL: for a size's token estimate.
+BYTES_PER_TOKEN = 4
+
+
+def context_size_problems(config: SuiteConfig) -> list[Problem]:
+    """The context files, when together they pass `limits.context_max_bytes`: named with
+    their sizes (the largest first), so a 55 MB RULES.md is refused before it is read into
+    every request of every run, rather than refused by each provider in turn."""
+    limit = config.limits.context_max_bytes
+    sizes = sorted(
+        ((path, path.stat().st_size) for path in config.context if path.is_file()),
+        key=lambda item: -item[1],
+    )
+    total = sum(size for _, size in sizes)
+    if total <= limit:
+        return []
+    allowed = (
+        f"the context files may hold {limit:,} bytes together (limits.context_max_bytes, "
+        f"about {limit // BYTES_PER_TOKEN:,} tokens), and every request of every run carries "
+        "them: cut the file to what the agent needs, or raise limits.context_max_bytes in "
+        "eval_config.yaml for a model that reads that much"
+    )
+    path, size = sizes[0]
+    label = (
+        path.relative_to(config.root).as_posix() if path.is_relative_to(config.root) else str(path)
+    )
+    if size > limit:
+        return [Problem(label, None, f"is {_size(size)}; {allowed}")]
+    shown = ", ".join(f"{p.name} {_size(s)}" for p, s in sizes)
+    return [
+        Problem(label, None, f"the context files are {_size(total)} together ({shown}); {allowed}")
+    ]
+
+
+def _size(size: int) -> str:
+    return f"{size / 1_000_000:.1f} MB ({size:,} bytes, about {size // BYTES_PER_TOKEN:,} tokens)"
 
 
 def load_agent_context(config: SuiteConfig) -> AgentContext:

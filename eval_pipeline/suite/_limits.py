@@ -28,6 +28,9 @@ class Limits:
         query_cell_max_bytes: bytes of one stored cell; a longer text is cut, a larger
             list or struct replaced by a note, both marked.
         model_result_max_chars: characters of one query result shown to the model.
+        context_max_bytes: bytes of the context files together (`context:`, a nao
+            project's RULES.md), which every request of every run carries in the built-in
+            agent's system prompt; past it the suite is refused before anything runs.
     """
 
     response_max_bytes: int = 16_000_000
@@ -38,10 +41,18 @@ class Limits:
     query_max_bytes: int = 8_000_000
     query_cell_max_bytes: int = 65_536
     model_result_max_chars: int = 20_000
+    #: About 500,000 tokens at 4 bytes a token: more than all but the largest context windows
+    #: (1 M tokens) take, and sent again with each turn.
+    context_max_bytes: int = 2_000_000
 
 
 LIMIT_KEYS = tuple(f.name for f in fields(Limits))
-_MINIMUM = {"response_max_bytes": 1_024, "query_max_bytes": 1_024, "query_cell_max_bytes": 64}
+_MINIMUM = {
+    "response_max_bytes": 1_024,
+    "query_max_bytes": 1_024,
+    "query_cell_max_bytes": 64,
+    "context_max_bytes": 1_024,
+}
 
 
 def read_limits(r: FieldReader, data: dict) -> Limits:

@@ -13,6 +13,7 @@ import yaml
 from eval_pipeline.suite._case import Case
 from eval_pipeline.suite._config import CONFIG_FILE, SuiteConfig, with_environment_providers
 from eval_pipeline.suite._config_file import read_config_file
+from eval_pipeline.suite._context import context_size_problems
 from eval_pipeline.suite._databases import unknown_database_problems
 from eval_pipeline.suite._errors import Problem, SelectionError, SuiteError
 from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_TESTS_DIR, is_nao_project, load_nao_config
@@ -127,8 +128,12 @@ def load_config(root: Path) -> SuiteConfig:
     """
     root = root.resolve()
     if is_nao_project(root):
-        return load_nao_config(root)
-    return with_environment_providers(read_config_file(root), source=CONFIG_FILE)
+        config = load_nao_config(root)
+    else:
+        config = with_environment_providers(read_config_file(root), source=CONFIG_FILE)
+    if problems := context_size_problems(config):
+        raise SuiteError(problems)
+    return config
 
 
 def discover_case_files(cases_dir: Path) -> list[Path]:
