@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["Pace", "estimated_tokens"]
+__all__ = ["Pace", "Turn", "estimated_tokens"]
 
 #: Both OpenAI and Anthropic state their limits per minute.
 _WINDOW_S = 60.0
@@ -84,25 +84,38 @@ def estimated_tokens(body: object, size: int) -> int:
 
 @dataclass
 class _Budget:
-    """One of an endpoint's limits (requests or tokens) as its last answer stated it."""
+    """One of an endpoint's limits (requests or tokens) as an answer stated it.
+
+    The count an answer carries is the endpoint's as it took that answer's request: the
+    requests taken after it (`taken_before`, the running total of reservations up to and
+    with that request) are in no count yet, whatever order the answers arrive in.
+    """
 
     limit: float
     remaining: float
     rate: float  # refill, per second
-    seen_at: float  # when that answer arrived (monotonic)
-    spent_since: float = 0.0  # what our requests sent after that answer cost
+    counted_at: float  # when the answered request was sent (monotonic)
+    taken_before: float  # reservations up to and with the answered request
 
-    def available(self, now: float) -> float:
-        refilled = self.remaining + self.rate * (now - self.seen_at)
-        return min(self.limit, refilled) - self.spent_since
+    def available(self, now: float, taken: float) -> float:
+        refilled = self.remaining + self.rate * (now - self.counted_at)
+        return min(self.limit, refilled) - (taken - self.taken_before)
 
-    def wait_for(self, cost: float, now: float) -> float:
+    def wait_for(self, cost: float, now: float, taken: float) -> float:
         """Seconds until this budget covers `cost` (a cost above the whole limit waits for a
         full budget, then goes)."""
-        short = min(cost, self.limit) - self.available(now)
+        short = min(cost, self.limit) - self.available(now, taken)
         if short <= 0:
             return 0.0
         return short / self.rate if self.rate > 0 else _WINDOW_S
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One request's place in its endpoint's pace, given back when it is answered."""
+
+    taken: Mapping[str, float]  # reservations up to and with this request, per limit
+    sent_at: float
 
 
 #: The header of each limit (requests, tokens), OpenAI's then Anthropic's.
@@ -145,9 +158,8 @@ class Pace:
         self._clock = clock
         self._wall = wall
         self._budgets: dict[str, _Budget] = {}
-        #: What requests that have their turn but are not sent yet will cost (they are in no
-        #: answer's count, so a fresh count from the endpoint must not forget them).
-        self._unsent = {"requests": 0.0, "tokens": 0.0}
+        #: Running totals of what the turns taken so far reserved, per limit.
+        self._taken = {"requests": 0.0, "tokens": 0.0}
         self._in_flight = 0  # turns taken and not given back
         self._most_in_flight: int | None = None  # None: no 429 yet, no bound of ours
         self._successes = 0
@@ -156,7 +168,7 @@ class Pace:
 
     async def take_turn(
         self, tokens: int, *, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
-    ) -> None:
+    ) -> Turn:
         """Wait for this endpoint's budget and a place among its requests in flight; the
         caller then sends and gives the turn back with `answered` or `failed`.
 
@@ -181,9 +193,8 @@ class Pace:
         now = self._clock()
         wait = max(self._paused_until - now, self._budget_wait(costs, now))
         for kind, cost in costs.items():
-            self._unsent[kind] += cost
-            if kind in self._budgets:
-                self._budgets[kind].spent_since += cost
+            self._taken[kind] += cost
+        taken = dict(self._taken)
         try:
             if wait > 0:
                 await sleep(wait)
@@ -191,20 +202,18 @@ class Pace:
             self._in_flight -= 1
             self._wake()
             raise
-        finally:
-            for kind, cost in costs.items():
-                self._unsent[kind] -= cost
         self.stats.requests += 1
-        waited = self._clock() - started
-        if waited >= _NOTICEABLE_WAIT_S:
+        sent_at = self._clock()
+        if sent_at - started >= _NOTICEABLE_WAIT_S:
             self.stats.waited += 1
-            self.stats.longest_wait_s = max(self.stats.longest_wait_s, waited)
+            self.stats.longest_wait_s = max(self.stats.longest_wait_s, sent_at - started)
+        return Turn(taken, sent_at)
 
-    def answered(self, status: int, headers: Mapping[str, str]) -> None:
+    def answered(self, turn: Turn, status: int, headers: Mapping[str, str]) -> None:
         """The endpoint answered the turn's request: learn its budget from the headers, and
         on 429 slow down."""
         self._in_flight -= 1
-        self._read_budgets(headers)
+        self._read_budgets(turn, headers)
         if status == 429:
             self.stats.throttled += 1
             self._successes = 0
@@ -220,7 +229,7 @@ class Pace:
                 self._most_in_flight += 1
         self._wake()
 
-    def failed(self) -> None:
+    def failed(self, turn: Turn) -> None:
         """The turn's request got no answer (a timeout, a broken connection)."""
         self._in_flight -= 1
         self._wake()
@@ -257,7 +266,10 @@ class Pace:
 
     def _budget_wait(self, costs: Mapping[str, float], now: float) -> float:
         return max(
-            (budget.wait_for(costs[kind], now) for kind, budget in self._budgets.items()),
+            (
+                budget.wait_for(costs[kind], now, self._taken[kind])
+                for kind, budget in self._budgets.items()
+            ),
             default=0.0,
         )
 
@@ -270,9 +282,9 @@ class Pace:
                 waiter.set_result(None)
                 room -= 1
 
-    def _read_budgets(self, headers: Mapping[str, str]) -> None:
+    def _read_budgets(self, turn: Turn, headers: Mapping[str, str]) -> None:
         lowered = {key.lower(): value for key, value in headers.items()}
-        now, wall = self._clock(), self._wall()
+        wall = self._wall()
         for family in (_OPENAI, _ANTHROPIC):
             for kind, pattern in family.items():
                 try:
@@ -280,17 +292,20 @@ class Pace:
                     remaining = float(lowered[pattern.format("remaining")])
                 except (KeyError, ValueError):
                     continue
+                known = self._budgets.get(kind)
                 if limit <= 0 or remaining < 0:
                     continue
+                if known is not None and known.taken_before > turn.taken[kind]:
+                    continue  # an answer to an older request than the last count's
                 reset = _reset_seconds(lowered.get(pattern.format("reset"), ""), wall)
                 missing = limit - remaining
                 if reset and missing > 0:
                     rate = missing / reset
-                elif kind in self._budgets:
-                    rate = self._budgets[kind].rate / _RATE_MARGIN
+                elif known is not None:
+                    rate = known.rate / _RATE_MARGIN
                 else:
                     rate = limit / _WINDOW_S
                 self._budgets[kind] = _Budget(
-                    limit, remaining, rate * _RATE_MARGIN, now, self._unsent[kind]
+                    limit, remaining, rate * _RATE_MARGIN, turn.sent_at, turn.taken[kind]
                 )
                 self.stats.limits[kind] = limit

@@ -213,8 +213,7 @@ async def send_with_retry(
     while attempt < policy.max_attempts:
         attempt += 1
         sent += 1
-        if pace is not None:
-            await pace.take_turn(tokens, sleep=policy.sleep)
+        turn = await pace.take_turn(tokens, sleep=policy.sleep) if pace is not None else None
         if route is not None and isinstance(client, LimitedClient):
             request = route.request
             opening = functools.partial(client.send_direct, route, body)
@@ -250,11 +249,11 @@ async def send_with_retry(
                 return response
             failure = _status_failure(response, policy, secrets)
         finally:
-            if pace is not None:
+            if pace is not None and turn is not None:
                 if response is None:
-                    pace.failed()
+                    pace.failed(turn)
                 else:
-                    pace.answered(response.status_code, response.headers)
+                    pace.answered(turn, response.status_code, response.headers)
         if pace is not None and failure.error_type is RateLimited:
             # A pace to keep: every request to the endpoint waits, and this one's turn comes
             # back, at no attempt's cost until the endpoint has refused it for longer than
