@@ -39,7 +39,7 @@ def print_verbose(console: Console, document: ResultsDocument, prompts: Mapping[
         line(
             ("── ", "dim"),
             (printable(result.name), "bold"),
-            f" [{result.model}] attempt {result.attempt + 1}",
+            f" [{result.model}] attempt {result.attempt}",  # the index the table and store use
         )
         line(("prompt: ", "dim"), prompts.get(result.name, "(not in the suite)"))
         reply = details.response_text

@@ -67,8 +67,8 @@ def test_each_run_shows_what_nao_test_prints_in_the_documents_order():
     rows = [run_row("total_revenue", "passed"), run_row("order_count", "failed")]
     text = rendered(rows, {"total_revenue": "What is revenue?", "order_count": "How many?"})
     revenue, orders = text.split("── ")[1:]
-    assert revenue.startswith(f"total_revenue [{SPELLED}] attempt 1")
-    assert orders.startswith(f"order_count [{SPELLED}] attempt 1")
+    assert revenue.startswith(f"total_revenue [{SPELLED}] attempt 0")
+    assert orders.startswith(f"order_count [{SPELLED}] attempt 0")
     assert "prompt: What is revenue?" in revenue
     assert f"response: {'x' * 200}…" in revenue and "x" * 201 not in revenue
     assert "tool calls: 2 (list_tables, execute_sql)" in revenue
