@@ -54,9 +54,10 @@ def day_and_report(day: str, models: tuple[str, ...]) -> list[dict]:
     ]
 
 
-def command_line_history(suite: SmallSuite, home: Path) -> None:
+def command_line_history(suite: SmallSuite, home: Path) -> str:
     """`eval-pipeline test` of today, an edit of a test, `eval-pipeline test` again; then the
-    past day's inputs as its `day_inputs` run makes them (the schedule's first run)."""
+    past day's inputs as its `day_inputs` run makes them (the schedule's first run). The day
+    evaluated (today then: the test after it may end on the next day)."""
     request = EvaluationRequest(models=MODELS, run_date=today())
     run_evaluation(load_suite(suite.root), request)
     suite.edit_case("customer_count", sql="SELECT COUNT(*) AS n FROM customers")
@@ -66,6 +67,7 @@ def command_line_history(suite: SmallSuite, home: Path) -> None:
         # Tagged as the schedule tags it: automation leaves its day to the schedule's chain.
         tags = {"eval_pipeline/source": "schedule"}
         assert inputs.execute_in_process(instance=instance, partition_key=DAY, tags=tags).success
+    return request.run_date.isoformat()
 
 
 def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int:
@@ -94,7 +96,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
     saved = dict(os.environ)
     os.environ.update(env)
     try:
-        command_line_history(small_suite, home)
+        command_line_day = command_line_history(small_suite, home)
 
         logs = [tmp_path / "webserver.log", tmp_path / "daemon.log"]  # the services' logs
         # The daemon starts once the backfill is launched: its backfill daemon looks at start,
@@ -177,7 +179,7 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
         str(model_day_key(m, DAY)): sorted(EVALUATION) for m in MODELS
     }
     assert len(partition_runs) == len(MODELS)
-    assert reported == {today().isoformat(), DAY}  # the command line's day and the backfill's
+    assert reported == {command_line_day, DAY}  # the command line's day and the backfill's
     assert {r.tags["dagster/partition"] for r in runs} == {
         str(model_day_key(m, DAY)) for m in MODELS
     }
