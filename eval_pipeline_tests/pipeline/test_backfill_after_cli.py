@@ -25,13 +25,14 @@ from eval_pipeline_tests.pipeline.small_suite import DAY, MODELS, NEXT_DAY, eval
 pytestmark = pytest.mark.slow  # Dagster runs, in the suite's own SQLite instance
 
 
-def cli_evaluation(root) -> None:
+def cli_evaluation(root, day: str) -> None:
     suite = load_suite(root)
-    run_evaluation(suite, EvaluationRequest(models=(MODELS[0],), run_date=today()))
+    run_evaluation(suite, EvaluationRequest(models=(MODELS[0],), run_date=date.fromisoformat(day)))
 
 
 def test_a_backfill_after_command_line_runs_reaches_every_report(small_suite):
-    cli_evaluation(small_suite.root)
+    day = today().isoformat()  # once: both command-line runs are of one day, also at midnight
+    cli_evaluation(small_suite.root, day)
     home = instance_home(load_suite(small_suite.root).config)
     defs = small_suite.definitions()
     with open_instance(home) as instance:
@@ -39,9 +40,8 @@ def test_a_backfill_after_command_line_runs_reaches_every_report(small_suite):
         assert materialize(defs, ["warehouse_variants"], instance=instance).success
 
     small_suite.edit_case("customer_count", sql="SELECT COUNT(*) AS n FROM customers")
-    cli_evaluation(small_suite.root)
+    cli_evaluation(small_suite.root, day)
 
-    day = today().isoformat()
     with open_instance(home) as instance:
         for asset, partition in [
             ("warehouse_variants", None),
@@ -57,7 +57,7 @@ def test_a_backfill_after_command_line_runs_reaches_every_report(small_suite):
         cursor, _ = drive(defs, instance)  # the daemon's ticks after the command: nothing to do
 
         days = (DAY, NEXT_DAY)
-        assert all(date.fromisoformat(d) < today() for d in days)
+        assert all(d < day for d in days)
         for past in days:  # what a backfill of the runs of two past days launches
             evaluate(defs, instance, MODELS[0], past, assets=["agent_runs"])
         drive(defs, instance, cursor)
