@@ -108,13 +108,19 @@ class LimitExceeded(AgentError):
 
 
 def system_prompt(
-    context: AgentContext, catalog: WarehouseCatalog, *, test_mode: bool, engine: str = "DuckDB"
+    context: AgentContext,
+    catalog: WarehouseCatalog,
+    *,
+    test_mode: bool,
+    engine: str = "DuckDB",
+    stored: bool = False,
 ) -> str:
-    files = "\n\n".join(f"## {f.label}\n{f.text.strip()}" for f in context.files) or "(none)"
+    """The built-in agent's system prompt; `stored`: as a run keeps it, the context files
+    referred to by the context's hash (their text is stored once, not with every run)."""
     return SYSTEM_PROMPT.format(
         engine=engine,
         test_mode=TEST_MODE_NOTE if test_mode else "",
-        context=files,
+        context=context.stored_text if stored else context.prompt_text,
         tables=catalog.list_text(),
     )
 
@@ -186,6 +192,9 @@ class BuiltinAgent:
         engine = getattr(sandbox, "engine_name", "DuckDB")
         self.context = context
         self.system = system_prompt(context, catalog, test_mode=test_mode, engine=engine)
+        self.stored_system = system_prompt(
+            context, catalog, test_mode=test_mode, engine=engine, stored=True
+        )
         self._sql_tool = EXECUTE_SQL if engine == "DuckDB" else execute_sql_tool(engine)
 
     def tools_for(self, case: Case) -> list[ToolSpec]:
@@ -243,6 +252,7 @@ class BuiltinAgent:
                         final_text = question  # the agent asked the user: the run ends here
         finally:
             run.messages = [_message_dict(m) for m in messages]
+            run.messages[0]["content"] = self.stored_system
             run.tool_calls = calls
             run.queries = queries
             run.usage = usage

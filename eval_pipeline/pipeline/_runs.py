@@ -16,6 +16,7 @@ from eval_pipeline.agents import (
     answerer_identity,
     execute_runs,
 )
+from eval_pipeline.pipeline._contexts import store_context
 from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._rows import (
     is_imported,
@@ -64,6 +65,7 @@ async def run_agents(
 ) -> PartitionRuns:
     """The agent-runs stage of one partition, with its own connections (see `run_partition`)."""
     concurrency = threads or suite.config.test.threads
+    store_context(layout, context)  # before a run refers to it
     async with ProviderPool(suite.config, concurrency=concurrency) as pool:
         factory = AgentFactory(suite.config, pool, context=context, recording=recording)
         try:

@@ -284,5 +284,21 @@ TABLES: dict[str, TableSpec] = {
             # A run is a graded attempt, named as people name it (not by its run key).
             latest_by=("name", "model", "run_date", "attempt"),
         ),
+        TableSpec(
+            "agent_contexts",
+            "append",
+            pa.schema(
+                [
+                    ("context_hash", pa.string()),
+                    ("files", pa.list_(pa.string())),
+                    # The context files as the built-in agent's system prompt gave them.
+                    ("text", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "The text of each agent context once, by its hash: a run's stored system message "
+            "refers to it (`agent_runs.context_hash`) instead of repeating it.",
+            latest_by=("context_hash",),
+        ),
     )
 }

@@ -37,6 +37,7 @@ from eval_pipeline.suite._context import (
     ContextFile,
     dbt_doc_files,
     load_agent_context,
+    with_context_text,
 )
 from eval_pipeline.suite._csv_import import import_csv
 from eval_pipeline.suite._errors import (
@@ -156,4 +157,5 @@ __all__ = [
     "to_model_id",
     "truncate",
     "url_passwords",
+    "with_context_text",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from eval_pipeline.suite._config import SuiteConfig
 from eval_pipeline.suite._errors import Problem
@@ -60,9 +61,42 @@ class AgentContext:
             digest.update(f"{item.label}\0{item.text}\0".encode())
         return digest.hexdigest()[:16]
 
+    @property
+    def prompt_text(self) -> str:
+        """The context files as the built-in agent's system prompt gives them."""
+        return "\n\n".join(f"## {f.label}\n{f.text.strip()}" for f in self.files) or "(none)"
+
+    @property
+    def stored_text(self) -> str:
+        """What a stored run's system message holds in place of `prompt_text`: a reference
+        to the context, whose text is stored once (`agent_contexts`), not once per run."""
+        return context_reference(self.hash) if self.files else self.prompt_text
+
     def docs_of(self, table: str, schema: str) -> list[ContextFile]:
         """The synced docs that describe the table, in their stable order."""
         return [doc for doc in self.synced_docs if doc.documents(table, schema)]
+
+
+def context_reference(context_hash: str) -> str:
+    """The text standing for the context files `context_hash` in a stored system message."""
+    return f"[the context files of context {context_hash}, stored once in agent_contexts]"
+
+
+def with_context_text(
+    messages: list[dict[str, Any]], context_hash: str, prompt_text: str | None
+) -> list[dict[str, Any]]:
+    """A stored run's messages with its system message as it was sent: the reference to its
+    context replaced by the context's `prompt_text` (unchanged when that is unknown, or the
+    run was stored whole, before the reference)."""
+    if prompt_text is None:
+        return messages
+    reference = context_reference(context_hash)
+    return [
+        {**m, "content": m["content"].replace(reference, prompt_text, 1)}
+        if m.get("role") == "system" and isinstance(m.get("content"), str)
+        else m
+        for m in messages
+    ]
 
 
 def dbt_doc_files(dbt_project: Path) -> list[Path]:

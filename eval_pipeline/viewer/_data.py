@@ -23,6 +23,7 @@ from eval_pipeline.pipeline import (
     stored_budget,
 )
 from eval_pipeline.store import GradesHistory, decode_json
+from eval_pipeline.suite import with_context_text
 from eval_pipeline.viewer._reader import StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
@@ -171,11 +172,12 @@ def run_detail(
                r.status AS run_status, r.final_text, r.messages, r.tool_calls AS run_tool_calls,
                r.error AS run_error, r.input_tokens, r.cached_input_tokens, r.output_tokens,
                r.turns, r.started_at, r.finished_at, r.reused, r.written_at AS stored_at,
-               r.answerer_details,
+               r.answerer_details, r.context_hash, c.text AS context_text,
                t.sql AS case_sql, t.tags, t.category, t.difficulty, t.notes, t.file
         FROM {reader.partitions("grades", keys)} g
         LEFT JOIN {reader.partitions("agent_runs", keys)} r
             ON r.key = g.run_key AND r.name = g.name AND r.model = g.model
+        LEFT JOIN agent_contexts_latest c ON c.context_hash = r.context_hash
         LEFT JOIN cases_snapshot t ON t.name = g.name
         WHERE g.name = ? AND g.attempt = ?
         LIMIT 1
@@ -187,6 +189,10 @@ def run_detail(
     row = decode_json("agent_runs", decode_json("grades", rows[0]), renamed=RUN_COLUMNS)
     for key in ("checks", "messages", "run_tool_calls"):
         row[key] = row[key] or []
+    # The system message as it was sent: its context is stored once, not with each run.
+    row["messages"] = with_context_text(
+        row["messages"], row["context_hash"], row.pop("context_text")
+    )
     return row
 
 
