@@ -20,7 +20,9 @@ class ExitCode(IntEnum):
     OK = 0  # every test passed, or the accuracy gate was met
     FAILED = 1  # a test failed, or the accuracy gate was missed
     USAGE = 2  # a mistake in the command, the configuration or the test files
-    NOT_RUN = 3  # the evaluation could not run: the machinery failed, not the agent
+    # The evaluation could not run, or some of its runs ended in an error (without
+    # --allow-errors): the machinery failed, not the agent.
+    NOT_RUN = 3
     INTERRUPTED = 130  # Ctrl-C, as a shell reports it
 
 

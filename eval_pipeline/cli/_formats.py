@@ -17,8 +17,18 @@ _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "|", "%")
 
 def junit_xml(document: ResultsDocument, *, suite_name: str = "eval_pipeline") -> str:
     """One <testsuite> per model, one <testcase> per test × attempt; failed runs carry a
-    <failure> with the message and the data diff, errored runs an <error>."""
-    root = ET.Element("testsuites", name=suite_name)
+    <failure> with the message and the data diff, errored runs an <error>. The root's
+    totals are the summary line's and the results file's: `errors` is `threshold.errors`,
+    the runs that make the command exit 3 unless errors are allowed."""
+    summary = document.summary
+    root = ET.Element(
+        "testsuites",
+        name=suite_name,
+        tests=str(summary.total),
+        failures=str(summary.total - summary.passed - summary.errors),
+        errors=str(summary.errors),
+        time=f"{summary.total_duration_ms / 1000:.3f}",
+    )
     by_model: dict[str, list[ResultEntry]] = {}
     for result in document.results:
         by_model.setdefault(result.model, []).append(result)

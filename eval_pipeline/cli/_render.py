@@ -350,6 +350,18 @@ def cost_text(summary: Summary) -> str:
     return f"${cost:.4f}"
 
 
+def errors_text(document: ResultsDocument) -> str:
+    """`1 error(s)`, with what the gate made of them: `incomplete, exit 3` unless errors
+    are allowed, when they count as not passed (the results file's `threshold` says so)."""
+    errors = document.summary.errors
+    gate = document.threshold
+    if not errors or gate is None:
+        return f"{errors} error(s)"
+    if gate.allow_errors:
+        return f"{errors} error(s) counted as not passed (errors allowed)"
+    return f"{errors} error(s), so the evaluation is incomplete (exit 3)"
+
+
 def pass_hat_k_text(document: ResultsDocument) -> str:
     """`, pass^k 0.75 (k=3)` when tests ran more than once: the share of (test, model)
     pairs that passed every attempt."""
@@ -541,7 +553,7 @@ def print_report(
     summary = document.summary
     console.print(
         f"[bold]{summary.passed}/{summary.total} passed[/bold] ({summary.pass_rate:.1f}%), "
-        f"{summary.total - summary.passed - summary.errors} failed, {summary.errors} error(s), "
+        f"{summary.total - summary.passed - summary.errors} failed, {errors_text(document)}, "
         f"{summary.total_tokens:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
         highlight=False,
     )

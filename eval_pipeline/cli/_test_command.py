@@ -38,6 +38,7 @@ from eval_pipeline.cli._render import (
 from eval_pipeline.cli._run_details import print_verbose
 from eval_pipeline.pipeline import (
     DAGSTER_HOME_ENV,
+    AccuracyGate,
     EvaluationRequest,
     EvaluationResult,
     NothingGraded,
@@ -179,6 +180,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threshold-mode",
         choices=get_args(ThresholdMode),
         help="average of the tests' accuracies, or every test (default: test.threshold_mode)",
+    )
+    parser.add_argument(
+        "--allow-errors",
+        action="store_true",
+        default=None,
+        help="count runs that ended in an error (provider, agent endpoint, timeout, judge) as "
+        "not passed and let the gate decide 0 or 1; by default any error run exits 3 "
+        "(default: test.allow_errors)",
     )
     parser.add_argument(
         "-q", "--quiet", action="store_true", help="no progress lines; tables and summary only"
@@ -482,6 +491,7 @@ def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
                 on_stage=progress.stage,
                 min_accuracy=args.min_accuracy,
                 threshold_mode=args.threshold_mode,
+                allow_errors=args.allow_errors,
             )
         except NothingGraded as error:
             raise CouldNotRun(str(error)) from error
@@ -525,12 +535,25 @@ def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
         soft_wrap=True,
     )
 
-    if gate.threshold is not None:
+    if gate.threshold is not None or gate.errors:
         # The verdict (and, in `all` mode, the tests below the bar) is a diagnostic, as in
         # oxy: stderr, even when stdout carries the pretty report. Not markup: the tests are
         # named "name [model]", which rich would swallow as a style tag.
         plain_console(stderr=True).print(
-            gate.message, highlight=False, markup=False, soft_wrap=True
+            gate_line(gate), highlight=False, markup=False, soft_wrap=True
         )
-    # The gate decides, with or without a minimum: the file's `threshold.passed` is the exit.
+    # The gate decides, with or without a minimum: the file's `threshold.passed` is the exit,
+    # and an error run that failed it is a broken run, not a wrong answer.
+    if gate.incomplete:
+        return ExitCode.NOT_RUN
     return ExitCode.OK if gate.passed else ExitCode.FAILED
+
+
+def gate_line(gate: AccuracyGate) -> str:
+    """The gate's verdict on stderr, with what to do when error runs failed it."""
+    if gate.incomplete:
+        return (
+            f"error: {gate.message}; exit 3. Fix what the errors say and run again "
+            "(unchanged runs are reused), or count them as not passed with --allow-errors"
+        )
+    return gate.message

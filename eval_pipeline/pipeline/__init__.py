@@ -47,6 +47,7 @@ from eval_pipeline.pipeline._evaluation import (
 )
 from eval_pipeline.pipeline._gates import (
     CAUSES,
+    AccuracyGate,
     PartitionChecks,
     RunChanges,
     check_partition,
@@ -129,6 +130,7 @@ __all__ = [
     "REFERENCE_LIMITS",
     "REGRESSION",
     "URL_VARIABLE",
+    "AccuracyGate",
     "BudgetOutcome",
     "BudgetSpent",
     "BuiltVariants",

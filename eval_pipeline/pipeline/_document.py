@@ -205,12 +205,18 @@ class ModelComparison:
 
 @dataclass(frozen=True)
 class Threshold:
-    """The gate of an evaluation: `passed` is the command's exit, with or without a minimum."""
+    """The gate of an evaluation: `passed` is the command's exit, with or without a minimum.
+    Runs that ended as `error` fail it (exit 3) unless `allow_errors`, where they count as
+    not passed; `passed` is then the accuracy's verdict alone. The keys before `errors` are
+    the ones readers of older files know: new ones only come after them."""
 
     min_accuracy: float | None
     mode: ThresholdMode
     accuracy: float
     passed: bool
+    #: Runs that ended as `error` (the provider, an agent endpoint, a timeout, the judge).
+    errors: int = 0
+    allow_errors: bool = False
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ def evaluate(
     on_stage: Callable[[str], None] = lambda _line: None,
     min_accuracy: float | None = None,
     threshold_mode: ThresholdMode | None = None,
+    allow_errors: bool | None = None,
 ) -> Evaluation:
     """Evaluate `request` on `suite` and write its results file.
 
@@ -109,7 +110,8 @@ def evaluate(
     Args:
         runner: runs the stages (see `Runner`).
         on_stage: one line per stage, for progress.
-        min_accuracy, threshold_mode: the gate's, when given; else the suite's `test:` ones.
+        min_accuracy, threshold_mode, allow_errors: the gate's, when given; else the suite's
+            `test:` ones.
 
     Raises:
         NothingGraded: no graded run of the evaluation is stored.
@@ -148,13 +150,25 @@ def evaluate(
     threshold = min_accuracy if min_accuracy is not None else settings.min_accuracy
     mode = threshold_mode or settings.threshold_mode
     accuracies = {f"{m.name} [{m.model}]": m.pass_at_1 for m in built.pass_metrics_by_test}
-    gate = accuracy_gate(accuracies, threshold, mode)
+    gate = accuracy_gate(
+        accuracies,
+        threshold,
+        mode,
+        errored={f"{m.name} [{m.model}]": m.errors for m in built.pass_metrics_by_test},
+        allow_errors=settings.allow_errors if allow_errors is None else allow_errors,
+    )
     document = built.with_evaluation(
         executed_runs=ran.executed,
         reused_runs=ran.reused,
-        # The gate decides, with or without a minimum: `passed` is the command's exit.
+        # The gate decides, with or without a minimum: `passed` is the command's exit (1
+        # when not, 3 when error runs failed it: `errors` and not `allow_errors`).
         threshold=Threshold(
-            min_accuracy=threshold, mode=mode, accuracy=gate.accuracy, passed=gate.passed
+            min_accuracy=threshold,
+            mode=mode,
+            accuracy=gate.accuracy,
+            passed=gate.passed,
+            errors=gate.errors,
+            allow_errors=gate.allow_errors,
         ),
         budget=budget,
     )

@@ -18,16 +18,59 @@ from eval_pipeline.suite import ThresholdMode
 
 @dataclass(frozen=True)
 class AccuracyGate:
-    passed: bool
+    """The verdict of an evaluation (see `accuracy_gate`). `met`: the accuracy's own verdict;
+    `passed`: the whole gate's, which error runs fail unless errors are allowed."""
+
+    met: bool
     accuracy: float
     threshold: float | None
     mode: ThresholdMode
     below: list[tuple[str, float]] = field(default_factory=list)  # (case, accuracy) under the bar
+    #: Test → its runs that ended as `error`: the provider, an agent endpoint, a timeout or
+    #: the judge failed, so they say nothing of the agent's answer.
+    errored: dict[str, int] = field(default_factory=dict)
+    #: `test.allow_errors` / `--allow-errors`: error runs count as runs that did not pass.
+    allow_errors: bool = False
+
+    @property
+    def errors(self) -> int:
+        return sum(self.errored.values())
+
+    @property
+    def incomplete(self) -> bool:
+        """Some runs are errors and errors are not allowed: the evaluation cannot vouch for
+        the agent either way, so it fails as a broken run (exit 3), not as a wrong answer."""
+        return self.errors > 0 and not self.allow_errors
+
+    @property
+    def passed(self) -> bool:
+        return self.met and not self.incomplete
 
     @property
     def message(self) -> str:
+        if self.incomplete:
+            return (
+                f"{self.errors_text}; the evaluation is incomplete whatever its accuracy "
+                f"({self.accuracy:.1%}), since errors are not allowed (test.allow_errors)"
+            )
+        if self.errors:
+            return f"{self._accuracy_message}; {self.errors_text}, counted as not passed"
+        return self._accuracy_message
+
+    @property
+    def errors_text(self) -> str:
+        """E.g. "3 run(s) ended in an error: top [m] (2 runs), total [m]"."""
+        listed = ", ".join(
+            name if runs == 1 else f"{name} ({runs} runs)"
+            for name, runs in sorted(self.errored.items())[:20]
+        )
+        more = f" and {len(self.errored) - 20} more test(s)" if len(self.errored) > 20 else ""
+        return f"{self.errors} run(s) ended in an error: {listed}{more}"
+
+    @property
+    def _accuracy_message(self) -> str:
         if self.threshold is None:
-            if self.passed:
+            if self.met:
                 return f"accuracy {self.accuracy:.1%}; no minimum configured: every run passed"
             return (
                 f"accuracy {self.accuracy:.1%}; no minimum configured, so every run must pass: "
@@ -38,24 +81,39 @@ class AccuracyGate:
                 return f"every test at or above {self.threshold:.1%}"
             listed = ", ".join(f"{name}: {value:.1%}" for name, value in self.below[:20])
             return f"{len(self.below)} test(s) below threshold {self.threshold:.1%}: {listed}"
-        verdict = "meets" if self.passed else "is below"
+        verdict = "meets" if self.met else "is below"
         return f"average accuracy {self.accuracy:.1%} {verdict} the minimum {self.threshold:.1%}"
 
 
 def accuracy_gate(
-    accuracies: dict[str, float], threshold: float | None, mode: ThresholdMode = "average"
+    accuracies: dict[str, float],
+    threshold: float | None,
+    mode: ThresholdMode = "average",
+    *,
+    errored: Mapping[str, int] | None = None,
+    allow_errors: bool = False,
 ) -> AccuracyGate:
-    """The verdict of an evaluation, the one its results file, its summary and its exit code
-    give. oxy's semantics: `average` needs the mean of the tests' accuracies to reach the
-    threshold, `all` needs every test to reach it. No threshold: every run must pass (each
-    test at 100%), as `eval-pipeline test` exits 0 only when they all did."""
+    """The verdict of an evaluation, the one its results file, its summary, its exit code
+    and the `min_accuracy` asset check give. oxy's semantics: `average` needs the mean of
+    the tests' accuracies to reach the threshold, `all` needs every test to reach it. No
+    threshold: every run must pass (each test at 100%), as `eval-pipeline test` exits 0
+    only when they all did.
+
+    Args:
+        errored: test → its runs that ended as `error` (none left out of `accuracies`,
+            where they count as not passed).
+        allow_errors: error runs only count as not passed; otherwise any error run fails
+            the gate as an incomplete evaluation, whatever the accuracy.
+    """
+    errored = {name: runs for name, runs in (errored or {}).items() if runs}
     average = sum(accuracies.values()) / len(accuracies) if accuracies else 0.0
     if threshold is None:
         below = sorted((name, value) for name, value in accuracies.items() if value + 1e-12 < 1)
-        return AccuracyGate(not below, average, None, mode, below)
+        return AccuracyGate(not below, average, None, mode, below, errored, allow_errors)
     below = sorted((name, value) for name, value in accuracies.items() if value + 1e-12 < threshold)
-    passed = not below if mode == "all" else average + 1e-12 >= threshold
-    return AccuracyGate(passed, average, threshold, mode, below if mode == "all" else [])
+    met = not below if mode == "all" else average + 1e-12 >= threshold
+    below = below if mode == "all" else []
+    return AccuracyGate(met, average, threshold, mode, below, errored, allow_errors)
 
 
 SIGNIFICANCE = 0.05
@@ -219,17 +277,26 @@ def check_partition(
     min_accuracy: float | None,
     mode: ThresholdMode,
     significant_only: bool = False,
+    allow_errors: bool = False,
 ) -> PartitionChecks:
     """Both checks of a partition from its per-test metrics (`summarize_partition`'s, so the
     partition's grades are read once); only the previous day's grades are read here.
-    `significant_only`: no_regression fails only on a significant drop (`test.regression`)."""
+    `significant_only`: no_regression fails only on a significant drop (`test.regression`).
+    `allow_errors`: error runs count as not passed instead of failing min_accuracy
+    (`test.allow_errors`), as in `eval-pipeline test`'s gate."""
     accuracies = {case.name: case.pass_at_1 for case in cases}  # as `eval-pipeline test`'s gate
     # pass@1 is all the paired test needs of an attempt list, so the order is immaterial.
     attempts = {
         case.name: [True] * case.passes + [False] * (case.attempts - case.passes) for case in cases
     }
     return PartitionChecks(
-        accuracy=accuracy_gate(accuracies, min_accuracy, mode),
+        accuracy=accuracy_gate(
+            accuracies,
+            min_accuracy,
+            mode,
+            errored={case.name: case.errors for case in cases},
+            allow_errors=allow_errors,
+        ),
         regression=since_previous_day(layout, model, day, head_attempts=attempts),
         significant_only=significant_only,
     )

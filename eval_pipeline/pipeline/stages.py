@@ -441,6 +441,7 @@ def model_summaries(suite: Suite, model: str, day: date, layout: StateFolder) ->
         min_accuracy=settings.min_accuracy,
         mode=settings.threshold_mode,
         significant_only=settings.regression_significant_only,
+        allow_errors=settings.allow_errors,
     )
     gate, diff = checks.accuracy, checks.regression
     summary = result.summary if result else None
@@ -461,6 +462,10 @@ def model_summaries(suite: Suite, model: str, day: date, layout: StateFolder) ->
                     "minimum": f"{gate.threshold:.1%}",
                     "mode": gate.mode,
                     "runs_passed": f"{summary.pass_rate:.1%}" if summary else "",
+                    # Error runs fail the check, as they make `eval-pipeline test` exit 3,
+                    # unless test.allow_errors counts them as not passed.
+                    "errors": gate.errors,
+                    "allow_errors": gate.allow_errors,
                 },
             )
         )

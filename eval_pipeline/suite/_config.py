@@ -242,6 +242,9 @@ class TestDefaults:
     schedule: str = "0 6 * * *"
     min_accuracy: float | None = None
     threshold_mode: ThresholdMode = "average"
+    # Runs that ended as `error` count as not passed instead of making the evaluation
+    # incomplete (exit 3, the `min_accuracy` asset check failed).
+    allow_errors: bool = False
     semantic: Semantic | None = None  # the semantic check of tests that set none (off: None)
     # `regression: {significant_only: true}`: no_regression fails only on a drop the paired
     # test between the two days calls significant; default: any regressed test.

@@ -61,6 +61,7 @@ _TEST_KEYS = (
     "schedule",
     "min_accuracy",
     "threshold_mode",
+    "allow_errors",
     "semantic",
     "regression",
     "start_date",
@@ -264,6 +265,8 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
         values["threshold_mode"] = r.choice(
             block, "threshold_mode", "test.threshold_mode", ("average", "all")
         )
+    if "allow_errors" in block:
+        values["allow_errors"] = r.boolean(block, "allow_errors", "test.allow_errors")
     if "semantic" in block:
         values["semantic"] = parse_semantic(r, block, "test.semantic")
     if "regression" in block:

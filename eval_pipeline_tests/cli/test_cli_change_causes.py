@@ -41,7 +41,7 @@ def test_a_pass_after_an_error_names_the_error_not_an_edit(tmp_path):
         )
         first = run_cli(*ARGS, cwd=root)
         no_traceback(first)
-        assert first.returncode == 1 and "error" in first.stdout, first.stdout + first.stderr
+        assert first.returncode == 3 and "error" in first.stdout, first.stdout + first.stderr
         second = run_cli(*ARGS, cwd=root)
         no_traceback(second)
         third = run_cli(*ARGS, "--no-cache", cwd=root)

@@ -128,6 +128,11 @@ USAGE_CASES = {
         lambda s: _config(s, _with_warehouse('  schedule: "not a cron"\n')),
         "test.schedule: 'not a cron' is not a cron expression",
     ),
+    "allow_errors not true or false": (
+        ["test"],
+        lambda s: _config(s, _with_warehouse("  allow_errors: sometimes\n")),
+        "test.allow_errors: expected true or false, got 'sometimes'",
+    ),
     "unknown judge model": (
         ["test"],
         lambda s: _config(s, _with_warehouse("  judge_model: nope:gpt\n")),

@@ -39,7 +39,7 @@ def test_a_sign_in_with_a_100_kb_set_cookie_leaves_no_token_in_any_file(tmp_path
         done = as_json(project, DAY, *NAO_ARGS)
         tokens = set(backend.sessions)
     no_traceback(done)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr  # error runs: a broken evaluation
     errors = [r["error"] for r in json.loads(done.stdout)["results"]]
     assert len(errors) == 3 and all(errors), errors
     for error in errors:

@@ -131,7 +131,7 @@ def test_a_recorded_judge_does_not_pass_a_live_models_useless_reply(tmp_path, se
 
     result, grade = evaluate(root, *(arg for m in LIVE_MODELS for arg in ("-m", m)))
 
-    assert result.returncode == 1
+    assert result.returncode == 3  # an error run: the evaluation is incomplete
     assert grade["status"] == "error"  # not "passed" on the recording's reasoning
     assert "The reply says it cannot delete anything" not in json.dumps(grade)
     assert "no recording for this request" in grade["message"]

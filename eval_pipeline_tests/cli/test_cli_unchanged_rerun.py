@@ -282,7 +282,7 @@ def test_a_run_in_error_is_retried_even_when_nothing_changed(
     args = ("test", "--date", DAY, "-m", "down:x", "--format", "json", "-q")
     for _ in range(2):
         failed = run_cli(*args, cwd=root)
-        assert failed.returncode == 1, failed.stderr
+        assert failed.returncode == 3, failed.stderr  # an error run, not a wrong answer
         document = json.loads(failed.stdout)
         assert document["results"][0]["status"] == "error"
         assert document["executed_runs"] == 1, "the run in error was not retried"
@@ -317,7 +317,7 @@ def test_a_warehouse_file_answers_from_itself_alone(server: ScriptedServer, tmp_
     with duckdb.connect(str(root / "warehouse.duckdb")) as connection:
         connection.execute(f"CREATE VIEW archived_orders AS SELECT * FROM '{archive}'")
     done = run_cli("test", "--date", DAY, "-m", "local:a", "--format", "json", "-q", cwd=root)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 3, done.stderr  # no reference: an error run, not a wrong answer
     [reference] = read_latest(
         StateFolder(root / ".eval"), "reference_results", run_date=date.fromisoformat(DAY)
     )
@@ -396,7 +396,7 @@ def test_a_selection_is_decided_by_its_own_runs_whatever_the_others_are(tmp_path
             providers=[{"provider": "local", "base_url": server.base_url, "timeout_s": 30}],
         )
         whole = run_cli(*ARGS, cwd=root)
-        assert whole.returncode == 1, whole.stdout + whole.stderr  # q1 is an error run
+        assert whole.returncode == 3, whole.stdout + whole.stderr  # q1 is an error run
         args = (*ARGS, "--select", "q0")
         run_cli(*args, cwd=root)
         before = len(runs_of(root))

@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline_tests.agents.steps import error
 from eval_pipeline_tests.pipeline.small_suite import (
     DAY,
     MODELS,
@@ -52,6 +53,39 @@ def test_min_accuracy_in_average_and_all_modes(small_suite, instance):
     assert not every.passed
     assert "total_revenue: 0.0%" in every.description
     assert min_accuracy(0.0, "all").passed
+
+
+def test_min_accuracy_fails_on_error_runs_unless_errors_are_allowed(small_suite, instance):
+    analyst = small_suite.analyst
+
+    def provider_down_for_total_revenue(request, index):
+        if analyst.case_of(request) == "total_revenue":
+            return error(400, "the provider refused the request")  # never retried
+        return analyst(request, index)
+
+    small_suite.agent.set_script(provider_down_for_total_revenue)
+    defs = prepare(small_suite, instance)
+    evaluate(defs, instance, MODELS[0], assets=["agent_runs", "grades"])
+
+    def min_accuracy(**options: object) -> dg.AssetCheckEvaluation:
+        small_suite.write_config(min_accuracy=0.5, **options)
+        return checks(evaluate(defs, instance, MODELS[0], assets=["model_summaries"]))[
+            "min_accuracy"
+        ]
+
+    # 3 of 4 tests pass, above the minimum: the error alone fails the check, as it makes
+    # `eval-pipeline test` exit 3.
+    broken = min_accuracy()
+    assert not broken.passed
+    assert broken.description == (
+        f"{MODELS[0]} on {DAY}: 1 run(s) ended in an error: total_revenue; the evaluation is "
+        "incomplete whatever its accuracy (75.0%), since errors are not allowed "
+        "(test.allow_errors) (3/4 runs passed)"
+    )
+    assert broken.metadata["errors"].value == 1
+    allowed = min_accuracy(allow_errors=True)
+    assert allowed.passed
+    assert "counted as not passed" in allowed.description
 
 
 def test_min_accuracy_without_a_minimum_is_skipped_not_passed(small_suite, instance):
