@@ -58,15 +58,21 @@ def _plural(count: int, word: str, plural: str) -> str:
 
 
 def _summary_line(counts: dict[str, int]) -> str:
-    return ", ".join(
-        [
-            _plural(counts["regression"], "regression", "regressions"),
-            _plural(counts["fix"], "fix", "fixes"),
-            f"{counts['unchanged']} unchanged",
-            f"{counts['added']} added",
-            f"{counts['removed']} removed",
-        ]
-    )
+    """nao's line, and the tests now in error after it when there are some."""
+    parts = [
+        _plural(counts["regression"], "regression", "regressions"),
+        _plural(counts["fix"], "fix", "fixes"),
+        f"{counts['unchanged']} unchanged",
+        f"{counts['added']} added",
+        f"{counts['removed']} removed",
+    ]
+    if counts["error"]:
+        parts.append(_plural(counts["error"], "error", "errors"))
+    return ", ".join(parts)
+
+
+#: A test's outcome in a file, as the diff shows it (`-`: the file has no run of it).
+_SHOWN = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", None: "-"}
 
 
 def _same_model(wanted: str, written: str) -> bool:
@@ -75,8 +81,9 @@ def _same_model(wanted: str, written: str) -> bool:
 
 
 def cmd_file_diff(args: argparse.Namespace) -> int:
-    """Each (test, model) of two results files: regression, fix, unchanged, added or
-    removed; exit 1 on a regression unless --no-fail."""
+    """Each (test, model) of two results files: regression, error, fix, unchanged, added
+    or removed; exit 1 on a regression unless --no-fail (an error is none: its run says
+    nothing of the agent, and `eval-pipeline test` exits 3 on it)."""
     if args.base or args.date:
         return _usage("--base and --date compare stored days; give them without files")
     if args.last and args.files:
@@ -108,11 +115,12 @@ def cmd_file_diff(args: argparse.Namespace) -> int:
             print("no test matches the filters")
         test_width = max((len(printable(p.test)) for p in pairs), default=4)
         model_width = max((len(printable(p.model)) for p in pairs), default=5)
+        # As wide as the outcomes shown: a diff with no error keeps nao's columns.
+        width = max((len(_SHOWN[o]) for p in pairs for o in (p.before, p.after)), default=4)
         for pair in sorted(pairs, key=lambda p: (CHANGES.index(p.change), p.test, p.model)):
-            shown = {True: "PASS", False: "FAIL", None: "-"}
             print(
                 f"  {printable(pair.test):<{test_width}}  {printable(pair.model):<{model_width}}  "
-                f"{shown[pair.before]:>4} → {shown[pair.after]:<4}  {pair.change}"
+                f"{_SHOWN[pair.before]:>{width}} → {_SHOWN[pair.after]:<{width}}  {pair.change}"
             )
     print(f"Summary: {_summary_line(counts)}")
     return ExitCode.FAILED if counts[REGRESSION] and not args.no_fail else ExitCode.OK
@@ -127,6 +135,14 @@ def add_summary_arguments(parser: argparse.ArgumentParser) -> None:
         "results folder)",
     )
     parser.add_argument("--json", action="store_true", help="the summary as JSON")
+
+
+def _failed_text(counts: dict) -> str:
+    """`2 failed`, or `1 failed, 1 error(s)`: a run that ended in an error is counted apart,
+    as `eval-pipeline test`'s summary line counts it (nao's `failed` counts both)."""
+    if not counts["errors"]:
+        return f"{counts['failed']} failed"
+    return f"{counts['failed'] - counts['errors']} failed, {counts['errors']} error(s)"
 
 
 def cmd_summary(args: argparse.Namespace) -> int:
@@ -156,7 +172,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         if unpriced:
             cost += f" (cost unknown for {_plural(unpriced, 'run', 'runs')})"
     print(
-        f"{printable(str(path))}: {overall['passed']} passed, {overall['failed']} failed, "
+        f"{printable(str(path))}: {overall['passed']} passed, {_failed_text(overall)}, "
         f"{overall['total']} total, {cost}, {overall['total_duration_s']}s, "
         f"{overall['total_tool_calls']} tool calls"
     )
@@ -164,9 +180,10 @@ def cmd_summary(args: argparse.Namespace) -> int:
     width = max((len(printable(row["model"])) for row in rows), default=5)
     for row in rows:
         cost = "cost unknown" if row["unpriced_runs"] else f"${row['total_cost']:.4f}"
+        errors = f"  {row['errors']} error(s)" if row["errors"] else ""
         print(
             f"  {printable(row['model']):<{width}}  {row['passed']}/{row['total']} passed "
-            f"({row['pass_rate']:.1f}%)  pass@1 {row['pass_at_1']:.2f}  "
+            f"({row['pass_rate']:.1f}%){errors}  pass@1 {row['pass_at_1']:.2f}  "
             f"pass^{row['k']} {row['pass_hat_k']:.2f}  {cost}  "
             f"{row['total_tokens']:,} tokens  {row['avg_duration_ms']:.0f} ms/run"
         )

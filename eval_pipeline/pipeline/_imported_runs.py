@@ -225,6 +225,32 @@ def _object(value: Any, where: str) -> dict[str, Any]:
     return value
 
 
+def _entry_error(result: Mapping[str, Any], where: str) -> str | None:
+    """Why a results file's run could not be graded (`error`, or nao's `details.error`)."""
+    details = _object(result.get("details"), f"{where}.details")
+    return _text(result.get("error"), f"{where}.error") or _text(
+        details.get("error"), f"{where}.details.error"
+    )
+
+
+def entry_status(result: Mapping[str, Any], where: str) -> str:
+    """`passed`, `failed` or `error` of a run in a results file, nao's or ours: ours says it
+    (`status`); nao's has none, and a run that did not pass is an error when it holds why it
+    could not be graded (`error`), a failure otherwise.
+
+    Raises:
+        ResultsFileError: `status` is none of the three, or `error` is not text; the message
+            names the field (`where` is the entry, e.g. `results[3]`).
+    """
+    if "status" in result:
+        status = result["status"]
+        if status not in ("passed", "failed", "error"):
+            raise _expected(f"{where}.status", "passed, failed or error", status)
+        return status
+    error = _entry_error(result, where)
+    return "passed" if result["passed"] else "error" if error else "failed"
+
+
 def _run(
     result: Mapping[str, Any],
     run_date: date,
@@ -241,16 +267,9 @@ def _run(
         raise _expected(f"{where}.passed", "true or false", result.get("passed"))
     _attempt(result.get("attempt"), f"{where}.attempt")
     details = _object(result.get("details"), f"{where}.details")
-    error = _text(result.get("error"), f"{where}.error") or _text(
-        details.get("error"), f"{where}.details.error"
-    )
+    error = _entry_error(result, where)
     ours = "status" in result
-    if ours:
-        status = result["status"]
-        if status not in ("passed", "failed", "error"):
-            raise _expected(f"{where}.status", "passed, failed or error", status)
-    else:
-        status = "passed" if result["passed"] else "error" if error else "failed"
+    status = entry_status(result, where)
     message = result.get("message")
     # Ours keeps the honest cost in `cost_usd` (null: unknown); `cost` is nao's number.
     cost_key = "cost_usd" if "cost_usd" in result else "cost"

@@ -2,7 +2,9 @@
 
 Both work on the `results` list every results file holds (ours and nao's alike: `name`,
 `model`, `passed`, `tokens`, `cost`, `duration_ms`, `tool_call_count`), never on the store,
-so a file from another machine or from `nao test` compares as well as one written here.
+so a file from another machine or from `nao test` compares as well as one written here. A run
+that ended in an error (`entry_status`) is told apart from a failed one, as the test
+command's summary line tells them apart: it says nothing of the agent.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ from typing import Any
 from eval_pipeline.pipeline._imported_runs import (
     ResultsFileError,
     checked_number,
+    entry_status,
     load_results_json,
 )
 
 REGRESSION, FIX, UNCHANGED, ADDED, REMOVED = "regression", "fix", "unchanged", "added", "removed"
+#: A test whose run in the second file is an error: no verdict to compare, so neither a
+#: regression nor unchanged.
+ERROR = "error"
 #: The order changes are counted and listed in.
-CHANGES = (REGRESSION, FIX, UNCHANGED, ADDED, REMOVED)
+CHANGES = (REGRESSION, ERROR, FIX, UNCHANGED, ADDED, REMOVED)
 RESULTS_GLOB = "results_*.json"
 #: The numbers of an entry a summary adds up.
 _SUMMED = ("tokens", "cost", "duration_ms", "tool_call_count")
@@ -29,7 +35,9 @@ _SUMMED = ("tokens", "cost", "duration_ms", "tool_call_count")
 def results_entries(path: Path) -> list[Mapping[str, Any]]:
     """The `results` list of a results file, each entry checked for what a diff or a
     summary reads: the keys, and the numbers summed (`tokens`, `cost`, `duration_ms`,
-    `tool_call_count`) within what a run can hold, as an import checks them.
+    `tool_call_count`) within what a run can hold, as an import checks them. Each entry
+    holds its `status` (`entry_status`: nao's entries have none, it is read as an import
+    reads it).
 
     Raises:
         ResultsFileError: the file is missing, too large, nested too deep or no JSON, or an
@@ -43,6 +51,7 @@ def results_entries(path: Path) -> list[Mapping[str, Any]]:
     results = document.get("results") if isinstance(document, dict) else None
     if not isinstance(results, list):
         raise ResultsFileError(f"{path}: no `results` list; is it a results file?")
+    entries = []
     for index, entry in enumerate(results):
         where = f"{path}: results[{index}]"
         if not isinstance(entry, dict):
@@ -52,44 +61,60 @@ def results_entries(path: Path) -> list[Mapping[str, Any]]:
                 raise ResultsFileError(f"{where}.{field}: expected a {kind.__name__}")
         for field in _SUMMED:
             checked_number(entry.get(field), f"{where}.{field}")
-    return results
+        entries.append({**entry, "status": entry_status(entry, where)})
+    return entries
 
 
 @dataclass(frozen=True)
 class PairChange:
-    """One test of one model in two results files. `before` / `after`: whether it passed
-    (every attempt the file holds), None when the file has no run of it."""
+    """One test of one model in two results files. `before` / `after`: `passed`, `failed`
+    or `error` over every attempt the file holds (`_outcome`), None when the file has no
+    run of it."""
 
     test: str
     model: str
-    before: bool | None
-    after: bool | None
+    before: str | None
+    after: str | None
 
     @property
     def change(self) -> str:
+        """A test now in error is an `error` whatever it was: the run says nothing of the
+        agent, so it is no regression (nor unchanged). An error before is no verdict to
+        compare with: a pass now is a fix, a failure now unchanged (neither passed)."""
         if self.before is None:
             return ADDED
         if self.after is None:
             return REMOVED
-        if self.before == self.after:
+        if self.after == "error":
+            return ERROR
+        passed_before, passed_after = self.before == "passed", self.after == "passed"
+        if passed_before == passed_after:
             return UNCHANGED
-        return FIX if self.after else REGRESSION
+        return FIX if passed_after else REGRESSION
 
 
-def _passed_by_pair(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], bool]:
-    passed: dict[tuple[str, str], bool] = {}
+def _outcome(statuses: Sequence[str]) -> str:
+    """A test's outcome in a file over its attempts: it passed when all of them passed; a
+    failed attempt fails it (the agent was wrong at least once); else an error left it
+    without a verdict."""
+    if "failed" in statuses:
+        return "failed"
+    return "error" if "error" in statuses else "passed"
+
+
+def _outcome_by_pair(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
+    statuses: dict[tuple[str, str], list[str]] = {}
     for entry in entries:
-        key = (entry["name"], entry["model"])
-        passed[key] = passed.get(key, True) and entry["passed"]
-    return passed
+        statuses.setdefault((entry["name"], entry["model"]), []).append(entry["status"])
+    return {pair: _outcome(found) for pair, found in statuses.items()}
 
 
 def compare_results(
     before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
 ) -> list[PairChange]:
-    """Every (test, model) of either file, sorted, with how it changed. With several
-    attempts, a test passes in a file when all of its attempts there passed."""
-    old, new = _passed_by_pair(before), _passed_by_pair(after)
+    """Every (test, model) of either file (`results_entries`), sorted, with how it changed.
+    With several attempts, a test passes in a file when all of its attempts there passed."""
+    old, new = _outcome_by_pair(before), _outcome_by_pair(after)
     return [
         PairChange(test, model, old.get((test, model)), new.get((test, model)))
         for test, model in sorted(old.keys() | new.keys())
@@ -121,6 +146,7 @@ class _Sums:
 
     total: int
     passed: int
+    errors: int
     duration_ms: float
     tool_calls: float
 
@@ -129,6 +155,7 @@ class _Sums:
         return cls(
             total=len(entries),
             passed=sum(1 for entry in entries if entry["passed"]),
+            errors=sum(1 for entry in entries if entry["status"] == "error"),
             duration_ms=_total(entries, "duration_ms"),
             tool_calls=_total(entries, "tool_call_count"),
         )
@@ -158,14 +185,17 @@ def _pass_metrics(entries: Sequence[Mapping[str, Any]]) -> dict[str, float | int
 
 
 def summarize_results(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What `nao test summary` reports of a file: the totals over every run, then one row per
-    model (best pass rate first, the cheaper first on a tie). `unpriced_runs` is ours: runs
-    whose cost is unknown (null), counted as 0 in the totals as nao counts them."""
+    """What `nao test summary` reports of a file (`results_entries`): the totals over every
+    run, then one row per model (best pass rate first, the cheaper first on a tie).
+    `failed` is nao's, every run that did not pass; ours: `errors`, how many of those ended
+    in an error, and `unpriced_runs`, runs whose cost is unknown (null), counted as 0 in the
+    totals as nao counts them."""
     sums = _Sums.of(entries)
     overall = {
         "total": sums.total,
         "passed": sums.passed,
         "failed": sums.total - sums.passed,
+        "errors": sums.errors,
         "total_tokens": int(_total(entries, "tokens")),
         "total_cost": _total(entries, "cost"),
         "total_duration_ms": int(sums.duration_ms),
@@ -190,6 +220,7 @@ def _model_row(model: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "total": sums.total,
         "passed": sums.passed,
         "failed": sums.total - sums.passed,
+        "errors": sums.errors,  # ours
         "pass_rate": round(sums.passed / sums.total * 100, 1),  # a percentage, as nao's
         "total_tokens": int(_total(runs, "tokens")),
         "total_cost": round(_total(runs, "cost"), 6),

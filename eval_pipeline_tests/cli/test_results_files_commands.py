@@ -189,3 +189,72 @@ def test_summary_reads_the_file_written_last_by_default(suite, capsys):
     code, out, _ = run(capsys, "summary", "--suite", str(suite))
     assert code == 0 and out.startswith(f"{outputs / 'results_20260601_090000.json'}: 1 passed")
     assert run(capsys, "summary", "--suite", str(suite.parent / "elsewhere"))[0] == 2
+
+
+# --- runs that ended in an error ----------------------------------------------------------
+
+CANNOT_CONNECT = "could not connect from POST http://127.0.0.1:9/v1/chat/completions"
+
+
+def errored(name: str, **extra) -> dict:
+    """A run that ended in an error, as nao writes it: not passed, with why (no `status`)."""
+    return entry(name, False, error=CANNOT_CONNECT, **extra)
+
+
+def test_a_pass_that_became_an_error_is_an_error_not_a_regression(tmp_path, capsys):
+    before = write_results(
+        tmp_path / "before.json",
+        entry("revenue", True, status="passed"),
+        entry("orders", True),
+        entry("churn", False),
+        errored("refunds"),
+    )
+    after = write_results(
+        tmp_path / "after.json",
+        entry("revenue", False, status="error", error=CANNOT_CONNECT),  # ours says `status`
+        errored("orders"),  # nao's says it by `error`
+        entry("churn", False),
+        entry("refunds", True),  # passes where it had no verdict
+    )
+
+    code, out, _ = run(capsys, "diff", str(before), str(after))
+
+    assert code == 0, out  # no regression: nothing is known of the agent's answer now
+    lines = out.splitlines()
+    assert lines[-1] == "Summary: 0 regressions, 1 fix, 1 unchanged, 0 added, 0 removed, 2 errors"
+    rows = {line.split()[0]: " ".join(line.split()[2:]) for line in lines[1:-1]}
+    assert rows == {
+        "revenue": "PASS → ERROR error",
+        "orders": "PASS → ERROR error",
+        "churn": "FAIL → FAIL unchanged",
+        "refunds": "ERROR → PASS fix",
+    }
+    # A failed attempt beside an error one is a failure: the agent was wrong at least once.
+    attempts = write_results(tmp_path / "attempts.json", entry("orders", False), errored("orders"))
+    code, out, _ = run(capsys, "diff", str(before), str(attempts), "--test", "orders", "-q")
+    assert code == 1 and out.startswith("Summary: 1 regression"), out
+
+
+def test_summary_counts_runs_in_error_apart_from_failed_ones(tmp_path, capsys):
+    path = write_results(
+        tmp_path / "results.json",
+        entry("a", True),
+        entry("b", False),
+        errored("c"),
+        entry("d", False, status="error", error=CANNOT_CONNECT, model="openai:gpt-a"),
+        entry("e", True, model="openai:gpt-a"),
+    )
+
+    code, out, _ = run(capsys, "summary", "-f", str(path))
+
+    first, *rows = out.splitlines()
+    assert code == 0 and "2 passed, 1 failed, 2 error(s), 5 total" in first, first
+    assert f"{NAO_MODEL}  1/3 passed (33.3%)  1 error(s)  pass@1" in rows[1], rows
+    code, out, _ = run(capsys, "summary", "-f", str(path), "--json")
+    summary = json.loads(out)
+    # `failed` stays nao's (every run that did not pass); `errors` says how many were errors.
+    assert (summary["summary"]["failed"], summary["summary"]["errors"]) == (3, 2)
+    assert [(m["model"], m["errors"]) for m in summary["by_model"]] == [
+        ("openai:gpt-a", 1),
+        (NAO_MODEL, 1),
+    ]
