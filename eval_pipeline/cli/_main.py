@@ -302,13 +302,14 @@ def build_parser() -> argparse.ArgumentParser:
     sql = add(
         "sql",
         cmd_sql,
-        "run one SQL query on the results, or with none open a SQL prompt (read-only, no file access)",
+        "run SQL queries on the results, or with none open a SQL prompt (read-only, no file access)",
     )
     sql.add_argument(
         "query",
         nargs="?",
-        help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"; '
-        "none: a prompt with history",
+        help='e.g. "SELECT model, run_date, pass_rate FROM model_summaries"; several, '
+        "separated by `;`, run one after the other; a dot-command as at the prompt "
+        "(.tables, .help); none: a prompt with history",
     )
     sql.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sql.add_argument("--limit", type=int, default=100, help="rows shown as a table (default 100)")

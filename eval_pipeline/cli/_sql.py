@@ -1,4 +1,4 @@
-"""`eval-pipeline sql`: one read-only query on the results, or, with none, a read-only SQL prompt."""
+"""`eval-pipeline sql`: read-only queries on the results, given as an argument or typed at a read-only SQL prompt."""
 
 from __future__ import annotations
 
@@ -17,9 +17,11 @@ from eval_pipeline.suite import load_config, printable
 
 HISTORY_FILE = "sql_history"
 HISTORY_LENGTH = 1000
-HELP = """Statements end with `;` and may span lines. Only reading statements run (SELECT,
-DESCRIBE, SUMMARIZE, EXPLAIN); nothing can be changed and no file outside the store read.
+HELP = """Statements end with `;` and may span lines; several run one after the other. Only
+reading statements run (SELECT, DESCRIBE, SUMMARIZE, EXPLAIN); nothing can be changed and no
+file outside the store read.
   .tables   the tables and views       .help   this text       .quit (or Ctrl-D)   leave"""
+QUIT = (".quit", ".exit", ".q")
 
 
 def read_rows(layout, sql: str, *, fmt: str, limit: int, limits=None):
@@ -86,23 +88,67 @@ def read_limits(args: argparse.Namespace):
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    """Run one SQL query on the results (read-only) and print it; no query: the prompt.
+    """Run the SQL given on the results (read-only), as the prompt runs what is typed, and
+    print each result; no SQL: the prompt. Exit 2 when a statement failed or was refused.
     Ctrl-C stops the query: exit 130, as for any command."""
-    from eval_pipeline.store import NotReadOnly, QueryTooSlow, StateFolder
+    from eval_pipeline.store import StateFolder
 
     layout = StateFolder.of(load_config(suite_root(args)))
     limits = read_limits(args)
     if args.query is None:
         return sql_prompt(layout, fmt=args.format, limit=args.limit, limits=limits)
-    try:
-        columns, rows, count = read_rows(
-            layout, args.query, fmt=args.format, limit=args.limit, limits=limits
-        )
-    except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
-        print(f"error: {printable(str(error).strip(), lines=True)}", file=sys.stderr)
-        return ExitCode.USAGE
-    print_rows(columns, rows, fmt=args.format, limit=args.limit, row_count=count)
-    return ExitCode.OK
+    if args.query.strip() in QUIT:
+        return ExitCode.OK  # what it asks for at the prompt: nothing more runs
+    ran = run_input(layout, args.query, fmt=args.format, limit=args.limit, limits=limits)
+    return ExitCode.OK if ran else ExitCode.USAGE
+
+
+def _fail(message: str) -> bool:
+    print(f"error: {printable(message.strip(), lines=True)}", file=sys.stderr)
+    return False
+
+
+def run_input(layout, text: str, *, fmt: str, limit: int, limits=None) -> bool:
+    """Run a dot-command, or each statement of `text` one after the other, printing each
+    result; a statement that fails, is refused or is too slow says why and the next one
+    runs. False when one did not run. What the command line and the prompt run alike.
+
+    The statements are told apart by DuckDB's own parser (a `;` in a string or a comment
+    splits nothing), and each is handed to the store's sandbox alone, which parses it
+    again and runs it only if it is one reading statement: several never run as one.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C while a statement ran.
+    """
+    from eval_pipeline.store import TABLE_LISTING, NotReadOnly, QueryTooSlow
+
+    command = text.strip()
+    if command == ".help":
+        print(HELP)
+        return True
+    if command.startswith("."):
+        if command != ".tables":
+            return _fail(f"unknown command {command.split()[0]}; .help lists them")
+        statements = [TABLE_LISTING]
+    else:
+        try:
+            statements = [s.query.strip() for s in duckdb.extract_statements(text)]
+        except duckdb.Error as error:
+            return _fail(str(error))
+        if not statements:
+            return _fail("no SQL statement given; .help says what runs here")
+    ran = True
+    for statement in statements:
+        try:
+            columns, rows, count = read_rows(
+                layout, statement.rstrip("; \n"), fmt=fmt, limit=limit, limits=limits
+            )
+        except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
+            ran = _fail(str(error))
+            continue
+        print_rows(columns, rows, fmt=fmt, limit=limit, row_count=count)
+        sys.stdout.flush()
+    return ran
 
 
 def _statements(interactive: bool) -> Iterator[str]:
@@ -157,44 +203,21 @@ def _history(path: Path, interactive: bool) -> Iterator[None]:
 
 def sql_prompt(layout, *, fmt: str, limit: int, limits=None) -> int:
     """Read statements from the terminal (or piped input) and run each read-only, as
-    `eval-pipeline sql "…"` does; a refused, failing or too slow statement says why and the
-    prompt goes on, and so does one stopped by Ctrl-C."""
-    from eval_pipeline.store import TABLE_LISTING, NotReadOnly, QueryTooSlow
-
+    `eval-pipeline sql "…"` does (`run_input`); a refused, failing or too slow statement
+    says why and the prompt goes on, and so does one stopped by Ctrl-C."""
     interactive = sys.stdin.isatty()
     if interactive:
         print(f"Read-only SQL on {layout.root / 'results.duckdb'}'s tables.\n{HELP}")
     failed = False
     with _history(layout.logs_dir / HISTORY_FILE, interactive):
         for statement in _statements(interactive):
-            if statement in (".quit", ".exit", ".q"):
+            if statement in QUIT:
                 break
-            if statement == ".help":
-                print(HELP)
-                continue
-            if statement == ".tables":
-                statement = TABLE_LISTING
-            elif statement.startswith("."):
-                print(
-                    f"error: unknown command {statement.split()[0]}; .help lists them",
-                    file=sys.stderr,
-                )
-                failed = True
-                continue
             try:
-                columns, rows, count = read_rows(
-                    layout, statement.rstrip("; \n"), fmt=fmt, limit=limit, limits=limits
-                )
-            except (duckdb.Error, NotReadOnly, QueryTooSlow) as error:
-                print(f"error: {str(error).strip()}", file=sys.stderr)
-                failed = True
-                continue
+                failed |= not run_input(layout, statement, fmt=fmt, limit=limit, limits=limits)
             except KeyboardInterrupt:
                 if not interactive:
                     raise  # a script stops: exit 130
                 print("interrupted", file=sys.stderr)
-                continue
-            print_rows(columns, rows, fmt=fmt, limit=limit, row_count=count)
-            sys.stdout.flush()
     # A script piped in fails (exit 2) when a statement did; a person at the prompt saw it.
     return ExitCode.USAGE if failed and not interactive else ExitCode.OK

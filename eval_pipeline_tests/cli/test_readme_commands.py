@@ -330,6 +330,11 @@ def _runs_as_csv(result: Result, _: Path) -> None:
     assert result.stdout == "runs\n47\n", result.stdout
 
 
+def _lists_the_tables(result: Result, _: Path) -> None:
+    # A dot-command given as the argument, as at the prompt.
+    assert re.search(r"^│ model_summaries\s+│$", result.stdout, re.MULTILINE), result.stdout
+
+
 def _pass_rate_in_the_duckdb_shell(result: Result, cwd: Path) -> None:
     assert "replay:demo" in result.stdout and evaluated_day(cwd) in result.stdout, result.stdout
     assert "0.7234" in result.stdout, result.stdout
@@ -379,6 +384,7 @@ CHECKS: dict[str, tuple[int, Callable[[Result, Path], None]]] = {
     'eval-pipeline sql "SELECT model, run_date, pass_rate FROM model_summaries '
     'ORDER BY run_date"': (0, _pass_rate_of_the_day),
     'eval-pipeline sql "SELECT count(*) AS runs FROM grades" --format csv': (0, _runs_as_csv),
+    'eval-pipeline sql ".tables"': (0, _lists_the_tables),
     'duckdb -readonly tests_suite/.eval/results.duckdb "SELECT model, run_date, pass_rate '
     'FROM model_summaries"': (0, _pass_rate_in_the_duckdb_shell),
     "eval-pipeline export --format csv": (0, _a_row_per_run),
