@@ -108,7 +108,7 @@ def test_verbose_shows_each_run_as_nao_test_prints_it_before_the_tables(suite, m
     result = run_cli("test", "--date", DAY, "-m", "replay:mixed", "-v", cwd=suite)
     assert result.returncode == 1, result.stderr
     before_tables = result.stdout.split("Results\n")[0]
-    assert f"── {FAILED_BY_MIXED} [replay:mixed] attempt 1" in before_tables
+    assert f"── {FAILED_BY_MIXED} [replay:mixed] attempt 0" in before_tables
     assert f"prompt: {CASES[FAILED_BY_MIXED][0]}" in before_tables
     assert "verification SQL: SELECT 'cy' AS customer" in before_tables
     assert "differing rows:" in before_tables
