@@ -191,7 +191,10 @@ def test_an_attempt_budget_is_read_in_runs_or_dollars_and_a_bad_one_names_its_fi
     assert (budget.runs, budget.usd, budget.width, budget.question) == (None, 5.0, 0.1, "pass_rate")
     for config, said in [
         ("test:\n  budget: {alpha: 0.01}\n", r"test\.budget: needs runs or usd"),
-        ("test:\n  budget: {runs: 0}\n", r"test\.budget\.runs: expected an integer from 1 to 1000000000"),
+        (
+            "test:\n  budget: {runs: 0}\n",
+            r"test\.budget\.runs: expected an integer from 1 to 1000000000",
+        ),
         ("test:\n  budget: {runs: 9, alpha: 2}\n", r"test\.budget\.alpha: expected a fraction"),
         ("test:\n  budget: {runs: 9, question: best}\n", r"test\.budget\.question: expected"),
         ("test:\n  budget: {runs: 9, k: 3}\n", r"test\.budget\.k: unknown key"),
