@@ -104,6 +104,10 @@ async def execute_runs(
 
     Returns:
         The runs, in the order of `requests`.
+
+    Raises:
+        Whatever `on_finished` raised (a run that cannot be kept: the store stopped
+        answering), once the runs still in flight are stopped.
     """
     gate = asyncio.Semaphore(max(1, concurrency))
 
@@ -114,4 +118,14 @@ async def execute_runs(
             on_finished(run)
         return run
 
-    return list(await asyncio.gather(*(one(r) for r in requests)))
+    tasks = [asyncio.ensure_future(one(r)) for r in requests]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        # Stopped here, while their agents' connections and sandbox are still open: left
+        # running, each would fail against them once the caller closes them, and each
+        # finished one would be handed to `on_finished` again.
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise

@@ -6,8 +6,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import threading
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
@@ -18,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from eval_pipeline.store import _objects
+from eval_pipeline.store._journal import Journal
 from eval_pipeline.store._locks import (
     journal_in_use,
-    journal_lock,
     reading_files,
     updating_partition,
 )
@@ -111,9 +109,11 @@ def ensure_schema_files(layout: StateFolder) -> None:
     for name, spec in TABLES.items():
         path = layout.empty_file(name)
         # Rewritten when a table gained a column since (a store from an older version), so
-        # the views know the column before any data file holds it.
-        if not path.exists() or not _has_columns(path, spec.schema.names):
-            _write_atomically(spec.schema.empty_table(), path)
+        # the views know the column before any data file holds it. (The first request of
+        # most commands to a bucket: one that does not answer is named here.)
+        with _objects.answering(path):
+            if not path.exists() or not _has_columns(path, spec.schema.names):
+                _write_atomically(spec.schema.empty_table(), path)
 
 
 def _has_columns(path: Path, names: Sequence[str]) -> bool:
@@ -203,110 +203,6 @@ def read_latest(
         if segment is None:
             return []
         return _segment_rows(segment, keys).to_pylist()
-
-
-class Journal:
-    """An append-only JSON-lines file of finished records, each written out as it comes.
-
-    A run is journaled the moment it finishes, so a crash (even kill -9) loses at most the
-    runs in flight; the next materialization of the partition reads the journal and reuses
-    them. A torn last line from a crash mid-write is skipped when reading. Each record is in
-    the operating system's hands when `append` returns (what a crashed process cannot undo);
-    the fsync that puts it on the disk runs on a thread of the journal's own, one fsync for
-    every record written before it, so the runs' event loop never waits for the disk, and
-    `close` returns once the last record is on it.
-
-    In a bucket (no append, no lock there) the journal is a folder with one object per
-    record, written by one PUT each: a record is there whole or not at all.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._handle = None
-        self._syncer: _Syncer | None = None
-        self._held = contextlib.ExitStack()
-        if _objects.is_remote(path):
-            return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Records are made storable first; should a lone surrogate slip through, it becomes
-        # "?" rather than failing the write (and with it every later run of the batch).
-        self._handle = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
-        # Held while the journal is written: `abandoned_journals` tells a live journal (another
-        # evaluation of the partition, running now) from one a crash left behind.
-        self._held.enter_context(journal_lock(path))
-        self._syncer = _Syncer(self._handle.fileno())
-
-    def append(self, record: dict[str, Any]) -> None:
-        line = json.dumps(redact_value(record, IDENTITY_FIELDS), default=str, ensure_ascii=False)
-        if self._handle is None:
-            _objects.append_record(self.path, line + "\n")
-            return
-        self._handle.write(line + "\n")
-        self._handle.flush()
-        assert self._syncer is not None, "the journal is closed"
-        self._syncer.request()
-
-    def close(self) -> None:
-        syncer, self._syncer = self._syncer, None
-        try:
-            if syncer is not None:
-                syncer.close()
-        finally:
-            if self._handle is not None:
-                self._handle.close()
-            self._held.close()
-
-    def __enter__(self) -> Journal:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-
-class _Syncer:
-    """fsyncs one file on a thread of its own whenever records were written since its last
-    fsync: records written while one runs share the next, so a burst costs a few fsyncs."""
-
-    def __init__(self, descriptor: int) -> None:
-        self._descriptor = descriptor
-        self._wake = threading.Condition()
-        self._pending = self._closing = False
-        self._error: OSError | None = None
-        self._thread = threading.Thread(target=self._loop, name="journal-fsync", daemon=True)
-        self._thread.start()
-
-    def request(self) -> None:
-        """Have every record written so far reach the disk soon; raises an earlier fsync's
-        error, so a journal that stopped reaching the disk stops the batch as before."""
-        with self._wake:
-            if self._error is not None:
-                raise self._error
-            self._pending = True
-            self._wake.notify()
-
-    def close(self) -> None:
-        """Return once every record written before is on the disk (or raise why not)."""
-        with self._wake:
-            self._closing = True
-            self._wake.notify()
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-
-    def _loop(self) -> None:
-        while True:
-            with self._wake:
-                while not self._pending and not self._closing:
-                    self._wake.wait()
-                if not self._pending:
-                    return
-                self._pending = False
-            try:
-                os.fsync(self._descriptor)
-            except OSError as error:
-                with self._wake:
-                    self._error = error
-                return
 
 
 def day_state(layout: StateFolder, models: Sequence[str], run_date: date) -> str:

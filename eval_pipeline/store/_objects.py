@@ -30,21 +30,22 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from eval_pipeline.store._disk import writing_below
+from eval_pipeline.store._unanswered import (
+    BUCKET_ATTEMPTS,
+    BUCKET_CONNECT_TIMEOUT_S,
+    BUCKET_READ_TIMEOUT_S,
+    answering,
+    guarded,
+    watch_client,
+)
+
 # Either a local Path or a UPath in the bucket (typed loosely: UPath is not a Path).
 Location = Any
 
 
 def is_remote(location: Location) -> bool:
     return not isinstance(location, Path)
-
-
-#: Every request to the bucket has a deadline: a silent endpoint fails the connect after
-#: BUCKET_CONNECT_TIMEOUT_S, a stalled answer after BUCKET_READ_TIMEOUT_S, and botocore tries
-#: a request at most BUCKET_ATTEMPTS times (s3fs's own retry loop is cut to the same), so a
-#: store that stops answering ends the command instead of holding it.
-BUCKET_CONNECT_TIMEOUT_S = 5
-BUCKET_READ_TIMEOUT_S = 20
-BUCKET_ATTEMPTS = 2
 
 
 def _options(endpoint_url: str | None) -> dict[str, Any]:
@@ -81,6 +82,7 @@ def bucket_location(url: str, endpoint_url: str | None) -> Location:
         # are small single objects; without the header the read timeout applies.
         root.fs.connect()
         root.fs.s3.meta.events.register_last("before-call.s3", _no_expect_continue)
+        watch_client(root.fs.s3, endpoint_url)
         root.fs._eval_no_expect = True
     return root
 
@@ -96,6 +98,19 @@ def _duckdb_filesystem(endpoint_url: str | None) -> Any:
 
     class ArrowS3(ArrowFSWrapper):
         protocol = "s3"  # DuckDB hands s3:// paths to the filesystem claiming the protocol
+
+        # Every request DuckDB makes goes through these: a silent bucket costs one wait.
+        def info(self, path: str, **kwargs: Any) -> dict[str, Any]:
+            return guarded(endpoint_url, functools.partial(super().info, path, **kwargs), path)
+
+        def ls(self, path: str, detail: bool = False, **kwargs: Any) -> list[Any]:
+            call = functools.partial(super().ls, path, detail=detail, **kwargs)
+            return guarded(endpoint_url, call, path)
+
+        def _open(self, path: str, mode: str = "rb", **kwargs: Any) -> Any:
+            return guarded(
+                endpoint_url, functools.partial(super()._open, path, mode, **kwargs), path
+            )
 
     options: dict[str, Any] = {}
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
@@ -141,29 +156,42 @@ def write_parquet(table: pa.Table, path: Location) -> None:
         # Serialized first, then one PUT: an error or kill mid-write uploads nothing.
         buffer = io.BytesIO()
         pq.write_table(table, buffer, compression="zstd")
-        path.fs.pipe_file(path.path, buffer.getvalue())
+        with answering(path):
+            path.fs.pipe_file(path.path, buffer.getvalue())
         return
     # A name of its own: two processes may write the same file at once (the schema files).
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    for attempt in range(3):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            pq.write_table(table, temporary, compression="zstd")
-            break
-        except FileNotFoundError:
-            # Compaction removed the (empty) folder between the mkdir and the write
-            # (`remove_empty_folders`); once the temporary file is in it, it stays.
-            if attempt == 2:
-                raise
-    with open(temporary, "rb") as handle:
-        os.fsync(handle.fileno())
+    with writing_below(path.parent), _removed_on_error(temporary):
+        for attempt in range(3):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                pq.write_table(table, temporary, compression="zstd")
+                break
+            except FileNotFoundError:
+                # Compaction removed the (empty) folder between the mkdir and the write
+                # (`remove_empty_folders`); once the temporary file is in it, it stays.
+                if attempt == 2:
+                    raise
+        with open(temporary, "rb") as handle:
+            os.fsync(handle.fileno())
     os.replace(temporary, path)  # readers see the whole file or none of it
+
+
+@contextlib.contextmanager
+def _removed_on_error(temporary: Path) -> Iterator[None]:
+    """A half-written temporary file (a full disk) is removed, not left to fill it more."""
+    try:
+        yield
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def put_local_file(local: Path, path: Location) -> None:
     """Move a finished local file to `path` (a rename locally, an upload to a bucket)."""
     if is_remote(path):
-        path.fs.put_file(str(local), path.path)
+        with answering(path):
+            path.fs.put_file(str(local), path.path)
         local.unlink()
         return
     with open(local, "rb") as handle:
@@ -184,7 +212,8 @@ def staging_file(path: Location) -> Path:
 def write_text(path: Location, text: str) -> None:
     """Replace a small text file whole (one PUT in a bucket)."""
     if is_remote(path):
-        path.fs.pipe_file(path.path, text.encode())
+        with answering(path):
+            path.fs.pipe_file(path.path, text.encode())
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
@@ -195,7 +224,9 @@ def write_text(path: Location, text: str) -> None:
 def read_table(path: Location, **options: Any) -> pa.Table:
     if is_remote(path):
         # One GET for the whole (small) file beats pyarrow's ranged reads over s3fs ~4x.
-        return pq.read_table(io.BytesIO(path.fs.cat_file(path.path)), **options)
+        with answering(path):
+            data = path.fs.cat_file(path.path)
+        return pq.read_table(io.BytesIO(data), **options)
     return pq.read_table(path, **options)
 
 
@@ -213,7 +244,8 @@ def files_below(folder: Location, suffix: str = ".parquet") -> list[Location]:
     """Every file below `folder` whose name ends with `suffix` and does not start with '.'."""
     if is_remote(folder):
         try:
-            keys = folder.fs.find(folder.path)
+            with answering(folder):
+                keys = folder.fs.find(folder.path)
         except FileNotFoundError:
             return []
         return sorted(
@@ -231,7 +263,8 @@ def children(folder: Location) -> list[Location]:
     """The entries right inside `folder` (files and, in a bucket, sub-prefixes)."""
     if is_remote(folder):
         try:
-            names = folder.fs.ls(folder.path, detail=False)
+            with answering(folder):
+                names = folder.fs.ls(folder.path, detail=False)
         except FileNotFoundError:
             return []
         return sorted(folder / n.rstrip("/").rsplit("/", 1)[-1] for n in names)
@@ -246,7 +279,7 @@ def remove(paths: Iterable[Location]) -> None:
     """Delete files (and, in a bucket, record folders); a missing one is no error."""
     for path in paths:
         if is_remote(path):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError), answering(path):
                 path.fs.rm(path.path, recursive=True)
         else:
             path.unlink(missing_ok=True)
@@ -270,7 +303,8 @@ def move(source: Location, target: Location) -> bool:
     """Move a file; False when it was gone (moved by someone else first)."""
     if is_remote(source):
         try:
-            source.fs.mv(source.path, target.path)
+            with answering(source):
+                source.fs.mv(source.path, target.path)
         except FileNotFoundError:
             return False
         return True
@@ -288,32 +322,38 @@ def move(source: Location, target: Location) -> bool:
 def record_objects(path: Location) -> list[Location]:
     """A bucket record file's record objects, oldest first."""
     try:
-        names = path.fs.ls(path.path, detail=False)
+        with answering(path):
+            names = path.fs.ls(path.path, detail=False)
     except FileNotFoundError:
         return []
     return [path / n.rsplit("/", 1)[-1] for n in sorted(names) if n.endswith(".json")]
 
 
-def append_record(path: Location, line: str) -> None:
-    """Add one record (a JSON line) to an append-only record file, durably."""
+def append_record(path: Location, lines: str) -> None:
+    """Add records (JSON lines, each ending in a newline) to an append-only record file,
+    durably: in a bucket, as one object, there whole or not at all."""
     if is_remote(path):
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
-        path.fs.pipe_file(f"{path.path}/{stamp}_{uuid.uuid4().hex[:8]}.json", line.encode())
+        with answering(path):
+            path.fs.pipe_file(f"{path.path}/{stamp}_{uuid.uuid4().hex[:8]}.json", lines.encode())
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as handle:
-        handle.write(line)
+        handle.write(lines)
 
 
 def record_lines(path: Location) -> Iterator[str]:
-    """The lines of a record file (local: its lines; bucket: one per record object)."""
+    """The lines of a record file (local: its lines; bucket: those of its objects in turn)."""
     if is_remote(path):
         for record in record_objects(path):
             try:
-                text = record.fs.cat_file(record.path).decode("utf-8", errors="replace")
+                with answering(record):
+                    text = record.fs.cat_file(record.path).decode("utf-8", errors="replace")
             except FileNotFoundError:
                 continue  # removed meanwhile
-            yield text if text.endswith("\n") else text + "\n"
+            # Split at newlines alone, as a local file's lines are: JSON escapes them in its
+            # strings, not the other line separators str.splitlines() knows.
+            yield from (line + "\n" for line in text.split("\n") if line)
         return
     with open(path, encoding="utf-8", errors="replace") as handle:
         yield from handle
@@ -323,7 +363,8 @@ def last_modified(path: Location) -> datetime | None:
     """When a bucket record file last got a record (None: it has none)."""
     moments = []
     try:
-        entries = path.fs.ls(path.path, detail=True)
+        with answering(path):
+            entries = path.fs.ls(path.path, detail=True)
     except FileNotFoundError:
         return None
     for entry in entries:

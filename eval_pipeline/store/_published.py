@@ -27,6 +27,7 @@ from pathlib import Path
 
 from eval_pipeline.store._damage import with_recovery
 from eval_pipeline.store._database import connect, table_names
+from eval_pipeline.store._disk import writing_below
 from eval_pipeline.store._files import current_generation, ensure_schema_files
 from eval_pipeline.store._locks import next_publication, publishing_lock
 from eval_pipeline.store._objects import files_below
@@ -97,8 +98,9 @@ def publish_results(layout: StateFolder, *, force: bool = False) -> bool:
         marker = _marker_text(layout, _store_state(layout))
         if not force and _current(layout, marker):
             return False
-        with_recovery(layout, lambda: _rebuild(layout))
-        _write_text(layout.published_marker, marker)
+        with writing_below(layout.root):
+            with_recovery(layout, lambda: _rebuild(layout))
+            _write_text(layout.published_marker, marker)
         return True
 
 
