@@ -31,7 +31,13 @@ from eval_pipeline.pipeline._results import (
 )
 from eval_pipeline.pipeline._runs import plan_requests
 from eval_pipeline.pipeline._unchanged import LastEvaluation
-from eval_pipeline.store import StateFolder, ensure_schema_files, one_connection
+from eval_pipeline.store import (
+    DamagedFile,
+    StateFolder,
+    awaiting_rerun,
+    ensure_schema_files,
+    one_connection,
+)
 from eval_pipeline.suite import Suite, ThresholdMode
 
 
@@ -140,6 +146,13 @@ def evaluate(
     ensure_schema_files(layout)  # a runner that stopped before its first write left none
     with one_connection(layout):
         rows = read_run_rows(layout, request.models, request.run_date, list(names))
+    if damaged := awaiting_rerun(layout, run_date=request.run_date, models=request.models):
+        # Reading the results set aside a damaged file of the day (named as it was): its
+        # partitions are evaluated again, which rebuilds what it held from what is left.
+        on_stage(f"rebuilding what {_files(damaged)} held")
+        ran = ran.then(runner(suite, request, on_stage))
+        with one_connection(layout):
+            rows = read_run_rows(layout, request.models, request.run_date, list(names))
     if not rows:
         raise NothingGraded(f"no graded run of this evaluation was found in {layout.root}")
     # Exactly the planned runs: one the store holds no grade of is an error, never left out.
@@ -183,6 +196,12 @@ def evaluate(
         results_file=write_results_file(labelled, suite.config.results_dir),
         layout=layout,
     )
+
+
+def _files(damaged: list[DamagedFile]) -> str:
+    """ "the damaged model_summaries file of replay:good", for a line of progress."""
+    tables = sorted({d.table for d in damaged})
+    return f"the damaged {', '.join(tables)} file{'s' if len(damaged) > 1 else ''}"
 
 
 def _dialects(suite: Suite) -> Callable[[str | None], str | None]:

@@ -60,6 +60,17 @@ class EvaluationResult:
     #: what the user should know of the instance beside the results (runs stuck in a queue)
     notices: list[str] = field(default_factory=list)
 
+    def then(self, later: EvaluationResult) -> EvaluationResult:
+        """What this evaluation and a later one of the same request did together: the later
+        one reused the runs this one executed, which count as executed, once."""
+        return EvaluationResult(
+            executed=self.executed + later.executed,
+            reused=max(0, later.reused - self.executed),
+            answerer_changed=self.answerer_changed + later.answerer_changed,
+            run_ids=[*self.run_ids, *later.run_ids],
+            notices=[*self.notices, *later.notices],
+        )
+
 
 def today() -> date:
     """The last day that can be evaluated, and the default one: today, UTC (the daily

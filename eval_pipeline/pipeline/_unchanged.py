@@ -37,7 +37,7 @@ from eval_pipeline.grading import (
 )
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
-from eval_pipeline.store import StateFolder, day_state, read_latest
+from eval_pipeline.store import StateFolder, awaiting_rerun, day_state, read_latest
 from eval_pipeline.suite import Suite, SuiteConfig, load_agent_context
 
 __all__ = [
@@ -104,8 +104,8 @@ def partition_unchanged(
     agent: `answerer_identity`), the last runs materialization holds a completed run for
     every planned one (none carried from an earlier selection, none in error: errors are
     retried), the store still holds a grade for each, none an error (a judge that gave no
-    verdict is asked again; a damaged file set aside is rewritten), and the request asks for
-    nothing new (no --no-cache, --record, --rejudge or --rejudge-samples).
+    verdict is asked again), no file of the partition was set aside as damaged since its last
+    write (`awaiting_rerun`: the stages rebuild it), and the request asks for nothing new (no --no-cache, --record, --rejudge or --rejudge-samples).
 
     Args:
         planned: the partition's planned runs, every test's (`planned_runs` without a
@@ -121,6 +121,8 @@ def partition_unchanged(
     if last_runs.get("answerer") != answerer_identity(config, model):
         return False
     layout = StateFolder.of(config)
+    if awaiting_rerun(layout, run_date=request.run_date, models=[model]):
+        return False  # a file of the partition was set aside as damaged: rebuild it
     return last_runs.get("runs") == planned and grades_complete(
         layout, model, request.run_date, planned
     )

@@ -4,6 +4,7 @@ from eval_pipeline.store._cache import FileCompletionCache
 from eval_pipeline.store._compact import CompactionReport, compact_store
 from eval_pipeline.store._damage import (
     DamagedFile,
+    awaiting_rerun,
     needs_rerun,
     quarantine_damaged,
     quarantined,
@@ -78,6 +79,7 @@ __all__ = [
     "ReadLimits",
     "StateFolder",
     "TableSpec",
+    "awaiting_rerun",
     "compact_store",
     "connect",
     "current_generation",

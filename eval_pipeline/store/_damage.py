@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import duckdb
 import pyarrow as pa
 
+from eval_pipeline.store._disk import disk_full
 from eval_pipeline.store._files import (
     _write_atomically,
     data_files,
@@ -32,6 +33,13 @@ from eval_pipeline.store._objects import (
 )
 from eval_pipeline.store._state_folder import StateFolder
 from eval_pipeline.store._tables import TABLES
+from eval_pipeline.store._unanswered import (
+    StoreUnavailable,
+    answering,
+    is_silent,
+    unanswered,
+    unavailable,
+)
 
 log = logging.getLogger("eval_pipeline.store")
 
@@ -67,9 +75,12 @@ def parquet_problem(path: Path, *, full: bool = True) -> str | None:
     """Why `path` cannot be read as Parquet (None when it can). `full` reads every page;
     otherwise only the footer (metadata), which finds garbage and truncation cheaply."""
     try:
-        parquet = parquet_file(path)
-        if full:
-            parquet.read()
+        with answering(path):  # a bucket that does not answer is not a damaged file
+            parquet = parquet_file(path)
+            if full:
+                parquet.read()
+    except StoreUnavailable:
+        raise
     except FileNotFoundError:
         return None  # set aside meanwhile by another reader
     except (pa.ArrowException, OSError, ValueError) as error:
@@ -127,12 +138,24 @@ def quarantine(layout: StateFolder, path: Path, reason: str) -> DamagedFile | No
     )
     append_record(layout.quarantine_records, json.dumps(asdict(damaged), ensure_ascii=False) + "\n")
     log.warning(
-        "warning: damaged store file set aside: %s; moved to %s. Rerun that partition "
-        "(eval-pipeline test --date …) to rewrite it.",
+        "warning: damaged store file set aside: %s; moved to %s. %s",
         damaged.describe(),
         damaged.moved_to,
+        _mend(damaged),
     )
     return damaged
+
+
+def _mend(damaged: DamagedFile) -> str:
+    """What brings a damaged file's rows back (an evaluation of its day does it on its own)."""
+    if damaged.partition == "compacted segment":
+        return "Its days show no rows until evaluated again (eval-pipeline test --date …)."
+    if Path(damaged.file).name.startswith("_"):
+        return "An empty one replaces it."
+    day = re.search(r"date=(\d{4}-\d{2}-\d{2})", damaged.partition)
+    if day is None:
+        return "The next evaluation rewrites it."
+    return f"eval-pipeline test --date {day.group(1)} rebuilds it from what the store holds."
 
 
 def quarantined(layout: StateFolder) -> list[DamagedFile]:
@@ -156,6 +179,29 @@ def needs_rerun(layout: StateFolder, damaged: DamagedFile) -> bool:
         return False
     path = layout.objects_root / damaged.file
     return not any(p.name > path.name for p in data_files(path.parent))
+
+
+def awaiting_rerun(
+    layout: StateFolder, *, run_date: date | None = None, models: Sequence[str] = ()
+) -> list[DamagedFile]:
+    """The files set aside whose partition still shows the write before them (`needs_rerun`),
+    one per partition, oldest first; with `run_date`, only that day's partitions (its
+    models' among the model tables, `models`)."""
+    keys: set[str] | None = None
+    if run_date is not None:
+        keys = set()
+        for table, spec in TABLES.items():
+            if spec.partitioning == "date":
+                keys.add(layout.partition_key(table, run_date=run_date))
+            elif spec.partitioning == "model_date":
+                keys |= {layout.partition_key(table, model=m, run_date=run_date) for m in models}
+    found: dict[tuple[str, str], DamagedFile] = {}
+    for damaged in quarantined(layout):
+        if keys is not None and damaged.partition not in keys:
+            continue
+        if needs_rerun(layout, damaged):
+            found.setdefault((damaged.table, damaged.partition), damaged)
+    return list(found.values())
 
 
 def quarantine_damaged(layout: StateFolder, *, full: bool = True) -> list[DamagedFile]:
@@ -197,6 +243,8 @@ def recover(layout: StateFolder, error: BaseException) -> list[DamagedFile]:
 
 
 def _may_be_damage(error: BaseException) -> bool:
+    if isinstance(error, StoreUnavailable) or disk_full(error):
+        return False
     if isinstance(error, duckdb.Error):
         # Parser, binder, catalog, conversion… errors are the query's; these are the file's.
         return type(error) in (duckdb.Error, duckdb.InvalidInputException, duckdb.IOException)
@@ -210,6 +258,9 @@ def with_recovery(layout: StateFolder, action: Callable[[], T]) -> T:
         try:
             return action()
         except Exception as error:
+            if layout.remote and (unanswered(error) or is_silent(layout.tables_dir)):
+                # A bucket that did not answer: no file to check (each check would wait too).
+                raise unavailable(layout.tables_dir, error) from error
             if not _may_be_damage(error) or not recover(layout, error):
                 raise
     return action()

@@ -182,11 +182,15 @@ def _open_in_memory(layout: StateFolder, views: set[str] | None) -> duckdb.DuckD
     Creating a view lists and reads the schema of its files (seconds over thousands of
     files), so a query creates only the views it reads."""
     connection = duckdb.connect(":memory:", config=reading_config(layout))
-    register(connection, layout.tables_dir)
-    for statement in view_statements(layout):
-        created = _CREATED.match(statement)
-        if views is None or (created is not None and created.group(1) in views):
-            connection.execute(statement)
+    try:
+        register(connection, layout.tables_dir)
+        for statement in view_statements(layout):
+            created = _CREATED.match(statement)
+            if views is None or (created is not None and created.group(1) in views):
+                connection.execute(statement)
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 
@@ -200,7 +204,8 @@ def connect(
     compaction deletes no file it reads. (results.duckdb is for other clients: it is current
     as of the last publication, `publish_results`.)"""
     with reading_files(layout):
-        connection = _open_in_memory(layout, views)
+        # Creating a view reads its files' schemas: a damaged one is set aside there too.
+        connection = with_recovery(layout, lambda: _open_in_memory(layout, views))
         try:
             yield connection
         finally:
