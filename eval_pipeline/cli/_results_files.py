@@ -10,8 +10,10 @@ from pathlib import Path
 from eval_pipeline.cli._exit import ExitCode
 from eval_pipeline.cli._options import suite_root
 from eval_pipeline.pipeline import (
+    BY_RULES,
     CHANGES,
     REGRESSION,
+    PairChange,
     ResultsFileError,
     compare_results,
     count_changes,
@@ -19,7 +21,7 @@ from eval_pipeline.pipeline import (
     results_entries,
     summarize_results,
 )
-from eval_pipeline.suite import load_config, printable, to_model_id
+from eval_pipeline.suite import load_config, printable
 
 
 def add_file_diff_arguments(parser: argparse.ArgumentParser) -> None:
@@ -68,6 +70,8 @@ def _summary_line(counts: dict[str, int]) -> str:
     ]
     if counts["error"]:
         parts.append(_plural(counts["error"], "error", "errors"))
+    if counts[BY_RULES]:
+        parts.append(f"{counts[BY_RULES]} {BY_RULES}")
     return ", ".join(parts)
 
 
@@ -75,15 +79,18 @@ def _summary_line(counts: dict[str, int]) -> str:
 _SHOWN = {"passed": "PASS", "failed": "FAIL", "error": "ERROR", None: "-"}
 
 
-def _same_model(wanted: str, written: str) -> bool:
-    """`--model` in either spelling (nao's `openaiCompatible/vllm:qwen3` or ours)."""
-    return wanted == written or to_model_id(wanted) == to_model_id(written)
+def _change_text(pair: PairChange) -> str:
+    """The pair's change, naming the other grader of a change the grading rules made."""
+    if pair.change == BY_RULES:
+        return f"{BY_RULES} ({pair.other_rules})"
+    return pair.change
 
 
 def cmd_file_diff(args: argparse.Namespace) -> int:
-    """Each (test, model) of two results files: regression, error, fix, unchanged, added
-    or removed; exit 1 on a regression unless --no-fail (an error is none: its run says
-    nothing of the agent, and `eval-pipeline test` exits 3 on it)."""
+    """Each (test, model) of two results files: regression, error, changed by grading rules,
+    fix, unchanged, added or removed; exit 1 on a regression unless --no-fail (an error is
+    none: its run says nothing of the agent, and `eval-pipeline test` exits 3 on it; nor is a
+    verdict that changed between nao's grading and ours: the rules differ, not the agent)."""
     if args.base or args.date:
         return _usage("--base and --date compare stored days; give them without files")
     if args.last and args.files:
@@ -104,7 +111,7 @@ def cmd_file_diff(args: argparse.Namespace) -> int:
     pairs = [
         pair
         for pair in compare_results(before, after)
-        if (not args.model or any(_same_model(m, pair.model) for m in args.model))
+        if (not args.model or any(pair.names(m) for m in args.model))
         and (args.test is None or pair.test == args.test)
     ]
     counts = count_changes(pairs)
@@ -120,7 +127,8 @@ def cmd_file_diff(args: argparse.Namespace) -> int:
         for pair in sorted(pairs, key=lambda p: (CHANGES.index(p.change), p.test, p.model)):
             print(
                 f"  {printable(pair.test):<{test_width}}  {printable(pair.model):<{model_width}}  "
-                f"{_SHOWN[pair.before]:>{width}} → {_SHOWN[pair.after]:<{width}}  {pair.change}"
+                f"{_SHOWN[pair.before]:>{width}} → {_SHOWN[pair.after]:<{width}}  "
+                f"{printable(_change_text(pair))}"
             )
     print(f"Summary: {_summary_line(counts)}")
     return ExitCode.FAILED if counts[REGRESSION] and not args.no_fail else ExitCode.OK

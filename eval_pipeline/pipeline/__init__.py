@@ -87,6 +87,7 @@ from eval_pipeline.pipeline._results import (
     write_results_file,
 )
 from eval_pipeline.pipeline._results_files import (
+    BY_RULES,
     CHANGES,
     REGRESSION,
     PairChange,
@@ -123,6 +124,7 @@ from eval_pipeline.pipeline._variants import (
 
 __all__ = [
     "CAUSES",
+    "BY_RULES",
     "CHANGES",
     "DAGSTER_HOME_ENV",
     "EXPECTED_EMPTY_TAG",

@@ -110,8 +110,10 @@ def _expected(where: str, what: str, value: Any) -> ResultsFileError:
     return ResultsFileError(f"{where}: expected {what}, got {_shown(value)}")
 
 
-def _source(document: Mapping[str, Any]) -> str:
-    """Who graded the file's runs: ours write `run_date` at the top; nao's may name its version."""
+def graded_by(document: Mapping[str, Any]) -> str:
+    """Who graded a results file's runs (its `results` list checked): `eval_pipeline` (`OURS`)
+    for ours, which write `run_date` at the top; `nao 0.3.29` for nao's when it names its
+    version, else `nao`."""
     if "run_date" in document or any(
         isinstance(r, dict) and "status" in r for r in document["results"]
     ):
@@ -138,7 +140,7 @@ def _runs(document: Any) -> list[ImportedRun]:
         problem = day_problem(written.date())
         if problem:
             raise ResultsFileError(f"timestamp: {problem}")
-    source = _source(document)
+    source = graded_by(document)
     runs = []
     for i, result in enumerate(document["results"]):
         where = f"results[{i}]"

@@ -4,7 +4,9 @@ Both work on the `results` list every results file holds (ours and nao's alike: 
 `model`, `passed`, `tokens`, `cost`, `duration_ms`, `tool_call_count`), never on the store,
 so a file from another machine or from `nao test` compares as well as one written here. A run
 that ended in an error (`entry_status`) is told apart from a failed one, as the test
-command's summary line tells them apart: it says nothing of the agent.
+command's summary line tells them apart: it says nothing of the agent. A verdict that changed
+between a file nao graded and one of ours is the grading rules' change, not the agent's, as
+`eval-pipeline test` says of runs imported from nao.
 """
 
 from __future__ import annotations
@@ -14,19 +16,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval_pipeline.agents import NAO_PREFIX
 from eval_pipeline.pipeline._imported_runs import (
+    OURS,
     ResultsFileError,
     checked_number,
     entry_status,
+    graded_by,
     load_results_json,
 )
+from eval_pipeline.suite import to_model_id
 
 REGRESSION, FIX, UNCHANGED, ADDED, REMOVED = "regression", "fix", "unchanged", "added", "removed"
 #: A test whose run in the second file is an error: no verdict to compare, so neither a
 #: regression nor unchanged.
 ERROR = "error"
+#: A verdict that changed between files graded by different tools (nao's and ours): the
+#: rules differ (nao compares rows in any order), so it says nothing of the agent.
+BY_RULES = "changed by grading rules"
 #: The order changes are counted and listed in.
-CHANGES = (REGRESSION, ERROR, FIX, UNCHANGED, ADDED, REMOVED)
+CHANGES = (REGRESSION, ERROR, BY_RULES, FIX, UNCHANGED, ADDED, REMOVED)
 RESULTS_GLOB = "results_*.json"
 #: The numbers of an entry a summary adds up.
 _SUMMED = ("tokens", "cost", "duration_ms", "tool_call_count")
@@ -37,7 +46,7 @@ def results_entries(path: Path) -> list[Mapping[str, Any]]:
     summary reads: the keys, and the numbers summed (`tokens`, `cost`, `duration_ms`,
     `tool_call_count`) within what a run can hold, as an import checks them. Each entry
     holds its `status` (`entry_status`: nao's entries have none, it is read as an import
-    reads it).
+    reads it) and who graded it (`graded_by`: the file's grader, as an import records it).
 
     Raises:
         ResultsFileError: the file is missing, too large, nested too deep or no JSON, or an
@@ -51,6 +60,7 @@ def results_entries(path: Path) -> list[Mapping[str, Any]]:
     results = document.get("results") if isinstance(document, dict) else None
     if not isinstance(results, list):
         raise ResultsFileError(f"{path}: no `results` list; is it a results file?")
+    grader = graded_by(document)
     entries = []
     for index, entry in enumerate(results):
         where = f"{path}: results[{index}]"
@@ -61,26 +71,55 @@ def results_entries(path: Path) -> list[Mapping[str, Any]]:
                 raise ResultsFileError(f"{where}.{field}: expected a {kind.__name__}")
         for field in _SUMMED:
             checked_number(entry.get(field), f"{where}.{field}")
-        entries.append({**entry, "status": entry_status(entry, where)})
+        entries.append({**entry, "status": entry_status(entry, where), "graded_by": grader})
     return entries
+
+
+def answerer(model: str, grader: str = OURS) -> str:
+    """Who answered a run of a results file, as one id whatever the spelling: a model as our
+    id (`openaiCompatible/vllm:qwen3` and `vllm:qwen3` are one), nao's agent as
+    `nao:<our id>`. A run in a file nao graded is nao's agent's (`nao test` runs nothing
+    else), so nao's `openaiCompatible/vllm:qwen3` is ours `nao:openaiCompatible/vllm:qwen3`."""
+    if grader != OURS:
+        model = f"{NAO_PREFIX}:{model}"
+    prefix, colon, rest = model.partition(":")
+    if prefix == NAO_PREFIX and colon:
+        return f"{NAO_PREFIX}:{to_model_id(rest)}"
+    return to_model_id(model)
 
 
 @dataclass(frozen=True)
 class PairChange:
-    """One test of one model in two results files. `before` / `after`: `passed`, `failed`
-    or `error` over every attempt the file holds (`_outcome`), None when the file has no
-    run of it."""
+    """One test of one answerer in two results files. `model`: as the second file spells it
+    (the first when the second has no run of it); `before` / `after`: `passed`, `failed` or
+    `error` over every attempt the file holds (`attempts_outcome`), None when the file has no
+    run of it; `graded_before` / `graded_after`: who graded each side (`graded_by`), None for
+    a side that has no run (or for stored grades, all ours)."""
 
     test: str
     model: str
     before: str | None
     after: str | None
+    graded_before: str | None = None
+    graded_after: str | None = None
+    #: `answerer(model)`, what the pair was matched on.
+    answerer: str = ""
+
+    @property
+    def other_rules(self) -> str | None:
+        """The other tool (`nao 0.3.29`) that graded one side when the sides were graded by
+        different rules, else None."""
+        graders = {self.graded_before, self.graded_after}
+        if None in graders or len(graders) == 1:
+            return None
+        return next(g for g in sorted(graders, key=str) if g != OURS)
 
     @property
     def change(self) -> str:
         """A test now in error is an `error` whatever it was: the run says nothing of the
         agent, so it is no regression (nor unchanged). An error before is no verdict to
-        compare with: a pass now is a fix, a failure now unchanged (neither passed)."""
+        compare with: a pass now is a fix, a failure now unchanged (neither passed). Two
+        verdicts graded by different rules that differ are the rules' change."""
         if self.before is None:
             return ADDED
         if self.after is None:
@@ -90,35 +129,78 @@ class PairChange:
         passed_before, passed_after = self.before == "passed", self.after == "passed"
         if passed_before == passed_after:
             return UNCHANGED
+        if self.before != "error" and self.other_rules is not None:
+            return BY_RULES
         return FIX if passed_after else REGRESSION
 
+    def names(self, wanted: str) -> bool:
+        """`--model wanted` names this pair: its spelling, our id of it, or its answerer."""
+        return (
+            wanted == self.model
+            or to_model_id(wanted) == to_model_id(self.model)
+            or answerer(wanted) == self.answerer
+        )
 
-def _outcome(statuses: Sequence[str]) -> str:
-    """A test's outcome in a file over its attempts: it passed when all of them passed; a
-    failed attempt fails it (the agent was wrong at least once); else an error left it
-    without a verdict."""
+
+def attempts_outcome(statuses: Sequence[str]) -> str:
+    """A test's outcome over its attempts (each `passed`, `failed` or `error`): it passed
+    when all of them passed; a failed attempt fails it (the agent was wrong at least once);
+    else an error left it without a verdict."""
     if "failed" in statuses:
         return "failed"
     return "error" if "error" in statuses else "passed"
 
 
-def _outcome_by_pair(entries: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], str]:
-    statuses: dict[tuple[str, str], list[str]] = {}
+@dataclass
+class _Side:
+    """One file's runs of one (test, answerer): outcome, spelling and grader."""
+
+    statuses: list[str]
+    model: str
+    grader: str
+
+
+def _sides(
+    entries: Sequence[Mapping[str, Any]], other: Sequence[Mapping[str, Any]]
+) -> dict[tuple[str, str], _Side]:
+    """(test, answerer) → the file's runs of it. A run of nao's agent in nao's file pairs
+    with the other file's runs of the same model by our built-in agent when that file has no
+    run of nao's agent with it (a file of ours written before nao's agent was moved over),
+    as an import reads nao's runs as the model's."""
+    theirs = {answerer(e["model"], e["graded_by"]) for e in other}
+    sides: dict[tuple[str, str], _Side] = {}
     for entry in entries:
-        statuses.setdefault((entry["name"], entry["model"]), []).append(entry["status"])
-    return {pair: _outcome(found) for pair, found in statuses.items()}
+        key = answerer(entry["model"], entry["graded_by"])
+        if key not in theirs and entry["graded_by"] != OURS:
+            plain = to_model_id(entry["model"])
+            key = plain if plain in theirs else key
+        side = sides.setdefault((entry["name"], key), _Side([], entry["model"], entry["graded_by"]))
+        side.statuses.append(entry["status"])
+    return sides
 
 
 def compare_results(
     before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]
 ) -> list[PairChange]:
-    """Every (test, model) of either file (`results_entries`), sorted, with how it changed.
-    With several attempts, a test passes in a file when all of its attempts there passed."""
-    old, new = _outcome_by_pair(before), _outcome_by_pair(after)
-    return [
-        PairChange(test, model, old.get((test, model)), new.get((test, model)))
-        for test, model in sorted(old.keys() | new.keys())
-    ]
+    """Every (test, answerer) of either file (`results_entries`), sorted, with how it
+    changed. With several attempts, a test passes in a file when all of its attempts there
+    passed."""
+    old, new = _sides(before, after), _sides(after, before)
+    pairs = []
+    for test, key in sorted(old.keys() | new.keys()):
+        was, now = old.get((test, key)), new.get((test, key))
+        pairs.append(
+            PairChange(
+                test,
+                next(side.model for side in (now, was) if side is not None),
+                attempts_outcome(was.statuses) if was else None,
+                attempts_outcome(now.statuses) if now else None,
+                was.grader if was else None,
+                now.grader if now else None,
+                key,
+            )
+        )
+    return pairs
 
 
 def count_changes(pairs: Sequence[PairChange]) -> dict[str, int]:

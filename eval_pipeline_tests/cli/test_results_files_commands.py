@@ -230,7 +230,12 @@ def test_a_pass_that_became_an_error_is_an_error_not_a_regression(tmp_path, caps
         "refunds": "ERROR → PASS fix",
     }
     # A failed attempt beside an error one is a failure: the agent was wrong at least once.
-    attempts = write_results(tmp_path / "attempts.json", entry("orders", False), errored("orders"))
+    # (`status` makes the file ours, as `before` is: graded by the same rules.)
+    attempts = write_results(
+        tmp_path / "attempts.json",
+        entry("orders", False, status="failed"),
+        entry("orders", False, status="error", error=CANNOT_CONNECT),
+    )
     code, out, _ = run(capsys, "diff", str(before), str(attempts), "--test", "orders", "-q")
     assert code == 1 and out.startswith("Summary: 1 regression"), out
 
@@ -258,3 +263,38 @@ def test_summary_counts_runs_in_error_apart_from_failed_ones(tmp_path, capsys):
         ("openai:gpt-a", 1),
         (NAO_MODEL, 1),
     ]
+
+
+def test_naos_file_pairs_with_naos_agent_and_a_change_of_rules_is_no_regression(tmp_path, capsys):
+    """nao's `openaiCompatible/vllm:qwen3` is nao's agent: it pairs with ours
+    `nao:openaiCompatible/vllm:qwen3`, not with our built-in agent on the same model; a
+    verdict that differs between nao's grading and ours is the rules', exit 0."""
+    nao = write_results(tmp_path / "nao.json", entry("t02", True), entry("t03", True))
+    ours = write_results(
+        tmp_path / "ours.json",
+        entry("t02", False, model=f"nao:{NAO_MODEL}", status="failed"),
+        entry("t03", True, model=f"nao:{NAO_MODEL}", status="passed"),
+        entry("t02", True, model=NAO_MODEL, status="passed"),  # our built-in agent
+    )
+    code, out, _ = run(capsys, "diff", str(nao), str(ours))
+    assert code == 0, out
+    rows = {tuple(line.split()[:2]): " ".join(line.split()[2:]) for line in out.splitlines()[1:-1]}
+    assert rows == {
+        ("t02", f"nao:{NAO_MODEL}"): "PASS → FAIL changed by grading rules (nao)",
+        ("t03", f"nao:{NAO_MODEL}"): "PASS → PASS unchanged",
+        ("t02", NAO_MODEL): "- → PASS added",
+    }
+    assert out.splitlines()[-1] == (
+        "Summary: 0 regressions, 0 fixes, 1 unchanged, 1 added, 0 removed, "
+        "1 changed by grading rules"
+    )
+    # A file of ours with no run of nao's agent: nao's runs pair with the model's, as an
+    # import reads them, and the rules still tell the change apart.
+    built_in = write_results(
+        tmp_path / "built_in.json", entry("t02", False, status="failed"), entry("t03", True)
+    )
+    code, out, _ = run(capsys, "diff", str(nao), str(built_in), "-q")
+    assert code == 0 and out.strip() == (
+        "Summary: 0 regressions, 0 fixes, 1 unchanged, 0 added, 0 removed, "
+        "1 changed by grading rules"
+    ), out
