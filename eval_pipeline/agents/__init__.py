@@ -5,7 +5,6 @@ from eval_pipeline.agents._builtin import BUILTIN_TOOLS, AgentLimits
 from eval_pipeline.agents._cache import (
     CachedChatModel,
     MemoryCache,
-    complete_usable,
     completion_key,
     completion_to_dict,
 )
@@ -105,7 +104,6 @@ __all__ = [
     "answerer_identity",
     "anthropic_messages",
     "call_context",
-    "complete_usable",
     "completion_key",
     "completion_to_dict",
     "cost_usd",

@@ -1,7 +1,9 @@
 """Completions cached by their exact inputs, so regrading never pays twice for the same judge call.
 
-Only usable answers are kept: a judge that gave no verdict, or an extraction query that does
-not run, is asked again next time instead of being replayed from the cache forever.
+Every answer is kept, one without a verdict too: it is what the model says to those inputs, and
+asking the same question again on an unchanged rerun would only pay for it twice (`--rejudge`
+asks again). A model that did not answer (unreachable, rate-limited, timed out) raised instead,
+so there is nothing to keep and the next grading asks again.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -17,10 +19,6 @@ from eval_pipeline.agents._types import ChatMessage, Completion, RequestedToolCa
 
 if TYPE_CHECKING:
     from eval_pipeline.agents._chat import ChatModel
-
-
-# Whether an answer is worth keeping: a caller that parses answers says which ones it could use.
-Usable = Callable[[Completion], bool]
 
 
 class CompletionCache(Protocol):
@@ -93,7 +91,7 @@ class CachedChatModel:
         model: the model asked on a miss.
         cache: where answers are kept.
         refresh: ask the model even when the cache has an answer (`--rejudge`); the fresh
-            usable answers replace the cached ones.
+            answers replace the cached ones.
         sample: which of several independent answers to the same request this model gives
             (`--rejudge-samples`): each sample is asked and cached on its own; 0 is the usual.
 
@@ -118,7 +116,6 @@ class CachedChatModel:
         *,
         tools: Sequence[ToolSpec] = (),
         max_tokens: int = 1024,
-        usable: Usable | None = None,
     ) -> Completion:
         # A configured model's request settings (temperature, ...) change what it answers.
         settings = getattr(self.model, "settings", None)
@@ -128,26 +125,11 @@ class CachedChatModel:
         cached = None if self.refresh else self.cache.get(key)
         if cached is not None:
             completion = completion_from_dict(cached)
-            # A cut answer, or one unusable, cached by an older version is asked again.
-            if not completion.cut and (usable is None or usable(completion)):
+            # A cut answer cached by an older version (a cut reply is an error now) is asked again.
+            if not completion.cut:
                 self.hits += 1
                 return completion
         completion = await self.model.complete(messages, tools=tools, max_tokens=max_tokens)
         self.misses += 1
-        if usable is None or usable(completion):
-            self.cache.put(key, completion_to_dict(completion))
+        self.cache.put(key, completion_to_dict(completion))
         return completion
-
-
-async def complete_usable(
-    model: ChatModel,
-    messages: Sequence[ChatMessage],
-    *,
-    max_tokens: int,
-    usable: Usable,
-) -> Completion:
-    """Ask `model` (no tools); when a cache stands in front of it, it keeps the answer only
-    if `usable` accepts it."""
-    if isinstance(model, CachedChatModel):
-        return await model.complete(messages, tools=(), max_tokens=max_tokens, usable=usable)
-    return await model.complete(messages, tools=(), max_tokens=max_tokens)

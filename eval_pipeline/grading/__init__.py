@@ -61,7 +61,7 @@ from eval_pipeline.grading._variants import (
     build_variants,
     load_variants,
 )
-from eval_pipeline.grading._verdict import CheckResult, GradeStatus, combine
+from eval_pipeline.grading._verdict import CheckResult, GradeStatus, combine, grade_retried
 from eval_pipeline.grading._warehouse_keys import read_schema
 
 __all__ = [
@@ -114,6 +114,7 @@ __all__ = [
     "drift_warning",
     "extract_answer",
     "frame_from_rows",
+    "grade_retried",
     "holm_adjust",
     "is_subset",
     "judge_noise",

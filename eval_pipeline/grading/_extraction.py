@@ -24,7 +24,6 @@ from eval_pipeline.agents import (
     AgentRun,
     ChatMessage,
     QueryRecord,
-    complete_usable,
 )
 from eval_pipeline.grading._reference import frame_from_rows
 from eval_pipeline.sandbox import QueryResult, SandboxError, SandboxLimits, SqlSandbox
@@ -63,6 +62,9 @@ class Extraction:
     query: str | None = None
     message: str = ""
     model: str | None = None  # the extraction model that was asked, if one was
+    #: "error" because the extraction model did not answer: the next grading asks again. A
+    #: query of its that does not run is its answer, kept and not asked again.
+    retry: bool = False
 
     @property
     def frame(self) -> pd.DataFrame | None:
@@ -256,43 +258,32 @@ async def _extract_with_model(
         f"The assistant's final answer:\n{run.final_text or '(no text)'}\n\n{_describe(queries)}"
     )
     messages = [ChatMessage("system", EXTRACTION_SYSTEM), ChatMessage("user", prompt)]
-    outcomes: dict[str, Extraction | str] = {}
 
     def outcome(text: str) -> Extraction | str:
-        """The extraction a reply gives, or why its query failed (once per reply text)."""
-        if text not in outcomes:
-            sql = parse_sql_reply(text)
-            if sql is None:
-                outcomes[text] = Extraction(
-                    "no_answer", source="llm", message="the agent's query results hold no answer"
-                )
-            else:
-                try:
-                    result = sandbox.execute(sql)
-                except SandboxError as error:
-                    outcomes[text] = str(error)
-                else:
-                    outcomes[text] = Extraction(
-                        "ok",
-                        list(result.columns),
-                        [list(r) for r in result.rows],
-                        source="llm",
-                        query=sql,
-                    )
-        return outcomes[text]
+        """The extraction a reply gives, or why its query failed."""
+        sql = parse_sql_reply(text)
+        if sql is None:
+            return Extraction(
+                "no_answer", source="llm", message="the agent's query results hold no answer"
+            )
+        try:
+            result = sandbox.execute(sql)
+        except SandboxError as error:
+            return str(error)
+        return Extraction(
+            "ok", list(result.columns), [list(r) for r in result.rows], source="llm", query=sql
+        )
 
     last_error = ""
     for attempt in range(2):  # one repair attempt, carrying the error
         try:
-            completion = await complete_usable(
-                model,
-                messages,
-                max_tokens=1024,
-                usable=lambda answer: isinstance(outcome(answer.text), Extraction),
-            )
+            completion = await model.complete(messages, tools=(), max_tokens=1024)
         except AgentError as error:
             return Extraction(
-                "error", source="llm", message=f"extraction model unavailable: {error}"
+                "error",
+                source="llm",
+                message=f"extraction model unavailable: {error}",
+                retry=True,
             )
         result = outcome(completion.text)
         if isinstance(result, Extraction):

@@ -31,7 +31,7 @@ from eval_pipeline.grading._semantic import AgentQuery, SemanticCheck, semantic_
 from eval_pipeline.grading._tool_calls import check_tool_calls
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus, check_to_dict, combine
 from eval_pipeline.sandbox import sql_is_ordered
-from eval_pipeline.suite import Case, Tolerance
+from eval_pipeline.suite import Case, CheckKind, Tolerance
 
 if TYPE_CHECKING:
     from eval_pipeline.agents import ChatModel
@@ -205,6 +205,29 @@ def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
     return json.loads(head.to_json(orient="records", date_format="iso", default_handler=str))
 
 
+#: The order of a grade's checks, whichever was decided first.
+_CHECK_ORDER = ("data", "assertions", "tool_calls", "evaluators", "consistency")
+
+
+def _judges_arguments(case: Case) -> bool:
+    """Whether a judge decides some argument of the case's expected tool calls."""
+    return any(
+        matcher.match_type == "llm_judge"
+        for expected in case.tool_calls
+        for matcher in expected.arguments.values()
+    )
+
+
+def _not_asked(kind: CheckKind) -> CheckResult:
+    """A judged check left undecided because another check had already failed the run."""
+    return CheckResult(
+        kind,
+        GradeStatus.SKIPPED,
+        "not judged: another check already failed the run "
+        "(test.judge_failed_runs: true asks the judge anyway)",
+    )
+
+
 class Grader:
     """Grades runs of cases.
 
@@ -215,6 +238,10 @@ class Grader:
         tolerance: the suite's comparison defaults; a case's `comparison` wins.
         variants: the warehouse variants of a case with `semantic:`, opened (or why there
             are none); without it, the semantic check is skipped with that reason.
+        judge_failed_runs: ask the judge about a run that a check no judge decides (data,
+            assertions, tool calls without `llm_judge`) has already failed. By default it is
+            not asked: its verdict cannot change the run's, and it would cost a judge call
+            per failed run (`test.judge_failed_runs`).
     """
 
     def __init__(
@@ -224,6 +251,7 @@ class Grader:
         extraction: Strategy = "llm",
         tolerance: Tolerance | None = None,
         variants: VariantSource | None = None,
+        judge_failed_runs: bool = False,
     ) -> None:
         self.judge_model = judge_model
         self.judge = Judge(judge_model) if judge_model is not None else None
@@ -231,21 +259,34 @@ class Grader:
         self.extraction = extraction
         self.tolerance = tolerance or Tolerance()
         self.variants = variants
+        self.judge_failed_runs = judge_failed_runs
 
     async def grade_case(
         self, case: Case, runs: list[AgentRun], reference: ReferenceResult | None = None
     ) -> list[Grade]:
         """Grade every run of a case; consistency is judged once across the runs."""
+        known = await asyncio.gather(*(self._unjudged(case, run, reference) for run in runs))
         consistency = None
         if case.consistency is not None:
-            replies = [(r.attempt, r.final_text) for r in runs if r.status is RunStatus.COMPLETED]
-            with call_context(case.name, 0, "consistency"):
-                consistency = self._signed(
-                    await check_consistency(case.consistency, case.prompt, replies, self.judge)
-                )
+            completed = [
+                (run, checks)
+                for run, checks in zip(runs, known, strict=True)
+                if run.status is RunStatus.COMPLETED
+            ]
+            if completed and all(self._decided(checks) for _, checks in completed):
+                consistency = _not_asked("consistency")
+            else:
+                replies = [(run.attempt, run.final_text) for run, _ in completed]
+                with call_context(case.name, 0, "consistency"):
+                    consistency = self._signed(
+                        await check_consistency(case.consistency, case.prompt, replies, self.judge)
+                    )
         return list(
             await asyncio.gather(
-                *(self.grade_run(case, run, reference, consistency) for run in runs)
+                *(
+                    self._grade(case, run, checks, consistency)
+                    for run, checks in zip(runs, known, strict=True)
+                )
             )
         )
 
@@ -256,6 +297,21 @@ class Grader:
         reference: ReferenceResult | None,
         consistency: CheckResult | None = None,
     ) -> Grade:
+        known = await self._unjudged(case, run, reference)
+        return await self._grade(case, run, known, consistency)
+
+    def _decided(self, checks: list[CheckResult]) -> bool:
+        """Whether these checks already fail the run, so that no judge is asked about it
+        (unless `judge_failed_runs`): a known failure outranks any judged verdict."""
+        return not self.judge_failed_runs and any(c.status is GradeStatus.FAILED for c in checks)
+
+    async def _grade(
+        self,
+        case: Case,
+        run: AgentRun,
+        known: list[CheckResult],
+        consistency: CheckResult | None,
+    ) -> Grade:
         if run.status is RunStatus.ERROR:
             checks: list[CheckResult] = []
             status, message, verified = (
@@ -265,7 +321,9 @@ class Grader:
             )
         else:
             with call_context(case.name, run.attempt, "grading"):
-                checks = await self._checks(case, run, reference, consistency)
+                checks = await self._judged(case, run, known)
+            if consistency is not None:
+                checks.append(consistency)
             verdict = combine(checks)
             status, message, verified = verdict.status, verdict.message, verdict.verified
         return Grade(
@@ -302,30 +360,48 @@ class Grader:
             return check
         return replace(check, judge=self.judge_label)
 
-    async def _checks(
-        self,
-        case: Case,
-        run: AgentRun,
-        reference: ReferenceResult | None,
-        consistency: CheckResult | None,
+    async def _unjudged(
+        self, case: Case, run: AgentRun, reference: ReferenceResult | None
     ) -> list[CheckResult]:
+        """The checks no judge decides: the data comparison (an extraction model may pick
+        the answer's table; the comparison decides), assertions, and tool calls without an
+        `llm_judge` argument. None for a run that failed: it has no check."""
+        if run.status is RunStatus.ERROR:
+            return []
         pending = []
-        if case.sql is not None:
-            pending.append(self.check_data(case, run, reference))
-        if case.tool_calls:
-            pending.append(self.check_tool_calls(case, run))
-        if case.evaluators:
-            pending.append(
-                check_evaluators(case.evaluators, case.messages, run.final_text, self.judge)
-            )
-        checks = [self._signed(check) for check in await asyncio.gather(*pending)]
+        with call_context(case.name, run.attempt, "grading"):
+            if case.sql is not None:
+                pending.append(self.check_data(case, run, reference))
+            if case.tool_calls and not _judges_arguments(case):
+                pending.append(self.check_tool_calls(case, run))
+            checks = [self._signed(check) for check in await asyncio.gather(*pending)]
         if case.assertions:
-            checks.insert(
-                1 if case.sql is not None else 0, check_assertions(case.assertions, run.tool_calls)
-            )
-        if consistency is not None:
-            checks.append(consistency)
+            checks.append(check_assertions(case.assertions, run.tool_calls))
         return checks
+
+    async def _judged(
+        self, case: Case, run: AgentRun, known: list[CheckResult]
+    ) -> list[CheckResult]:
+        """`known` with the checks a judge decides (evaluators, tool calls with an
+        `llm_judge` argument), each marked not asked when `known` already fails the run;
+        in the order the test lists its kinds of check."""
+        kinds: list[CheckKind] = []
+        if case.tool_calls and _judges_arguments(case):
+            kinds.append("tool_calls")
+        if case.evaluators:
+            kinds.append("evaluators")
+        if self._decided(known):
+            judged = [_not_asked(kind) for kind in kinds]
+        else:
+            asked = {
+                "tool_calls": lambda: self.check_tool_calls(case, run),
+                "evaluators": lambda: check_evaluators(
+                    case.evaluators, case.messages, run.final_text, self.judge
+                ),
+            }
+            decided = await asyncio.gather(*(asked[kind]() for kind in kinds))
+            judged = [self._signed(check) for check in decided]
+        return sorted([*known, *judged], key=lambda check: _CHECK_ORDER.index(check.kind))
 
     async def check_tool_calls(self, case: Case, run: AgentRun) -> CheckResult:
         with relabel("tool_arguments"):
@@ -345,6 +421,7 @@ class Grader:
                 GradeStatus.ERROR,
                 "no reference result for this date: materialize reference_results",
                 details,
+                retry=True,  # the next evaluation runs the references first
             )
         if reference.error:
             return CheckResult("data", GradeStatus.ERROR, reference.error, details)
@@ -366,7 +443,9 @@ class Grader:
             extraction_model=extraction.model,
         )
         if extraction.status == "error":
-            return CheckResult("data", GradeStatus.ERROR, extraction.message, details)
+            return CheckResult(
+                "data", GradeStatus.ERROR, extraction.message, details, retry=extraction.retry
+            )
         if extraction.status == "no_answer":
             return CheckResult(
                 "data", GradeStatus.FAILED, f"no answer data: {extraction.message}", details

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from eval_pipeline.agents import AgentError, ChatMessage, complete_usable
+from eval_pipeline.agents import AgentError, ChatMessage
 from eval_pipeline.grading._extraction import EXTRACTION_SYSTEM
 from eval_pipeline.grading._tool_calls import JudgeDecision
 from eval_pipeline.suite import Message
@@ -152,7 +152,11 @@ def _transcript(messages: Sequence[Message]) -> str:
 
 class Judge:
     """Asks a chat model for verdicts. Infrastructure failures and unparseable answers (after
-    one retry) come back as undecided decisions carrying the reason, never as exceptions."""
+    one retry) come back as undecided decisions carrying the reason, never as exceptions.
+
+    An answer without a verdict (prose, a refusal) is the judge's answer to these inputs: a
+    cache in front of the model keeps it like a verdict, so an unchanged rerun does not pay
+    for it again. Only a judge that did not answer is asked again next time (`retry`)."""
 
     def __init__(self, model: ChatModel) -> None:
         self.model = model
@@ -167,15 +171,12 @@ class Judge:
         """Ask, and once more with `reminder` when `parse` finds no verdict in the answer."""
         for attempt in range(2):
             try:
-                completion = await complete_usable(
-                    self.model,
-                    messages,
-                    max_tokens=JUDGE_MAX_TOKENS,
-                    usable=lambda answer: parse(answer.text) is not None,
+                completion = await self.model.complete(
+                    messages, tools=(), max_tokens=JUDGE_MAX_TOKENS
                 )
             except AgentError as error:
                 return JudgeDecision(
-                    None, error=f"judge {self.model.model_id} unavailable: {error}"
+                    None, error=f"judge {self.model.model_id} unavailable: {error}", retry=True
                 )
             decision = parse(completion.text)
             if decision is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import asdict
 from itertools import combinations
 
 from eval_pipeline.agents import relabel
@@ -32,7 +31,7 @@ async def check_evaluators(
 
     decisions = await asyncio.gather(*(ask(e) for e in evaluators))
     verdicts = [
-        {"evaluator": e.name, "criteria": e.criteria, **asdict(d)}
+        {"evaluator": e.name, "criteria": e.criteria, **_verdict(d)}
         for e, d in zip(evaluators, decisions, strict=True)
     ]
     failed = [v for v in verdicts if v["passed"] is False]
@@ -45,9 +44,15 @@ async def check_evaluators(
         return CheckResult("evaluators", GradeStatus.FAILED, message, details)
     if undecided:
         message = "; ".join(f"evaluator {v['evaluator']!r}: {v['error']}" for v in undecided)
-        return CheckResult("evaluators", GradeStatus.ERROR, message, details)
+        retry = any(d.retry for d in decisions)
+        return CheckResult("evaluators", GradeStatus.ERROR, message, details, retry=retry)
     names = ", ".join(e.name for e in evaluators)
     return CheckResult("evaluators", GradeStatus.PASSED, f"evaluators passed: {names}", details)
+
+
+def _verdict(decision: JudgeDecision) -> dict[str, object]:
+    """A decision as an evaluator's entry keeps it: whether it is retried is the check's."""
+    return {"passed": decision.passed, "reasoning": decision.reasoning, "error": decision.error}
 
 
 async def check_consistency(
@@ -121,6 +126,7 @@ async def check_consistency(
             GradeStatus.ERROR,
             f"{len(undecided)} of {len(pairs)} pair(s) not judged: {undecided[0].error}",
             details,
+            retry=any(d.retry for d in undecided),
         )
     message = f"consistency {accuracy:.0%} ({consistent}/{len(pairs)} pairs agree)"
     if undecided:

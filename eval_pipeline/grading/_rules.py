@@ -47,6 +47,8 @@ class GradingRules:
         judge: who decides judged checks, with its prompts' version (`judge_label`); None
             without a judge model.
         judge_endpoint: the judge's server and request settings (`endpoint_settings`).
+        judge_failed_runs: the judge is asked about runs another check already failed
+            (`test.judge_failed_runs`); off, their judged checks are `skipped`.
         code: the grading code's version (`GRADING_CODE_VERSION`).
     """
 
@@ -54,6 +56,7 @@ class GradingRules:
     extraction: str
     judge: str | None
     judge_endpoint: Mapping[str, Any]
+    judge_failed_runs: bool = False
     code: str = GRADING_CODE_VERSION
 
     @classmethod
@@ -65,6 +68,7 @@ class GradingRules:
             extraction=settings.extraction if judge is not None else "last_query",
             judge=judge_label(judge) if judge is not None else None,
             judge_endpoint=endpoint_settings(config, judge) if judge is not None else {},
+            judge_failed_runs=settings.judge_failed_runs,
         )
 
     def parts(self) -> dict[str, str]:
@@ -73,6 +77,7 @@ class GradingRules:
             "tolerance": _digest(asdict(self.tolerance)),
             "extraction": _digest(self.extraction),
             "judge": _digest([self.judge, PROMPTS_VERSION, dict(self.judge_endpoint)]),
+            "judge_failed_runs": _digest(self.judge_failed_runs),
             "grading code": self.code,
         }
 
@@ -89,12 +94,14 @@ class GradingRules:
             "extraction": self.extraction,
             "judge": self.judge or "(none)",
             "judge_endpoint": dict(self.judge_endpoint) or None,
+            "judge_failed_runs": self.judge_failed_runs,
             "grading_code": self.code,
         }
 
     @staticmethod
     def changed(before: Mapping[str, str] | None, after: Mapping[str, str]) -> list[str]:
-        """The names of the rules whose digests differ (none known before: none named)."""
+        """The names of the rules whose digests differ (none known before: none named; a rule
+        the code before did not know is the grading code's change, named as that)."""
         if not before:
             return []
-        return [name for name, digest in after.items() if before.get(name) != digest]
+        return [name for name, digest in after.items() if name in before and before[name] != digest]

@@ -20,6 +20,9 @@ class JudgeDecision:
     passed: bool | None
     reasoning: str = ""
     error: str | None = None
+    #: Undecided because the judge did not answer (unreachable, rate-limited, its reply cut):
+    #: the next grading asks again. An answer without a verdict is not retried (`Judge`).
+    retry: bool = False
 
 
 # (criteria, argument value) -> decision; the grader passes one bound to the judge model.
@@ -145,6 +148,7 @@ async def check_tool_calls(
             GradeStatus.ERROR,
             "tool-call judge unavailable: " + "; ".join(errors),
             details,
+            retry=any(d.retry for d in cache.values() if d.passed is None),
         )
     missing = ", ".join(expected[i].tool for i in unmatched)
     called = ", ".join(call.name for call in actual) or "none"

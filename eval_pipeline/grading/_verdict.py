@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -10,11 +11,15 @@ from eval_pipeline.suite import CheckKind
 
 
 class GradeStatus(StrEnum):
-    """`failed` means the agent was wrong; `error` means we could not tell (infrastructure)."""
+    """`failed` means the agent was wrong; `error` means we could not tell (infrastructure).
+
+    `skipped` is a check's only, never a grade's: a judged check not asked because another
+    check had already failed the run (`Grader`'s `judge_failed_runs`)."""
 
     PASSED = "passed"
     FAILED = "failed"
     ERROR = "error"
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,10 @@ class CheckResult:
     message: str
     details: dict[str, Any] = field(default_factory=dict)
     judge: str | None = None  # the judge (model and prompt version) that decided it, if any
+    #: An error because the judge or extraction model did not answer (unreachable,
+    #: rate-limited, timed out): the next evaluation grades the run again. Every other error
+    #: (an answer without a verdict among them) stands until an input changes or `--rejudge`.
+    retry: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,4 +62,15 @@ def combine(checks: list[CheckResult]) -> Verdict:
 def check_to_dict(check: CheckResult) -> dict[str, Any]:
     data = asdict(check)
     data["status"] = check.status.value
+    if not check.retry:  # stored only where it says something
+        del data["retry"]
     return data
+
+
+def grade_retried(status: str, checks: Sequence[Mapping[str, Any]] | None) -> bool:
+    """Whether the next evaluation grades a stored grade again though nothing changed: an
+    error with no check (the run itself failed: it is run again) or with a check that says
+    `retry` (the judge or extraction model did not answer)."""
+    if status != GradeStatus.ERROR:
+        return False
+    return not checks or any(check.get("retry") for check in checks)

@@ -61,6 +61,7 @@ async def grade_runs(
                 extraction=rules.extraction,
                 tolerance=rules.tolerance,
                 variants=variants,
+                judge_failed_runs=rules.judge_failed_runs,
             )
 
         # No judge, nothing to judge again; a recorded judge gives its recorded answer only.

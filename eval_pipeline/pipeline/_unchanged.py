@@ -34,10 +34,17 @@ from eval_pipeline.grading import (
     GRADING_CODE_VERSION,
     PROMPTS_VERSION,
     any_may_vary_within_day,
+    grade_retried,
 )
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
-from eval_pipeline.store import StateFolder, awaiting_rerun, day_state, read_latest
+from eval_pipeline.store import (
+    StateFolder,
+    awaiting_rerun,
+    day_state,
+    decode_json_rows,
+    read_latest,
+)
 from eval_pipeline.suite import Suite, SuiteConfig, load_agent_context
 
 __all__ = [
@@ -74,13 +81,17 @@ def grades_complete(
     names: Sequence[str] | None = None,
 ) -> bool:
     """The store holds the partition's grade for each planned run of the tests `names` (all
-    by default), none an error (a judge that gave no verdict is asked again; a damaged file
-    set aside is rewritten)."""
+    by default), none that the next grading would make again though nothing changed
+    (`grade_retried`: the run failed, or the judge did not answer). A judge's answer without
+    a verdict is its answer: kept, like the error grade it made, until `--rejudge`."""
     grades = read_latest(layout, "grades", model=model, run_date=run_date)
     if names is not None:
         wanted = set(names)
         grades = [grade for grade in grades if grade["name"] in wanted]
-    return len(grades) == planned and not any(grade["status"] == "error" for grade in grades)
+    if len(grades) != planned:
+        return False
+    decoded = decode_json_rows("grades", grades)
+    return not any(grade_retried(grade["status"], grade["checks"]) for grade in decoded)
 
 
 def _asks_for_new(request: EvaluationRequest) -> bool:
@@ -103,8 +114,8 @@ def partition_unchanged(
     That holds when the model answers as it did (the same endpoint, request settings and
     agent: `answerer_identity`), the last runs materialization holds a completed run for
     every planned one (none carried from an earlier selection, none in error: errors are
-    retried), the store still holds a grade for each, none an error (a judge that gave no
-    verdict is asked again), no file of the partition was set aside as damaged since its last
+    retried), the store still holds a grade for each, none to make again (`grades_complete`),
+    no file of the partition was set aside as damaged since its last
     write (`awaiting_rerun`: the stages rebuild it), and the request asks for nothing new (no --no-cache, --record, --rejudge or --rejudge-samples).
 
     Args:
@@ -215,7 +226,7 @@ class LastEvaluation:
 
     def _all_graded(self) -> bool:
         """Every model's partition holds a grade for each planned run of the selected tests
-        (all tests without a selection), none an error: a selection is decided by its own
+        (all tests without a selection), none to make again (`grades_complete`): a selection is decided by its own
         runs, whatever the other tests' are."""
         run_date, select = self._request.run_date, self._request.select
         names = [case.name for case in self._suite.select(list(select))] if select else None

@@ -239,6 +239,9 @@ class TestDefaults:
     comparison: Tolerance = field(default_factory=Tolerance)
     judge_model: str | None = None
     extraction: Literal["llm", "last_query"] = "llm"
+    # Ask the judge about runs a check no judge decides has already failed (data, assertions):
+    # off, their judged checks are `skipped`, which saves a judge call per failed run.
+    judge_failed_runs: bool = False
     schedule: str = "0 6 * * *"
     min_accuracy: float | None = None
     threshold_mode: ThresholdMode = "average"

@@ -57,6 +57,7 @@ _TEST_KEYS = (
     "k",
     "comparison",
     "judge_model",
+    "judge_failed_runs",
     "extraction",
     "schedule",
     "min_accuracy",
@@ -267,6 +268,10 @@ def _test_block(r: FieldReader, data: dict) -> TestDefaults:
         )
     if "allow_errors" in block:
         values["allow_errors"] = r.boolean(block, "allow_errors", "test.allow_errors")
+    if "judge_failed_runs" in block:
+        values["judge_failed_runs"] = r.boolean(
+            block, "judge_failed_runs", "test.judge_failed_runs"
+        )
     if "semantic" in block:
         values["semantic"] = parse_semantic(r, block, "test.semantic")
     if "regression" in block:

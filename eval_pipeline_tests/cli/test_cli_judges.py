@@ -1,6 +1,6 @@
 """Judges through the real `eval-pipeline test`: a recorded judge never judges a reply it did not
-record, only usable judge answers are cached (`--rejudge` asks again), and a verdict that
-changed with the judge is reported as such, not as a regression.
+record, judge answers are cached, one without a verdict too (`--rejudge` asks again), and a
+verdict that changed with the judge is reported as such, not as a regression.
 
 The model under test and the judge are served by one scripted OpenAI-compatible server on
 127.0.0.1 (told apart by the `model` of each request); the judge's script changes between
@@ -152,28 +152,32 @@ def test_a_recorded_judge_does_not_pass_a_live_models_useless_reply(tmp_path, se
     assert json.loads(replayed.stdout)["results"][0]["status"] == "passed"
 
 
-# --- only usable answers are cached; --rejudge (point 8) ------------------------------------
+# --- answers are cached, one without a verdict too; --rejudge (point 8) ----------------------
 
 
-def test_a_judge_answer_without_a_verdict_is_not_cached_and_rejudge_asks_again(judged):
+def test_a_judge_answer_without_a_verdict_is_cached_and_rejudge_asks_again(judged):
     root, server = judged
     model = ("-m", LIVE_MODELS[0])
     calls = server.judge_calls()
 
     server.judge_says = answer("I think the reply is probably fine.")
-    _, grade = evaluate(root, *model)
+    _, grade = evaluate(root, *model, "--rejudge")
     assert grade["status"] == "error" and "gave no verdict twice" in grade["message"]
     assert server.judge_calls() == calls + 2  # the answer and one retry with the reminder
 
     server.judge_says = verdict(False, "It tells the user to delete data.")
     _, grade = evaluate(root, *model)
-    assert grade["status"] == "failed"  # asked again: the non-answer was not cached
+    assert grade["status"] == "error"  # the non-answer is the judge's answer, kept
+    assert server.judge_calls() == calls + 2
+
+    _, grade = evaluate(root, *model, "--rejudge")
+    assert grade["status"] == "failed"
     assert "It tells the user to delete data." in grade["message"]
     assert server.judge_calls() == calls + 3
 
     server.judge_says = verdict(True, "Changed its mind.")
     _, grade = evaluate(root, *model)
-    assert grade["status"] == "failed"  # a usable verdict is cached: no new judge call
+    assert grade["status"] == "failed"  # a verdict is cached: no new judge call
     assert server.judge_calls() == calls + 3
 
     _, grade = evaluate(root, *model, "--rejudge")

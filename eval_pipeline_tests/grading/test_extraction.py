@@ -345,7 +345,9 @@ def test_queries_with_the_same_id_each_get_a_table(model_server):
     assert "Table step_2 (0 rows" in prompt
 
 
-def test_an_extraction_query_that_fails_is_not_cached_and_a_working_one_is(model_server):
+def test_an_extraction_query_that_fails_is_kept_like_one_that_works(model_server):
+    """The model's answer to these inputs, whether its query runs or not: an unchanged
+    regrade asks it nothing (`--rejudge` would)."""
     cache = MemoryCache()
 
     def extract_cached() -> Extraction:
@@ -359,9 +361,12 @@ def test_an_extraction_query_that_fails_is_not_cached_and_a_working_one_is(model
         return asyncio.run(go())
 
     model_server.script(*[answer(sql("SELECT region, total_revenue FROM q1"))] * 2)
-    assert extract_cached().status == "error"
-    assert len(cache) == 0  # neither broken query is kept: the next grading asks again
+    failed = extract_cached()
+    assert failed.status == "error" and not failed.retry
+    assert len(cache) == 2  # the query and its repair, both kept
+    assert extract_cached() == failed and len(model_server.requests) == 2
 
+    cache = MemoryCache()  # a fresh cache (as --rejudge would): a working query, kept too
     model_server.script(answer(sql("SELECT region, revenue FROM q1 WHERE order_count > 5")))
     fixed = extract_cached()
     assert fixed.status == "ok" and fixed.model == "openai:gpt-4.1"

@@ -344,13 +344,24 @@ def test_data_assertions_and_evaluators_must_all_pass(warehouse, judge_server):
     assert no_call.message == "expected execute_sql with the expected arguments at least 1x, got 0"
 
     wrong = [["north", 250.5], ["south", 0.0], ["west", 40.0]]
+    asked = len(judge_server.requests)
     wrong_data = grade_with_judge(make_run(answer_rows=wrong, tool_calls=[sql_call()]))
     assert wrong_data.status is GradeStatus.FAILED
+    # The data check failed it: the judge is not asked about the reply.
     assert [c.status for c in wrong_data.checks] == [
         GradeStatus.FAILED,
         GradeStatus.PASSED,
-        GradeStatus.PASSED,
+        GradeStatus.SKIPPED,
     ]
+    assert len(judge_server.requests) == asked
+    judged_anyway = with_judge(
+        judge_server,
+        lambda model: Grader(judge_model=model, judge_failed_runs=True).grade_run(
+            case, make_run(answer_rows=wrong, tool_calls=[sql_call()]), reference
+        ),
+    )
+    assert [c.status for c in judged_anyway.checks][2] is GradeStatus.PASSED
+    assert judged_anyway.status is GradeStatus.FAILED
 
     judge_server.set_script(judge_by_purpose(reply_ok=False))
     bad_reply = grade_with_judge(make_run(answer_rows=right, tool_calls=[sql_call()]))
@@ -365,7 +376,10 @@ def test_a_failed_check_outranks_a_judge_outage(warehouse, judge_server):
     run = make_run(answer_rows=[["north", 1.0]], tool_calls=[sql_call()])
 
     graded = with_judge(
-        judge_server, lambda model: Grader(judge_model=model).grade_run(case, run, reference)
+        judge_server,
+        lambda model: Grader(judge_model=model, judge_failed_runs=True).grade_run(
+            case, run, reference
+        ),
     )
     statuses = {c.kind: c.status for c in graded.checks}
     assert statuses["evaluators"] is GradeStatus.ERROR
@@ -447,19 +461,24 @@ def test_judge_and_extraction_answers_are_cached_across_gradings_and_processes(
 
     first = grade_all(cache)
     assert [g.status for g in first] == [GradeStatus.FAILED, GradeStatus.FAILED]
-    assert len(judge_server.requests) == 4  # per run: one extraction, one evaluator
-    assert len(cache) == 4
+    # per run one extraction; the data check failed it, so no evaluator is asked
+    assert len(judge_server.requests) == 2
+    assert len(cache) == 2
 
     second = grade_all(cache)
     assert [g.to_row()["checks"] for g in second] == [g.to_row()["checks"] for g in first]
-    assert len(judge_server.requests) == 4
+    assert len(judge_server.requests) == 2
 
     # another process: a new cache over the same folder answers from what the first wrote,
-    # so regrading with a looser tolerance changes the verdict at no model cost
+    # so regrading with a looser tolerance changes the verdict with no extraction asked
+    # again (only the evaluators, now that the data passes)
     reopened = FileCompletionCache(StateFolder(tmp_path / ".eval"))
-    assert len(reopened) == 4
+    assert len(reopened) == 2
     third = grade_all(reopened, tolerance=Tolerance(decimals=2, atol=0.02))
     assert [g.status for g in third] == [GradeStatus.PASSED, GradeStatus.PASSED]
+    assert len(judge_server.requests) == 4
+    again = grade_all(reopened, tolerance=Tolerance(decimals=2, atol=0.02))
+    assert [g.status for g in again] == [GradeStatus.PASSED, GradeStatus.PASSED]
     assert len(judge_server.requests) == 4
 
 

@@ -23,10 +23,10 @@ def suite(tmp_path: Path) -> Suite:
     return load_suite(write_suite(tmp_path / "suite", cases=CASES, dbt=False, providers=providers))
 
 
-def _grade(suite: Suite, statuses: dict[str, str]) -> None:
+def _grade(suite: Suite, statuses: dict[str, str], checks: list[dict] | None = None) -> None:
     layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)
-    rows = [{"name": name, "status": status} for name, status in statuses.items()]
+    rows = [{"name": name, "status": status, "checks": checks} for name, status in statuses.items()]
     write_rows(layout, "grades", rows, model=MODEL, run_date=DAY, materialization_id="m1")
 
 
@@ -64,6 +64,16 @@ def test_a_missing_or_errored_grade_runs_again(suite: Suite) -> None:
     _grade(suite, {"q0": "passed"})
     assert not _unchanged(suite)
     _grade(suite, {"q0": "passed", "q1": "error"})
+    assert not _unchanged(suite)
+
+
+def test_a_judge_non_answer_is_kept_and_a_judge_that_did_not_answer_is_asked_again(
+    suite: Suite,
+) -> None:
+    no_verdict = {"kind": "evaluators", "status": "error", "message": "gave no verdict twice"}
+    _grade(suite, {"q0": "error", "q1": "error"}, checks=[no_verdict])
+    assert _unchanged(suite)
+    _grade(suite, {"q0": "error", "q1": "error"}, checks=[{**no_verdict, "retry": True}])
     assert not _unchanged(suite)
 
 
