@@ -91,8 +91,8 @@ def _listed(values: Sequence[object], most: int = 10) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    """Improved / regressed / still failing tests between two days (or two results files:
-    `cmd_file_diff`); exit 1 on regressions."""
+    """Improved / regressed / still failing tests between two days, and those now in error
+    (or two results files: `cmd_file_diff`); exit 1 on regressions (an error is none)."""
     if wants_files(args):
         return cmd_file_diff(args)
     for option in ("test", "quiet", "no_fail"):
@@ -146,6 +146,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             ("regressed", diff.regressed),
             ("improved", diff.improved),
             ("still failing", diff.still_failing),
+            # A run now in error says nothing of the agent: named apart, when there is one.
+            *((("error", diff.errors),) if diff.errors else ()),
         ):
             print(f"  {label} ({len(names)}): {printable(', '.join(names)) if names else '—'}")
         if diff.base_found:

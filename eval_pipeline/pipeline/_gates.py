@@ -12,6 +12,14 @@ from typing import Any
 
 from eval_pipeline.grading import CaseMetrics, PairedComparison, compare_models
 from eval_pipeline.pipeline._imported_runs import OURS
+from eval_pipeline.pipeline._results_files import (
+    ERROR,
+    FIX,
+    REGRESSION,
+    UNCHANGED,
+    PairChange,
+    attempts_outcome,
+)
 from eval_pipeline.store import StateFolder, fetch, previous_graded_day, query, read_latest
 from eval_pipeline.suite import ThresholdMode
 
@@ -134,6 +142,9 @@ class DayDiff:
     still_failing: list[str]
     base_found: bool
     paired: PairedComparison | None = None
+    #: Tests whose runs on the head day ended in an error and none failed: no verdict, so
+    #: neither regressed nor still failing (`PairChange.change`, as the diff of files says).
+    errors: list[str] = field(default_factory=list)
 
     @property
     def significant_drop(self) -> bool:
@@ -165,15 +176,26 @@ class DayDiff:
         return "no earlier evaluated day to compare with"
 
 
-def case_attempts(layout: StateFolder, model: str, day: date) -> dict[str, list[bool]]:
-    """Test → whether each of its attempts passed, in attempt order."""
+def case_attempts(layout: StateFolder, model: str, day: date) -> dict[str, list[str]]:
+    """Test → the status of each of its attempts (`passed`, `failed`, `error`), in order."""
     rows = sorted(
         read_latest(layout, "grades", model=model, run_date=day), key=lambda r: r["attempt"]
     )
-    attempts: dict[str, list[bool]] = {}
+    attempts: dict[str, list[str]] = {}
     for row in rows:
-        attempts.setdefault(row["name"], []).append(bool(row["passed"]))
+        attempts.setdefault(row["name"], []).append(_status(row))
     return attempts
+
+
+def _status(row: Mapping[str, Any]) -> str:
+    status = row.get("status")
+    if status in ("passed", "failed", "error"):
+        return status
+    return "passed" if row["passed"] else "failed"
+
+
+def _passes(statuses: Sequence[str]) -> list[bool]:
+    return [status == "passed" for status in statuses]
 
 
 def diff_days(
@@ -183,30 +205,46 @@ def diff_days(
     head: date,
     *,
     names: Sequence[str] | None = None,
-    head_attempts: Mapping[str, Sequence[bool]] | None = None,
+    head_attempts: Mapping[str, Sequence[str]] | None = None,
 ) -> DayDiff:
-    """`head_attempts`: the head day's attempts per test when the caller holds them already
-    (read from the store otherwise)."""
+    """How each test shared by both days changed (`PairChange.change`, the rule of the diff
+    of results files): a test now in error is an error, not a regression. `head_attempts`:
+    the head day's attempt statuses per test when the caller holds them already (read from
+    the store otherwise)."""
     base_attempts = case_attempts(layout, model, base)
     if head_attempts is None:
         head_attempts = case_attempts(layout, model, head)
-    before = {n: all(a) for n, a in base_attempts.items()}
-    after = {n: all(a) for n, a in head_attempts.items()}
-    shared = [n for n in after if n in before and (names is None or n in names)]
+    shared = [n for n in head_attempts if n in base_attempts and (names is None or n in names)]
+    changes = {
+        n: PairChange(
+            n,
+            model,
+            attempts_outcome(base_attempts[n]),
+            attempts_outcome(head_attempts[n]),
+        )
+        for n in shared
+    }
+
+    def named(kind: str) -> list[str]:
+        return sorted(n for n, change in changes.items() if change.change == kind)
+
     return DayDiff(
         model=model,
         base=base,
         head=head,
-        improved=sorted(n for n in shared if not before[n] and after[n]),
-        regressed=sorted(n for n in shared if before[n] and not after[n]),
-        still_failing=sorted(n for n in shared if not before[n] and not after[n]),
-        base_found=bool(before),
+        improved=named(FIX),
+        regressed=named(REGRESSION),
+        still_failing=sorted(
+            n for n, c in changes.items() if c.change == UNCHANGED and c.after != "passed"
+        ),
+        base_found=bool(base_attempts),
         paired=compare_models(
-            {n: head_attempts[n] for n in shared},
-            {n: base_attempts[n] for n in shared},
+            {n: _passes(head_attempts[n]) for n in shared},
+            {n: _passes(base_attempts[n]) for n in shared},
             model_a=f"{model}@{head}",
             model_b=f"{model}@{base}",
         ),
+        errors=named(ERROR),
     )
 
 
@@ -230,10 +268,11 @@ def since_previous_day(
     model: str,
     day: date,
     *,
-    head_attempts: Mapping[str, Sequence[bool]] | None = None,
+    head_attempts: Mapping[str, Sequence[str]] | None = None,
 ) -> DayDiff:
     """The model's tests on `day` against its previous evaluated day: a test regressed when
-    every attempt passed then and some attempt did not pass now. A day skipped (a weekend, a
+    every attempt passed then and some attempt failed now (runs that only ended in errors
+    are `errors`: they say nothing of the agent). A day skipped (a weekend, a
     model not run) is no gap: the comparison is with the last day that has results.
     `head_attempts` as in `diff_days`."""
     base = previous_graded_day(layout, model, day)
@@ -285,9 +324,12 @@ def check_partition(
     `allow_errors`: error runs count as not passed instead of failing min_accuracy
     (`test.allow_errors`), as in `eval-pipeline test`'s gate."""
     accuracies = {case.name: case.pass_at_1 for case in cases}  # as `eval-pipeline test`'s gate
-    # pass@1 is all the paired test needs of an attempt list, so the order is immaterial.
+    # The outcome and pass@1 are all the diff needs of an attempt list: the order is immaterial.
     attempts = {
-        case.name: [True] * case.passes + [False] * (case.attempts - case.passes) for case in cases
+        case.name: ["passed"] * case.passes
+        + ["error"] * case.errors
+        + ["failed"] * (case.attempts - case.passes - case.errors)
+        for case in cases
     }
     return PartitionChecks(
         accuracy=accuracy_gate(

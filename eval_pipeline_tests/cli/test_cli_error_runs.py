@@ -19,7 +19,15 @@ import pytest
 import yaml
 
 from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
-from eval_pipeline_tests.cli.replay_suite import DAY, write_suite
+from eval_pipeline_tests.cli.replay_suite import (
+    CASES,
+    DAY,
+    NEXT_DAY,
+    REPLIES,
+    recording,
+    rekey,
+    write_suite,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -155,3 +163,23 @@ def test_test_allow_errors_in_the_config_is_the_option(suite):
     assert "1 error(s) counted as not passed (errors allowed)" in allowed.stdout
     threshold = json.loads(written_results(allowed.stdout).read_text())["threshold"]
     assert (threshold["passed"], threshold["errors"], threshold["allow_errors"]) == (True, 1, True)
+
+
+def test_diff_of_stored_days_counts_a_test_now_in_error_apart_from_a_regression(suite):
+    """`eval-pipeline diff` (stored days) says a test whose run is now an error is an error,
+    not a regression, and exits 0 on it, as the diff of results files does."""
+    assert run_cli("test", "--date", DAY, "-m", "replay:drift", cwd=suite).returncode == 0
+    # The next day the recording has no answer for total_revenue: its run is an error.
+    answered = {name: sql for name, (_, sql) in CASES.items() if name != "total_revenue"}
+    (suite / "recordings" / "drift.jsonl").write_text(recording(answered, REPLIES))
+    rekey(suite, "drift")
+    next_day = run_cli("test", "--date", NEXT_DAY, "-m", "replay:drift", cwd=suite)
+    assert next_day.returncode == 3, next_day.stderr
+
+    compared = run_cli("diff", "--model", "replay:drift", cwd=suite)
+
+    no_traceback(compared)
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    lines = compared.stdout.splitlines()
+    assert "  regressed (0): —" in lines, compared.stdout
+    assert "  error (1): total_revenue" in lines, compared.stdout

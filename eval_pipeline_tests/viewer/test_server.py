@@ -286,7 +286,7 @@ def test_trends_chart_day_to_day_changes_and_flaky_tests(server):
     # total_revenue by gpt passed, failed, passed: two changes, not a flaky test
     assert _changes(text) == {
         (day3, "top_customers", CLAUDE, "regressed"),
-        (day3, "markup_in_reply", CLAUDE, "regressed"),
+        # markup_in_reply by claude is an error on DAY3: no verdict, so no regression
         (day3, "total_revenue", GPT, "improved"),
         (day3, "polite_clarification", CLAUDE, "improved"),
         (day2, "total_revenue", GPT, "regressed"),
@@ -294,7 +294,7 @@ def test_trends_chart_day_to_day_changes_and_flaky_tests(server):
         (day2, "refund_rate", CLAUDE, "regressed"),
         (day2, "revenue_by_month", CLAUDE, "improved"),  # all passed after a mixed day
     }
-    assert "5 regressed, 3 improved" in text
+    assert "4 regressed, 3 improved" in text
     # flaky: attempts of one day that disagree (the flaky_cases mart's rule)
     flaky = _table(text, "flaky")
     assert "revenue_by_month" in flaky and "1 of 3" in flaky

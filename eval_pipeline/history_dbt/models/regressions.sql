@@ -1,6 +1,6 @@
 -- "Regressed since the model's previous evaluated day": a test that passed on the last earlier
--- day the model was evaluated (every attempt passed) and does not pass on the day (some attempt
--- failed or errored). The SQL form of the rule, run as it is by the viewer too
+-- day the model was evaluated (every attempt passed) and failed on the day (some attempt failed;
+-- runs that only ended in errors say nothing of the agent: no regression). The SQL form of the rule, run as it is by the viewer too
 -- (eval_pipeline.pipeline._gates.regressions_sql: keep the source call its only Jinja); the
 -- no_regression check's Python form (`since_previous_day`) is tested to agree with it.
 WITH case_days AS (
@@ -9,8 +9,9 @@ WITH case_days AS (
         model,
         run_date,
         bool_and(passed) AS passed,
+        bool_or(status = 'failed') AS failed,
         count(*) AS attempts,
-        min(attempt) FILTER (WHERE NOT passed) AS first_failed_attempt
+        min(attempt) FILTER (WHERE status = 'failed') AS first_failed_attempt
     FROM {{ source('results', 'grades') }}
     GROUP BY name, model, run_date
 ),
@@ -42,4 +43,4 @@ JOIN {{ source('results', 'grades') }} AS failure
  AND failure.model = today.model
  AND failure.run_date = today.run_date
  AND failure.attempt = today.first_failed_attempt
-WHERE before.passed AND NOT today.passed
+WHERE before.passed AND today.failed
