@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eval_pipeline.agents._errors import UnknownModel
@@ -164,9 +164,10 @@ def require_models(
         raise SuiteError(problems, headline="unknown model(s); nothing was run")
 
 
-def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Problem]:
+def _missing_secrets(config: SuiteConfig, model: str, field: str, shown: str) -> list[Problem]:
     """The unset environment variables behind the secrets `model` needs: its provider's
-    `api_key`, or its external agent's headers. A replay needs none."""
+    `api_key`, or its external agent's headers. A replay needs none. `shown`: the model as
+    the user spelled it, for the message."""
     if recording_name(model) is not None:
         return []
     provider, _, rest = model.partition(":")
@@ -176,7 +177,7 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Proble
             Problem(
                 "the environment",
                 None,
-                f"environment variable {name} is not set; {model} ({field}) signs in to nao's "
+                f"environment variable {name} is not set; {shown} ({field}) signs in to nao's "
                 "backend with it: export it, or pass -u USER --password PASS",
             )
             for name in (USERNAME_VARIABLE, PASSWORD_VARIABLE)
@@ -193,7 +194,7 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Proble
         Problem(
             templated.where,
             where,
-            f"environment variable {name} is not set; {model} ({field}) needs it: export it "
+            f"environment variable {name} is not set; {shown} ({field}) needs it: export it "
             "before running",
         )
         for where, templated in needed
@@ -202,20 +203,30 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str) -> list[Proble
     ]
 
 
-def require_secrets(config: SuiteConfig, models: Sequence[str], *, source: str) -> None:
-    """Refuse, before any work starts, to evaluate models (or judge with a model) whose
+def require_secrets(
+    config: SuiteConfig,
+    models: Sequence[str],
+    *,
+    source: str,
+    label: Callable[[str], str] = str,
+) -> None:
+    """Refuse, before anything is sent, to evaluate models (or judge with a model) whose
     secrets are not in the environment: a configuration mistake, not a failed run.
 
     Args:
         config: the suite configuration.
         models: the ids to evaluate (already checked by `require_models`).
         source: where they were given, for the message (`--model`, `test.models`).
+        label: a model as the user spelled it (`openaiCompatible/vllm:qwen3`), for the
+            message.
 
     Raises:
         MissingSecret: one problem per unset variable, naming it and the config field.
     """
-    problems = [p for model in models for p in _missing_secrets(config, model, source)]
-    if config.test.judge_model is not None:
-        problems += _missing_secrets(config, config.test.judge_model, "test.judge_model")
+    problems = [
+        p for model in models for p in _missing_secrets(config, model, source, label(model))
+    ]
+    if (judge := config.test.judge_model) is not None:
+        problems += _missing_secrets(config, judge, "test.judge_model", judge)
     if problems:
         raise MissingSecret(problems, headline="a secret the run needs is missing; nothing was run")

@@ -22,7 +22,6 @@ from eval_pipeline.agents import (
     NAO_USERNAME_VARIABLE,
     recording_name,
     require_models,
-    require_secrets,
 )
 from eval_pipeline.cli._exit import CouldNotRun, ExitCode
 from eval_pipeline.cli._formats import junit_xml
@@ -261,7 +260,6 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
     # What the report and the results file call a model: as the user gave it.
     spellings = tuple({to_model_id(m): m for m in given if to_model_id(m) != m}.items())
     require_models(suite.config, models, source="--model", require_one=True)
-    require_secrets(suite.config, models, source="--model" if args.models else "test.models")
     select = tuple(args.select or ())
     # An unknown name stops here, listing the tests; evaluating nothing is never a pass.
     if not suite.select(list(select) or None):
@@ -492,6 +490,8 @@ def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
                 min_accuracy=args.min_accuracy,
                 threshold_mode=args.threshold_mode,
                 allow_errors=args.allow_errors,
+                # Secrets are checked there, only when something is to be sent.
+                models_from="--model" if args.models else "test.models",
             )
         except NothingGraded as error:
             raise CouldNotRun(str(error)) from error

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Protocol
 
+from eval_pipeline.agents import require_secrets
 from eval_pipeline.pipeline._budget import spend_budget
 from eval_pipeline.pipeline._dagster_home import instance_home
 from eval_pipeline.pipeline._document import ResultsDocument, Threshold
@@ -96,6 +98,21 @@ def planned_attempts(suite: Suite, request: EvaluationRequest) -> list[tuple[str
     ]
 
 
+def _sending(runner: Runner, models_from: str) -> Runner:
+    """`runner`, which may send requests, refused before it starts when a secret a model (or
+    the judge) needs is not in the environment: the only way to the runner, so a rerun that
+    sends nothing (nothing changed) needs no secret."""
+
+    def run(
+        suite: Suite, request: EvaluationRequest, on_stage: Callable[[str], None]
+    ) -> EvaluationResult:
+        label = partial(request.model_label, fallback=suite.config.model_label)
+        require_secrets(suite.config, request.models, source=models_from, label=label)
+        return runner(suite, request, on_stage)
+
+    return run
+
+
 def evaluate(
     suite: Suite,
     request: EvaluationRequest,
@@ -105,6 +122,7 @@ def evaluate(
     min_accuracy: float | None = None,
     threshold_mode: ThresholdMode | None = None,
     allow_errors: bool | None = None,
+    models_from: str = "--model",
 ) -> Evaluation:
     """Evaluate `request` on `suite` and write its results file.
 
@@ -118,12 +136,17 @@ def evaluate(
         on_stage: one line per stage, for progress.
         min_accuracy, threshold_mode, allow_errors: the gate's, when given; else the suite's
             `test:` ones.
+        models_from: where the models were given (`--model`, `test.models`), for the
+            message of a missing secret.
 
     Raises:
         NothingGraded: no graded run of the evaluation is stored.
+        MissingSecret: something must be sent and a secret it needs is not set (nothing
+            was run).
         SuiteError: a `--date` that cannot hold results.
     """
     require_day(request.run_date)
+    runner = _sending(runner, models_from)
     settings = suite.config.test
     names = tuple(case.name for case in suite.select(list(request.select) or None))
     budget = None
