@@ -8,7 +8,7 @@ holding `ESC ]52;…` would write the terminal's clipboard.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from rich import box
@@ -427,19 +427,11 @@ def nao_disagreement_lines(results: Sequence[ResultEntry]) -> list[Text]:
     return lines
 
 
-def reuse_line(
-    executed: int, reused: int, changes: dict[str, RunChanges], *, answerer_changed: int = 0
-) -> str:
-    """How many runs were made and reused, and why stored runs were made again
-    (`answerer_changed`: what answers changed); when none was made, what changed the verdicts
+def reuse_line(executed: int, reused: int, changes: dict[str, RunChanges]) -> str:
+    """How many runs were made and reused; when none was made, what changed the verdicts
     (a reused run is the same answer: only the grading inputs can have changed)."""
     if executed or not reused:
-        why = (
-            f"; re-run: model settings changed ({answerer_changed} run(s))"
-            if answerer_changed
-            else ""
-        )
-        return f"{executed} agent run(s) executed, {reused} reused{why}."
+        return f"{executed} agent run(s) executed, {reused} reused."
     causes = sorted(
         {c for change in changes.values() for found in change.causes.values() for c in found},
         key=CAUSES.index,
@@ -454,6 +446,22 @@ def reuse_line(
     moved = any(change.regressed or change.improved for change in changes.values())
     tail = "" if moved else "; no verdict changed since the previous run"
     return f"No agent run executed: all {reused} runs reused{tail}."
+
+
+def cause_lines(reruns: Mapping[str, int], regraded: Mapping[str, Sequence[int]]) -> list[str]:
+    """One line per cause of what was made or graded again (`EvaluationResult.reruns`,
+    `.regraded`), the most runs first: "re-run: context changed (RULES.md) — 12 run(s)",
+    "regraded: grading rules changed (tolerance) — 12 run(s), no verdict moved"."""
+    lines = [
+        f"re-run: {cause} — {runs} run(s)"
+        for cause, runs in sorted(reruns.items(), key=lambda item: (-item[1], item[0]))
+    ]
+    for cause, (runs, moved) in sorted(regraded.items(), key=lambda item: (-item[1][0], item[0])):
+        verdicts = {0: "no verdict moved", 1: "1 verdict moved"}.get(
+            moved, f"{moved} verdicts moved"
+        )
+        lines.append(f"regraded: {cause} — {runs} run(s), {verdicts}")
+    return [printable(line) for line in lines]
 
 
 def print_budget(console: Console, budget: BudgetOutcome) -> None:
@@ -493,7 +501,8 @@ def print_report(
     changes: dict[str, RunChanges],
     executed: int,
     reused: int,
-    answerer_changed: int = 0,
+    reruns: Mapping[str, int] | None = None,
+    regraded: Mapping[str, Sequence[int]] | None = None,
     failures_only: bool = False,
     all_runs: bool = False,
     judge_noise: bool = False,
@@ -557,6 +566,6 @@ def print_report(
         f"{summary.total_tokens:,} tokens, {cost_text(summary)}{pass_hat_k_text(document)}",
         highlight=False,
     )
-    console.print(
-        reuse_line(executed, reused, changes, answerer_changed=answerer_changed), highlight=False
-    )
+    console.print(reuse_line(executed, reused, changes), highlight=False)
+    for line in cause_lines(reruns or {}, regraded or {}):
+        console.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -177,7 +177,8 @@ def spend_budget(
     reasons = dict(stored.reasons) if same else {}
     plan = {key: max(n, stored.plan.get(key, 0) if same else 0) for key, n in first.items()}
     written = plan if same and stored.plan.keys() == first.keys() else None
-    executed, answerer_changed, run_ids, rounds_run = 0, 0, [], 0
+    executed, run_ids, rounds_run = 0, [], 0
+    causes = EvaluationResult()  # why runs were made or graded again, over the rounds
     notices: list[str] = []
     home = instance_home(suite.config)
     while True:
@@ -191,7 +192,7 @@ def spend_budget(
             rounds_run += 1
             ran = runner(suite, round_request, on_stage)
             executed += ran.executed
-            answerer_changed += ran.answerer_changed
+            causes.add_causes(ran.reruns, ran.regraded)
             run_ids += ran.run_ids
             notices += [notice for notice in ran.notices if notice not in notices]
         known = graded_outcomes(layout, request.run_date, models, names)
@@ -213,7 +214,8 @@ def spend_budget(
     ran = EvaluationResult(
         executed=executed,
         reused=max(total - executed, 0),
-        answerer_changed=answerer_changed,
+        reruns=causes.reruns,
+        regraded=causes.regraded,
         run_ids=run_ids,
         notices=notices,
     )

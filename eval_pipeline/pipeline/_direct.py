@@ -293,7 +293,8 @@ def _run(
         result.run_ids.append(run.run_id)
         result.executed += int(runs["executed"])
         result.reused += int(runs["reused"])
-        result.answerer_changed += int(runs["answerer_changed"])
+        grades = run.materialized[stage_key("grades", run.model, day)].metadata
+        result.add_causes(runs["reruns"].value, grades["regraded"].value)
         for asset in ("agent_runs", "grades"):
             metadata = run.materialized[stage_key(asset, run.model, day)].metadata
             paced = [line for line in metadata["rate_limits"].value if line not in result.notices]

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 
+from eval_pipeline.pipeline._rerun_causes import merge_regraded
 from eval_pipeline.suite import AttemptBudget, Problem, SuiteError
 
 
@@ -54,22 +55,32 @@ class EvaluationResult:
 
     executed: int = 0
     reused: int = 0
-    #: of the executed, runs made again because what answers changed (`answerer_identity`)
-    answerer_changed: int = 0
+    #: of the executed, runs the store held made again, by cause (`RerunCauses`): cause → runs
+    reruns: dict[str, int] = field(default_factory=dict)
+    #: stored runs graded again, by cause (`regrade_causes`): cause → [runs, verdicts moved]
+    regraded: dict[str, list[int]] = field(default_factory=dict)
     run_ids: list[str] = field(default_factory=list)
     #: what the user should know of the instance beside the results (runs stuck in a queue)
     notices: list[str] = field(default_factory=list)
 
+    def add_causes(self, reruns: Mapping[str, int], regraded: Mapping[str, Sequence[int]]) -> None:
+        """Count runs made again and runs graded again, by cause, in."""
+        for cause, runs in reruns.items():
+            self.reruns[cause] = self.reruns.get(cause, 0) + runs
+        merge_regraded(self.regraded, regraded)
+
     def then(self, later: EvaluationResult) -> EvaluationResult:
         """What this evaluation and a later one of the same request did together: the later
         one reused the runs this one executed, which count as executed, once."""
-        return EvaluationResult(
+        together = EvaluationResult(
             executed=self.executed + later.executed,
             reused=max(0, later.reused - self.executed),
-            answerer_changed=self.answerer_changed + later.answerer_changed,
             run_ids=[*self.run_ids, *later.run_ids],
             notices=[*self.notices, *later.notices],
         )
+        together.add_causes(self.reruns, self.regraded)
+        together.add_causes(later.reruns, later.regraded)
+        return together
 
 
 def today() -> date:

@@ -18,6 +18,7 @@ from eval_pipeline.agents import (
 )
 from eval_pipeline.pipeline._contexts import store_context
 from eval_pipeline.pipeline._progress import publish
+from eval_pipeline.pipeline._rerun_causes import RerunCauses
 from eval_pipeline.pipeline._rows import (
     is_imported,
     journaled_runs,
@@ -38,9 +39,8 @@ class PartitionRuns:
     executed: list[AgentRun] = field(default_factory=list)
     reused: int = 0
     carried: int = 0  # runs of unselected cases kept from the previous materialization
-    #: runs made again, their stored run complete, because what answers changed: the model's
-    #: endpoint or request settings, the built-in agent, an external agent's URL or version
-    answerer_changed: int = 0
+    #: why runs the partition held were made again (`RerunCauses`): cause → runs
+    reruns: dict[str, int] = field(default_factory=dict)
     #: A line for each endpoint whose rate limit, not its answers, set the pace of the runs.
     paced: tuple[str, ...] = ()
 
@@ -76,6 +76,7 @@ async def run_agents(
                 layout=layout,
                 agent_for=factory.agent,
                 context_hash=context.hash,
+                context=context,
                 select=select,
                 no_cache=no_cache,
                 k=k,
@@ -96,6 +97,7 @@ async def run_partition(
     layout: StateFolder,
     agent_for: Callable[[str], Agent],
     context_hash: str,
+    context: AgentContext | None = None,
     select: Sequence[str] | None = None,
     no_cache: bool = False,
     k: int | None = None,
@@ -118,6 +120,8 @@ async def run_partition(
         layout: the store.
         agent_for: the agent answering for a model id.
         context_hash: the agent context's hash (part of every run's key).
+        context: the agent context itself, to name the files that changed when its hash
+            did (`RerunCauses`); without it, a change is said without names.
         select: test names, file stems or folders; None for all.
         no_cache: make every run afresh, reusing nothing.
         k: attempts per case (default: the config's `test.k`).
@@ -141,7 +145,9 @@ async def run_partition(
             answerer=answerer,
             attempts=attempts,
         )
-        reused, to_run, answerer_changed = [], [], 0
+        causes = RerunCauses(layout, context, no_cache=no_cache)
+        before = {(run.case_name, run.attempt): run for run in previous}
+        reused, to_run = [], []
         for request in requests:
             stored = reusable.get(request.key)
             # A run stored before answerers were kept (None) was made by the model as it was then.
@@ -149,7 +155,7 @@ async def run_partition(
                 reused.append(stored)
             else:
                 to_run.append(request)
-                answerer_changed += stored is not None
+                causes.count(request, before.get((request.case.name, request.attempt)))
 
         executed: list[AgentRun] = []
         if to_run:
@@ -194,7 +200,7 @@ async def run_partition(
         executed=executed,
         reused=len(reused),
         carried=len(carried),
-        answerer_changed=answerer_changed,
+        reruns=dict(causes.counts),
     )
 
 

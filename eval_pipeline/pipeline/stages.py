@@ -30,10 +30,17 @@ from eval_pipeline.pipeline._gates import check_partition
 from eval_pipeline.pipeline._grades import grade_runs
 from eval_pipeline.pipeline._references import compute_references
 from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
+from eval_pipeline.pipeline._rerun_causes import regrade_causes
 from eval_pipeline.pipeline._runs import run_agents
 from eval_pipeline.pipeline._summaries import summarize_partition
 from eval_pipeline.pipeline._variants import build_suite_variants
-from eval_pipeline.store import StateFolder, one_connection, publish_results
+from eval_pipeline.store import (
+    StateFolder,
+    decode_json_rows,
+    one_connection,
+    publish_results,
+    read_latest,
+)
 from eval_pipeline.suite import AgentContext, Case, Suite, SuiteConfig, redact
 
 #: Rows of a failures or warnings table; the rest are counted.
@@ -319,6 +326,11 @@ def warehouse_variants(suite: Suite, layout: StateFolder) -> Materialized:
 # -- a (model, day) partition --------------------------------------------------------------
 
 
+def _stored_grades(layout: StateFolder, model: str, day: date) -> list[dict[str, Any]]:
+    """The partition's grades as the store holds them, their JSON decoded."""
+    return decode_json_rows("grades", read_latest(layout, "grades", model=model, run_date=day))
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a partition's runs are made (the `agent_runs` asset's run config)."""
@@ -367,7 +379,8 @@ def agent_runs(
             "executed": len(executed),
             "reused": outcome.reused,
             "carried_over": outcome.carried,
-            "answerer_changed": outcome.answerer_changed,
+            # Why runs the partition held were made again (`RerunCauses`): cause → runs.
+            "reruns": as_json(outcome.reruns),
             "errors": outcome.errors,
             "tokens_executed": sum(r.usage.total_tokens for r in executed),
             "cost_usd_executed": as_float(sum(costs)) if costs else None,
@@ -399,6 +412,7 @@ def grades(
 ) -> Materialized:
     """`grades` of a partition: every stored run graded, never the agent called."""
     paced: list[str] = []
+    before = _stored_grades(layout, model, day)
     graded = asyncio.run(
         grade_runs(
             suite,
@@ -412,6 +426,9 @@ def grades(
         )
     )
     passed = sum(g.passed for g in graded)
+    regraded = regrade_causes(
+        before, _stored_grades(layout, model, day), suite, rejudge=rejudge or rejudge_samples > 1
+    )
     return Materialized(
         data_version=digest([f"{g.name}:{g.attempt}:{g.status.value}" for g in graded]),
         metadata={
@@ -422,6 +439,8 @@ def grades(
             "unverified": sum(not g.verified for g in graded),
             "failures": markdown(failures_table(graded)),
             "rate_limits": as_json(paced),
+            # Why stored runs were graded again (`regrade_causes`): cause → [runs, moved].
+            "regraded": as_json(regraded),
             **table_written(layout, "grades", len(graded), model=model, run_date=day),
         },
         log=tuple(("warning", line) for line in paced),

@@ -185,10 +185,8 @@ def test_another_endpoint_or_request_setting_of_the_model_runs_the_tests_again(e
         moved = run_cli(*ARGS, cwd=root)
         no_traceback(moved)
         assert len(elsewhere.requests) > 0, "the new endpoint got no request"
-        assert (
-            f"{runs} agent run(s) executed, 0 reused; re-run: model settings changed "
-            f"({runs} run(s))" in moved.stdout
-        )
+        assert f"{runs} agent run(s) executed, 0 reused." in moved.stdout
+        assert f"re-run: model settings changed — {runs} run(s)" in moved.stdout
 
         asked = len(elsewhere.requests)
         config["llm"]["providers"][0]["models"] = [{"id": "agent", "max_tokens": 100}]
@@ -197,7 +195,7 @@ def test_another_endpoint_or_request_setting_of_the_model_runs_the_tests_again(e
         no_traceback(capped)
         assert len(elsewhere.requests) > asked, "a new max_tokens asked the model nothing"
         assert elsewhere.last.json["max_tokens"] == 100
-        assert f"re-run: model settings changed ({runs} run(s))" in capped.stdout
+        assert f"re-run: model settings changed — {runs} run(s)" in capped.stdout
 
         again = run_cli(*ARGS, cwd=root)  # nothing changed since: every run is reused
         assert f"all {runs} runs reused" in again.stdout
