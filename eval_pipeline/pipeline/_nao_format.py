@@ -28,7 +28,8 @@ def nao_tool_calls(
 ) -> list[dict[str, Any]]:
     """A run's tool calls as nao writes them: `toolName`, `toolCallId`, `args`, `result`; an
     `execute_sql` result is the query's `columns`, `data` (rows as objects), `row_count`,
-    `dialect` and `id`. Our `error` and `duration_ms` ride along."""
+    `dialect` and `id` (nao's id of a query nao's agent ran, which nao's verification SQL
+    names; else ours). Our `error` and `duration_ms` ride along."""
     by_id = {q.get("id"): q for q in queries or []}
     shaped = []
     for call in calls or []:
@@ -44,7 +45,9 @@ def nao_tool_calls(
                 ],
                 "row_count": int(query.get("row_count") or 0),
                 "dialect": dialect,
-                "id": query.get("id"),
+                # nao's own id of the query when nao's agent ran it: nao's verification SQL
+                # reads the query by that name (`FROM query_1`), as `nao test` writes it.
+                "id": result.get("nao_query_id") or query.get("id"),
                 "_version": NAO_TOOL_OUTPUT_VERSION,
             }
         shaped.append(

@@ -99,3 +99,22 @@ def test_a_nao_verdict_that_cannot_be_computed_leaves_the_run_and_says_why(tmp_p
     assert "ours passed, nao's" not in again.stdout
     stored = stored_details(project, DAY)["total_revenue"]["nao"]
     assert stored["verdict"] is None and stored["verdict_note"] == verdict["message"]
+
+
+@pytest.mark.slow
+def test_naos_verification_sql_names_a_query_the_results_file_holds(tmp_path):
+    """nao verifies an answer with SQL over the agent's query by nao's id (`query_1`); the
+    results file names that query by the same id in its tool calls, as `nao test` writes it,
+    so the table the verification reads is found in the file."""
+    with fake_nao_backend() as backend:
+        project = write_project(
+            tmp_path / "shop", llm_url="http://127.0.0.1:9/v1", backend_url=backend.url
+        )
+        run = as_json(project, DAY, "-s", "total_revenue", *NAO_ARGS)
+    no_traceback(run)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (result,) = json.loads(run.stdout)["results"]
+    verification = result["details"]["nao_verdict"]["sql"]
+    ids = [call["result"]["id"] for call in result["details"]["tool_calls"]]
+    assert verification == "SELECT total_revenue FROM query_1"
+    assert ids == ["query_1"]
