@@ -27,7 +27,14 @@ from eval_pipeline.cli._sql import cmd_sql
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
 from eval_pipeline.cli._ui import cmd_ui
-from eval_pipeline.suite import import_csv, load_config, load_suite, printable, redact
+from eval_pipeline.suite import (
+    import_csv,
+    load_config,
+    load_suite,
+    printable,
+    redact,
+    to_model_id,
+)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -119,7 +126,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
             )
             return ExitCode.USAGE
     on_head = models_graded_on(layout, head)
-    unknown = [m for m in args.model or () if m not in on_head]
+    # Either spelling: nao's `openaiCompatible/vllm:qwen3` names our `vllm:qwen3`.
+    wanted = list(dict.fromkeys(to_model_id(m) for m in args.model or ()))
+    unknown = [m for m in wanted if m not in on_head]
     if unknown:
         print(
             printable(
@@ -129,7 +138,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return ExitCode.USAGE
-    models = args.model or on_head
+    models = wanted or on_head
     regressions = 0
     for model in models:
         # Without --base: since the model's previous evaluated day, as the no_regression check.
@@ -139,7 +148,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             else since_previous_day(layout, model, head)
         )
         print(
-            f"{printable(model)}: {diff.base or 'no earlier day'} → {head}"
+            f"{printable(config.model_label(model))}: {diff.base or 'no earlier day'} → {head}"
             + ("" if diff.base_found or diff.base is None else f" (no results on {diff.base})")
         )
         for label, names in (

@@ -176,3 +176,20 @@ def test_an_edit_of_rules_md_runs_the_tests_again_and_the_agent_reads_the_new_ru
         (project / "RULES.md").write_text("Amounts are in USD.\n")
         assert evaluate() == 4
         assert all("## RULES.md\nAmounts are in USD." in p for p in system_prompts())
+
+
+def test_diff_of_stored_days_names_and_takes_the_model_as_spelled(tmp_path):
+    """`eval-pipeline diff` after two days of `openaiCompatible/vllm:qwen3` (test.models in
+    nao_config.yaml) names the model so, and `--model` takes that spelling too."""
+    with ScriptedServer("openai", script=by_prompt) as server:
+        project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
+        (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
+        env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}
+        for day in (DAY, "2026-01-02"):
+            assert run_cli("test", "--date", day, "-q", cwd=project, env=env).returncode == 1
+    spelled = "openaiCompatible/vllm:qwen3"
+    for args in ((), ("--model", spelled)):
+        compared = run_cli("diff", *args, cwd=project, env=env)
+        no_traceback(compared)
+        assert compared.returncode == 0, compared.stdout + compared.stderr
+        assert compared.stdout.startswith(f"{spelled}: {DAY} → 2026-01-02"), compared.stdout
