@@ -94,7 +94,10 @@ class _Budget:
     limit: float
     remaining: float
     rate: float  # refill, per second
-    counted_at: float  # when the answered request was sent (monotonic)
+    #: When the answer arrived (monotonic). The endpoint counted between the request's send
+    #: and its answer; counting the refill from the answer never assumes more than there
+    #: is, where the send's time did as long as a busy machine held the request back.
+    counted_at: float
     taken_before: float  # reservations up to and with the answered request
 
     def available(self, now: float, taken: float) -> float:
@@ -115,7 +118,6 @@ class Turn:
     """One request's place in its endpoint's pace, given back when it is answered."""
 
     taken: Mapping[str, float]  # reservations up to and with this request, per limit
-    sent_at: float
 
 
 #: The header of each limit (requests, tokens), OpenAI's then Anthropic's.
@@ -203,11 +205,11 @@ class Pace:
             self._wake()
             raise
         self.stats.requests += 1
-        sent_at = self._clock()
-        if sent_at - started >= _NOTICEABLE_WAIT_S:
+        waited = self._clock() - started
+        if waited >= _NOTICEABLE_WAIT_S:
             self.stats.waited += 1
-            self.stats.longest_wait_s = max(self.stats.longest_wait_s, sent_at - started)
-        return Turn(taken, sent_at)
+            self.stats.longest_wait_s = max(self.stats.longest_wait_s, waited)
+        return Turn(taken)
 
     def answered(self, turn: Turn, status: int, headers: Mapping[str, str]) -> None:
         """The endpoint answered the turn's request: learn its budget from the headers, and
@@ -306,6 +308,6 @@ class Pace:
                 else:
                     rate = limit / _WINDOW_S
                 self._budgets[kind] = _Budget(
-                    limit, remaining, rate * _RATE_MARGIN, turn.sent_at, turn.taken[kind]
+                    limit, remaining, rate * _RATE_MARGIN, self._clock(), turn.taken[kind]
                 )
                 self.stats.limits[kind] = limit
