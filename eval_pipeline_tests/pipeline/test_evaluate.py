@@ -24,7 +24,8 @@ class Runner:
         return EvaluationResult(executed=1)
 
 
-def test_an_evaluation_that_graded_nothing_is_no_pass(tmp_path):
+def test_an_evaluation_that_graded_nothing_is_no_pass(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # checked before anything runs
     suite = load_suite(write_suite(tmp_path / "suite", cases={"q0": "Revenue?"}, dbt=False))
     request = EvaluationRequest(models=("openai:gpt-a",), run_date=date(2026, 3, 2))
     runner, stages = Runner(), []
