@@ -99,7 +99,7 @@ def readable(path: Path) -> str:
 def test_no_piece_of_the_token_is_stored_exported_or_printed(suite, tmp_path):
     root, server = suite
     result = run_cli("test", "--date", DAY, cwd=root)
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode in (0, 1, 3), result.stderr  # 3: the agent's refusals are errors
     assert "Traceback" not in result.stderr
     # the token was sent, and the agent really echoed pieces of it
     assert server.requests[0].headers["authorization"] == f"Bearer {TOKEN}"
