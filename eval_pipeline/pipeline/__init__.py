@@ -123,8 +123,8 @@ from eval_pipeline.pipeline._variants import (
 )
 
 __all__ = [
-    "CAUSES",
     "BY_RULES",
+    "CAUSES",
     "CHANGES",
     "DAGSTER_HOME_ENV",
     "EXPECTED_EMPTY_TAG",
