@@ -12,14 +12,17 @@ from eval_pipeline.suite import SuiteConfig
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 
 
-def instance_home(config: SuiteConfig) -> Path:
+def instance_home(config: SuiteConfig, *, create: bool = True) -> Path:
     """`$DAGSTER_HOME` when set, else `<suite>/.eval/dagster_home`, created with a `dagster.yaml`.
 
     Keeping the instance beside the results means a suite copied elsewhere keeps its run
     history with it, and `eval-pipeline ui` opens the instance `eval-pipeline test` wrote to.
+    `create=False` only names it, for a reader that must leave no trace when it finds none.
     """
     configured = os.environ.get(DAGSTER_HOME_ENV)
     home = Path(configured).resolve() if configured else StateFolder(config.state_path).dagster_home
+    if not create:
+        return home
     home.mkdir(parents=True, exist_ok=True)
     target = home / "dagster.yaml"
     if not target.exists():

@@ -154,7 +154,9 @@ def evaluate(
         # Rounds of runs, each one an evaluation that skips what did not change.
         request, ran, budget = spend_budget(suite, request, runner, on_stage)
     elif (
-        reused := LastEvaluation(suite, request, instance_home(suite.config)).reused()
+        # Only read: a command stopped before anything runs (a missing secret) leaves no
+        # instance behind.
+        reused := LastEvaluation(suite, request, instance_home(suite.config, create=False)).reused()
     ) is not None:
         on_stage(
             f"nothing changed since the last evaluation of {request.run_date.isoformat()}: "
