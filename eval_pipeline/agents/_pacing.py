@@ -93,15 +93,20 @@ class _Budget:
 
     limit: float
     remaining: float
-    rate: float  # refill, per second
+    rate: float  # refill, per second, as the answer's headers imply it
     #: When the answer arrived (monotonic). The endpoint counted between the request's send
     #: and its answer; counting the refill from the answer never assumes more than there
     #: is, where the send's time did as long as a busy machine held the request back.
     counted_at: float
     taken_before: float  # reservations up to and with the answered request
 
+    @property
+    def counted_rate(self) -> float:
+        """The refill counted on: a little under what the headers imply (`_RATE_MARGIN`)."""
+        return self.rate * _RATE_MARGIN
+
     def available(self, now: float, taken: float) -> float:
-        refilled = self.remaining + self.rate * (now - self.counted_at)
+        refilled = self.remaining + self.counted_rate * (now - self.counted_at)
         return min(self.limit, refilled) - (taken - self.taken_before)
 
     def wait_for(self, cost: float, now: float, taken: float) -> float:
@@ -110,7 +115,7 @@ class _Budget:
         short = min(cost, self.limit) - self.available(now, taken)
         if short <= 0:
             return 0.0
-        return short / self.rate if self.rate > 0 else _WINDOW_S
+        return short / self.counted_rate if self.rate > 0 else _WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -304,10 +309,10 @@ class Pace:
                 if reset and missing > 0:
                     rate = missing / reset
                 elif known is not None:
-                    rate = known.rate / _RATE_MARGIN
+                    rate = known.rate
                 else:
                     rate = limit / _WINDOW_S
                 self._budgets[kind] = _Budget(
-                    limit, remaining, rate * _RATE_MARGIN, self._clock(), turn.taken[kind]
+                    limit, remaining, rate, self._clock(), turn.taken[kind]
                 )
                 self.stats.limits[kind] = limit
