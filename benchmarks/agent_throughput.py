@@ -31,8 +31,7 @@ from pathlib import Path
 # The test helpers (eval_pipeline_tests) are not installed: import them from this checkout.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from eval_pipeline.agents._runner import RunRequest, execute_runs
-from eval_pipeline.agents._types import AgentRun, ChatMessage, RunStatus
+from eval_pipeline.agents import AgentRun, ChatMessage, RunRequest, RunStatus, execute_runs
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import (
     Script,

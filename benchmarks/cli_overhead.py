@@ -43,7 +43,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_pipeline.pipeline._unchanged import STAMP_FILE  # noqa: E402
+from eval_pipeline.pipeline._unchanged import (  # noqa: E402  # the unit itself: the shortcut's stamp, removed
+    STAMP_FILE,
+)
 from eval_pipeline_tests.agents.servers import ServerProcess, answer, by_turn  # noqa: E402
 from eval_pipeline_tests.agents.tiny_suite import write_suite  # noqa: E402
 from eval_pipeline_tests.cli.console import wait_for_record  # noqa: E402

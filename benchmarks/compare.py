@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from eval_pipeline.grading._compare import compare_results
+from eval_pipeline.grading import compare_results
 
 SCENARIOS = ("noise", "rounding-boundary", "one-cell-differs")
 SEED = 20240101

@@ -35,7 +35,10 @@ import aiohttp  # noqa: E402
 import httpx  # noqa: E402
 
 from eval_pipeline.agents import send_with_retry  # noqa: E402
-from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient  # noqa: E402
+from eval_pipeline.agents._transport import (  # noqa: E402  # the unit itself: transports compared
+    AiohttpTransport,
+    LimitedClient,
+)
 from eval_pipeline_tests.agents.servers import ServerProcess, answer  # noqa: E402
 
 BODY = {

@@ -48,7 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from eval_pipeline.pipeline._direct import MODELS_AT_ONCE  # noqa: E402
+from eval_pipeline.pipeline._direct import (  # noqa: E402  # the unit itself: the runner's concurrency
+    MODELS_AT_ONCE,
+)
 from eval_pipeline_tests.agents.servers import (  # noqa: E402
     RecordedRequest,
     ServerProcess,

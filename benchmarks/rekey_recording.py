@@ -21,8 +21,11 @@ import asyncio
 import sys
 from pathlib import Path
 
-from eval_pipeline.agents._replay import REPLAY_PREFIX, recording_name
-from eval_pipeline.pipeline._rekey import rekey_recordings
+from eval_pipeline.agents import recording_name
+from eval_pipeline.agents._replay import REPLAY_PREFIX  # the unit itself: this is the rekey tool
+from eval_pipeline.pipeline._rekey import (  # the unit itself: this is the rekey tool
+    rekey_recordings,
+)
 from eval_pipeline.suite import load_suite
 
 

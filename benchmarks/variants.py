@@ -27,9 +27,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from eval_pipeline.grading._compare import compare_results
-from eval_pipeline.grading._semantic import semantic_check
-from eval_pipeline.grading._variants import build_variants
+from eval_pipeline.grading import build_variants, compare_results, semantic_check
 from eval_pipeline.sandbox import SqlSandbox, sql_is_ordered
 from eval_pipeline.suite import load_cases
 
@@ -140,7 +138,7 @@ def main() -> int:
 
 
 def _frame(result):
-    from eval_pipeline.grading._reference import frame_from_rows
+    from eval_pipeline.grading import frame_from_rows
 
     return frame_from_rows(list(result.columns), [list(r) for r in result.rows])
 

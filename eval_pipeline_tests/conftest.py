@@ -24,6 +24,7 @@ import pytest
 from eval_pipeline import pipeline
 from eval_pipeline.store import file_lock
 from eval_pipeline.suite import load_suite
+from eval_pipeline_tests.fast_lane import refuse_dagster_work
 
 # The S3 endpoint (moto_server) and a fresh bucket per test, for the bucket-store tests.
 from eval_pipeline_tests.store.buckets import bucket, s3_endpoint  # noqa: F401
@@ -209,6 +210,36 @@ def _fast_tests_start_no_process(request: pytest.FixtureRequest, monkeypatch: py
 
         monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
     yield
+
+
+_DAGSTER_WORK_CAUGHT = pytest.StashKey[list[str]]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """The fast lane's promise about Dagster, checked from a test's first fixture to its
+    teardown (its module's fixtures included): a test not marked `slow` that starts a
+    Dagster run or records in an instance fails, saying so (`fast_lane.py`)."""
+    if item.get_closest_marker("slow") is not None:
+        return (yield)
+    caught = item.stash[_DAGSTER_WORK_CAUGHT] = []
+    with pytest.MonkeyPatch.context() as patch:
+        refuse_dagster_work(patch, item.nodeid, caught)
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A refusal the code under test swallowed (the record keeps a record it could not
+    write aside, and goes on) still fails the phase it happened in."""
+    report = yield
+    caught = item.stash.get(_DAGSTER_WORK_CAUGHT, None)
+    if caught:
+        if report.passed:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(dict.fromkeys(caught))
+        caught.clear()
+    return report
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,13 @@ from eval_pipeline.agents._errors import (
 )
 from eval_pipeline.agents._factory import AgentFactory
 from eval_pipeline.agents._identity import answerer_identity, endpoint_settings
+from eval_pipeline.agents._kinds import (
+    AGENTS_GROUP,
+    AgentKind,
+    agent_kind,
+    register_agent_kind,
+    unregister_agent_kind,
+)
 from eval_pipeline.agents._model_ids import (
     model_id_problem,
     require_models,
@@ -62,6 +69,7 @@ from eval_pipeline.agents._types import (
 from eval_pipeline.agents._wire import MAX_COUNT
 
 __all__ = [
+    "AGENTS_GROUP",
     "BUILTIN_TOOLS",
     "MAX_COUNT",
     "NAO_PASSWORD_VARIABLE",
@@ -71,6 +79,7 @@ __all__ = [
     "Agent",
     "AgentError",
     "AgentFactory",
+    "AgentKind",
     "AgentLimits",
     "AgentRun",
     "AnthropicChatModel",
@@ -101,6 +110,7 @@ __all__ = [
     "ToolSpec",
     "UnknownModel",
     "Usage",
+    "agent_kind",
     "answerer_identity",
     "anthropic_messages",
     "call_context",
@@ -117,6 +127,7 @@ __all__ = [
     "parse_retry_after",
     "recording_name",
     "redact_url",
+    "register_agent_kind",
     "relabel",
     "request_hash",
     "require_models",
@@ -126,4 +137,5 @@ __all__ = [
     "send_with_retry",
     "split_model_id",
     "table_costs",
+    "unregister_agent_kind",
 ]

@@ -1,4 +1,4 @@
-"""Who answers for a model id: the built-in agent over an LLM or a replay, or an external HTTP agent."""
+"""Who answers for a model id: built once per id by its agent kind, over the suite's shared connections and warehouses."""
 
 from __future__ import annotations
 
@@ -9,18 +9,12 @@ from eval_pipeline.agents._builtin import AgentLimits, BuiltinAgent
 from eval_pipeline.agents._catalog import WarehouseCatalog
 from eval_pipeline.agents._chat import Agent, ChatModel
 from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._model_ids import recording_path, require_model_id
-from eval_pipeline.agents._nao_backend import nao_model
+from eval_pipeline.agents._kinds import agent_kind
+from eval_pipeline.agents._model_ids import require_model_id
 from eval_pipeline.agents._per_database import PerDatabaseAgent
 from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.agents._replay import (
-    Recorder,
-    Recording,
-    RecordingChatModel,
-    ReplayChatModel,
-    recording_name,
-)
-from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
+from eval_pipeline.agents._replay import Recording
+from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox, open_sandbox
 from eval_pipeline.suite import AgentContext, SuiteConfig
 
 
@@ -71,40 +65,29 @@ class AgentFactory:
         self._warehouse_lock = threading.Lock()
 
     def chat_model(self, model_id: str) -> ChatModel:
-        """The chat model for a provider model id or a `replay:` recording (also for judges)."""
+        """The chat model for an LLM id (`provider:model_id`, `replay:`; also for judges),
+        built once by its agent kind."""
         if model_id not in self._models:
             require_model_id(self.config, model_id, chat_model=True)
-            name = recording_name(model_id)
-            if name is not None:
-                recording = Recording(recording_path(self.config, name), rekey=self.rekey)
-                self.recordings[model_id] = recording
-                self._models[model_id] = ReplayChatModel(recording, model_id)
-            else:
-                model = self.pool.chat_model(model_id)
-                if self.recording:
-                    recorder = Recorder(recording_path(self.config, recording_name_for(model_id)))
-                    model = RecordingChatModel(model, recorder)
-                self._models[model_id] = model
+            self._models[model_id] = agent_kind(model_id).chat_model(self, model_id)
         return self._models[model_id]
 
     def agent(self, model_id: str) -> Agent:
+        """What answers a test for `model_id`, built once by its agent kind (`AgentKind`)."""
         if model_id not in self._agents:
             require_model_id(self.config, model_id)
-            if model_id.startswith("http:"):
-                self._agents[model_id] = self.pool.http_agent(model_id)
-            elif nao_model(model_id) is not None:
-                self._agents[model_id] = self.pool.nao_agent(model_id)
-            else:
-                # The first database now, so a missing warehouse shows before any run.
-                default = self._builtin_agent(model_id, None)
-                self._agents[model_id] = (
-                    PerDatabaseAgent(
-                        model_id, default, lambda name: self._builtin_agent(model_id, name)
-                    )
-                    if len(self.config.databases) > 1
-                    else default
-                )
+            self._agents[model_id] = agent_kind(model_id).build(self, model_id)
         return self._agents[model_id]
+
+    def builtin_agent(self, model_id: str) -> Agent:
+        """The built-in agent driven by the LLM `model_id`, on each database of the suite."""
+        # The first database now, so a missing warehouse shows before any run.
+        default = self._builtin_agent(model_id, None)
+        if len(self.config.databases) > 1:
+            return PerDatabaseAgent(
+                model_id, default, lambda name: self._builtin_agent(model_id, name)
+            )
+        return default
 
     def _builtin_agent(self, model_id: str, database: str | None) -> BuiltinAgent:
         sandbox, catalog = self._warehouse(database)
@@ -127,24 +110,22 @@ class AgentFactory:
         if key in self._warehouses:
             return self._warehouses[key]
         limits = self.sandbox_limits or SandboxLimits.from_config(self.config.limits)
-        if database is not None and database.is_server:
-            server = ServerSandbox(database, limits)
-            self._warehouses[key] = (
-                server,
-                WarehouseCatalog.from_server(server, database.dbt_project),
-            )
-            return self._warehouses[key]
-        if database is None or database.path is None:
+        if database is None or (not database.is_server and database.path is None):
             raise UnknownModel(
                 "built-in agent", "the suite configures no warehouse for it to query", []
             )
-        if not database.path.exists():
+        if database.path is not None and not database.path.exists():
             raise FileNotFoundError(
                 f"the warehouse {database.path} does not exist yet: build it first "
                 "(`eval-pipeline warehouse`, or materialize the warehouse assets)"
             )
-        sandbox = SqlSandbox.for_file(database.path, limits=limits)
-        self._warehouses[key] = (sandbox, WarehouseCatalog.load(sandbox, database.dbt_project))
+        sandbox = open_sandbox(database, limits)
+        catalog = (
+            WarehouseCatalog.load(sandbox, database.dbt_project)
+            if isinstance(sandbox, SqlSandbox)
+            else WarehouseCatalog.from_server(sandbox, database.dbt_project)
+        )
+        self._warehouses[key] = (sandbox, catalog)
         return self._warehouses[key]
 
     def close(self) -> None:

@@ -16,9 +16,9 @@ from eval_pipeline.agents._builtin import (
     AgentLimits,
     execute_sql_tool,
 )
+from eval_pipeline.agents._errors import UnknownModel
+from eval_pipeline.agents._kinds import agent_kind
 from eval_pipeline.agents._model_ids import split_model_id
-from eval_pipeline.agents._nao_backend import NAO_PREFIX, nao_backend_url
-from eval_pipeline.agents._replay import recording_name
 from eval_pipeline.suite import SuiteConfig
 
 __all__ = ["BUILTIN_AGENT_VERSION", "answerer_identity", "endpoint_settings"]
@@ -43,59 +43,22 @@ BUILTIN_AGENT_VERSION = _digest(
 
 
 def endpoint_settings(config: SuiteConfig, model: str) -> dict[str, Any]:
-    """The settings of the requests made for a `provider:model_id` or `replay:` id: which
-    server is asked (provider, protocol, base URL) and with what (`max_tokens`, the model's
-    request `settings`), or which recording answers. Empty for an id the suite does not
-    configure.
-
-    Timeouts and prices are left out: they change how long a run may take or what it costs,
-    not what the model answers.
-    """
-    name = recording_name(model)
-    if name is not None:
-        # By its name, as a model is: a recording answers each request with the line recorded
-        # for it, and gains lines as tests are added or re-keyed (its whole content would
-        # re-run every test whenever one test's answer is recorded).
-        return {"recording": name}
+    """The settings of the requests made for an LLM id (`provider:model_id`, `replay:`):
+    which server is asked and with what, or which recording answers (the kind's `endpoint`).
+    Empty for an id the suite does not configure or that names no LLM."""
     try:
-        provider_name, model_id = split_model_id(model)
-    except Exception:
+        split_model_id(model)
+    except UnknownModel:
         return {}
-    provider = config.provider(provider_name)
-    if provider is None:
-        return {}
-    endpoint = {
-        "provider": provider.name,
-        "protocol": provider.protocol,
-        "base_url": provider.base_url,
-        "max_tokens": provider.max_tokens_for(model_id),
-    }
-    # Only when there are any, so the runs of models without settings keep their keys.
-    settings = provider.settings_for(model_id)
-    return {**endpoint, "settings": settings} if settings else endpoint
+    return agent_kind(model).endpoint(config, model)
 
 
 def answerer_identity(config: SuiteConfig, model: str) -> str:
-    """A digest of what answers a test for `model`, its name aside (the run key has it).
-
-    An external agent (`http:<name>`) is its URL, or the `version` it declares (so moving it
-    to another URL keeps its runs). Any other id is the built-in agent over an LLM or a
-    recording: the endpoint settings (`endpoint_settings`), the agent's prompt, tools and
-    bounds (`BUILTIN_AGENT_VERSION`), and how much of a query result the model is shown.
-    nao's agent (`nao:<provider>:<model_id>`) is the backend it runs on.
+    """A digest of what answers a test for `model`, its name aside (the run key has it): what
+    its agent kind says answers (`AgentKind.identity`). An external agent (`http:<name>`) is
+    its URL, or the `version` it declares; the built-in agent over an LLM or a recording is
+    the endpoint settings (`endpoint_settings`), the agent's prompt, tools and bounds
+    (`BUILTIN_AGENT_VERSION`) and how much of a query result the model is shown; nao's agent
+    (`nao:<provider>:<model_id>`) is the backend it runs on.
     """
-    prefix, _, name = model.partition(":")
-    if prefix == NAO_PREFIX:
-        return _digest({"nao_backend": nao_backend_url(config)})
-    if prefix == "http":
-        agent = config.agent(name)
-        if agent is None:
-            return _digest({"agent": name})
-        return _digest({"agent_version": agent.version} if agent.version else {"url": agent.url})
-    return _digest(
-        {
-            "endpoint": endpoint_settings(config, model),
-            "agent": BUILTIN_AGENT_VERSION,
-            "model_result_max_chars": config.limits.model_result_max_chars,
-        }
-    )
+    return _digest(agent_kind(model).identity(config, model))

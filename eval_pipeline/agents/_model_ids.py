@@ -7,19 +7,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from eval_pipeline.agents._errors import UnknownModel
-from eval_pipeline.agents._nao_backend import (
-    NAO_PREFIX,
-    PASSWORD_VARIABLE,
-    USERNAME_VARIABLE,
-    nao_model,
-)
-from eval_pipeline.agents._replay import recording_name
+from eval_pipeline.agents._kinds import AGENT_KINDS, PROVIDER_PREFIX, agent_kind
 from eval_pipeline.suite import (
     CONFIG_FILE,
     MissingSecret,
     Problem,
     SuiteConfig,
     SuiteError,
+    Templated,
     recording_name_problem,
 )
 
@@ -63,62 +58,27 @@ def model_id_problem(
 
     Args:
         config: the suite configuration (providers, agents, the recordings folder).
-        model: `provider:model_id`, `http:<agent>`, `nao:<provider>:<model_id>` (nao's own
-            agent behind its backend) or `replay:<recording>`.
+        model: `<prefix>:<rest>`, checked by the agent kind of its prefix (`agent_kind`):
+            `provider:model_id`, `http:<agent>`, `nao:<provider>:<model_id>` (nao's own
+            agent behind its backend), `replay:<recording>`, or a kind a package adds.
         chat_model: the id must name an LLM (a judge, the built-in agent's model), so an
             external `http:` agent or nao's agent does not do.
     """
     if "|" in model:  # the separator of the `models × days` partition keys
         return UnknownModel(model, "a model id may not contain '|'", None)
     try:
-        provider, rest = split_model_id(model)
+        _, rest = split_model_id(model)
     except UnknownModel as error:
         return error
-    name = recording_name(model)
-    if name is not None:
-        if (problem := recording_name_problem(model)) is not None:
-            return UnknownModel(model, problem.split(": ", 1)[1], None)
-        if recording_path(config, name).exists():
-            return None
+    kind = agent_kind(model)
+    if chat_model and not kind.is_llm:
         return UnknownModel(
             model,
-            f"no recording {RECORDINGS_DIR}/{name}.jsonl",
-            recordings(config),
-            listed_as="recordings",
+            f"`{kind.prefix}:` names {kind.names}, not an LLM (a judge or the built-in agent's "
+            "model is provider:model or replay:name)",
+            None,
         )
-    if provider == "http":
-        if chat_model:
-            return UnknownModel(
-                model,
-                "`http:` names an external agent, not an LLM (a judge or the built-in agent's "
-                "model is provider:model or replay:name)",
-                None,
-            )
-        if config.agent(rest) is None:
-            return UnknownModel(
-                model, "no such agent under `agents`", [f"http:{a.name}" for a in config.agents]
-            )
-        return None
-    if provider == NAO_PREFIX:
-        if chat_model:
-            return UnknownModel(
-                model,
-                "`nao:` names nao's agent, not an LLM (a judge or the built-in agent's model "
-                "is provider:model or replay:name)",
-                None,
-            )
-        try:  # the backend knows its providers; the id must only be well formed
-            nao_model(model)
-        except UnknownModel as error:
-            return error
-        return None
-    if config.provider(provider) is None:
-        return UnknownModel(
-            model,
-            f"provider {provider!r} is not under llm.providers",
-            [p.name for p in config.providers],
-        )
-    return None
+    return kind.problem(config, model, rest)
 
 
 def require_model_id(config: SuiteConfig, model: str, *, chat_model: bool = False) -> None:
@@ -160,36 +120,35 @@ def require_models(
     judge = config.test.judge_model
     if judge is not None and (problem := model_id_problem(config, judge, chat_model=True)):
         problems.append(Problem(CONFIG_FILE, "test.judge_model", problem.detail))
+    problems += kind_settings_problems(config)
     if problems:
         raise SuiteError(problems, headline="unknown model(s); nothing was run")
 
 
-def _missing_secrets(config: SuiteConfig, model: str, field: str, shown: str) -> list[Problem]:
-    """The unset environment variables behind the secrets `model` needs: its provider's
-    `api_key`, or its external agent's headers. A replay needs none. `shown`: the model as
-    the user spelled it, for the message."""
-    if recording_name(model) is not None:
-        return []
-    provider, _, rest = model.partition(":")
-    needed = []
-    if provider == NAO_PREFIX:
-        return [
-            Problem(
-                "the environment",
-                None,
-                f"environment variable {name} is not set; {shown} ({field}) signs in to nao's "
-                "backend with it: export it, or pass -u USER --password PASS",
+def kind_settings_problems(config: SuiteConfig) -> list[Problem]:
+    """A problem per block of `agent_kinds:` that no agent kind takes, or that its kind
+    refuses (`AgentKind.settings_problem`)."""
+    problems = []
+    for prefix, given in config.agent_kinds.items():
+        where = f"agent_kinds.{prefix}"
+        kind = AGENT_KINDS.get(prefix) if prefix != PROVIDER_PREFIX else None
+        if kind is None:
+            added = sorted(k.prefix for k in AGENT_KINDS.all() if k.prefix != PROVIDER_PREFIX)
+            why = (
+                f"no agent kind has the prefix {prefix!r}; the kinds installed: {', '.join(added)}"
             )
-            for name in (USERNAME_VARIABLE, PASSWORD_VARIABLE)
-            if not os.environ.get(name)
-        ]
-    if provider == "http":
-        if (agent := config.agent(rest)) is not None:
-            needed = [(f"agents[{agent.name}].headers.{h}", v) for h, v in agent.headers.items()]
-    elif (settings := config.provider(provider)) is not None and settings.api_key is not None:
-        # An undeclared openai / anthropic has no entry to point at: its `where` says so.
-        entry = f"llm.providers[{settings.name}].api_key" if settings.declared else None
-        needed = [(entry, settings.api_key)]
+        else:
+            why = kind.settings_problem(given.data)
+        if why is not None:
+            problems.append(Problem(CONFIG_FILE, where, why, given.line))
+    return problems
+
+
+def unset_secrets(
+    needed: Sequence[tuple[str | None, Templated]], *, field: str, shown: str
+) -> list[Problem]:
+    """A problem per environment variable that a needed secret reads and the environment
+    lacks; `needed` is (the config field holding it, its value as written)."""
     return [
         Problem(
             templated.where,
@@ -201,6 +160,12 @@ def _missing_secrets(config: SuiteConfig, model: str, field: str, shown: str) ->
         for name in templated.env_names
         if not os.environ.get(name)
     ]
+
+
+def _missing_secrets(config: SuiteConfig, model: str, field: str, shown: str) -> list[Problem]:
+    """The unset environment variables behind the secrets `model` needs (its kind's
+    `missing_secrets`). `shown`: the model as the user spelled it, for the message."""
+    return agent_kind(model).missing_secrets(config, model, field=field, shown=shown)
 
 
 def require_secrets(

@@ -9,8 +9,7 @@ from pathlib import Path
 
 from eval_pipeline.cli._exit import ExitCode
 from eval_pipeline.pipeline import NewSuite, start_suite
-from eval_pipeline.suite import ENVIRONMENT_KEYS
-from eval_pipeline.warehouses import ENGINE_NAMES
+from eval_pipeline.suite import ENVIRONMENT_KEYS, engine_named
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,17 +58,18 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 def _warehouse_line(started: NewSuite) -> str:
     database = started.database
+    label = engine_named(database.type).label
     shown = ", ".join(started.tables[:5]) + (", …" if len(started.tables) > 5 else "")
     tables = f"{len(started.tables)} table(s): {shown}"
     if database.path is not None:
-        return f"warehouse: {database.path} ({ENGINE_NAMES['duckdb']}, {tables})"
+        return f"warehouse: {database.path} ({label}, {tables})"
     assert database.url is not None
     where = (
         f"URL read from {started.url_variable}, password kept out of the file"
         if started.url_variable
         else database.url.template
     )
-    return f"warehouse: {ENGINE_NAMES[database.type]} server, {where} ({tables})"
+    return f"warehouse: {label} server, {where} ({tables})"
 
 
 def _next_commands(started: NewSuite) -> list[str]:

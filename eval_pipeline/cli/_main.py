@@ -425,11 +425,13 @@ def run() -> None:
     Dagster, pandas and DuckDB loaded takes 1–2 s on a 2-core machine for nothing. The exit
     handlers still run (logging's flush, temporary files), then the standard streams are
     flushed and the process exits with the command's code. While a thread that is not a
-    daemon is still alive, the interpreter's usual exit waits for it instead.
+    daemon is still alive, the interpreter's usual exit waits for it instead, unless the
+    command was interrupted: Ctrl-C does not wait for a model's answer to end.
     """
     code = main()
     main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon for t in threading.enumerate()):
+    waiting = any(t is not main_thread and not t.daemon for t in threading.enumerate())
+    if waiting and code != ExitCode.INTERRUPTED:
         sys.exit(code)
     # What the interpreter's own exit calls first (CPython has no public name for it).
     atexit._run_exitfuncs()

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import json
 import logging
 import math
 import os
-import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date
 from functools import partial
@@ -36,25 +35,16 @@ from eval_pipeline.cli._render import (
 )
 from eval_pipeline.cli._run_details import print_verbose
 from eval_pipeline.pipeline import (
-    DAGSTER_HOME_ENV,
     AccuracyGate,
     EvaluationRequest,
-    EvaluationResult,
+    EvaluationSession,
     NothingGraded,
-    Runner,
     StageFailed,
-    dismiss_workers,
-    evaluate,
-    instance_home,
-    pending_records,
     planned_attempts,
-    prepare_model_workers,
     require_day,
-    run_stages,
     subscribe,
     today,
 )
-from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import (
     MAX_ATTEMPTS,
     MAX_BUDGET_RUNS,
@@ -354,109 +344,44 @@ def _emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
 
 
-#: The recorders this process started (a command starts one; a process running several
-#: commands, as the tests do, may wait for them). Kept, so none is reaped unwaited.
-RECORDERS: list[subprocess.Popen] = []
+class _Dagster:
+    """The Dagster side of the command's evaluation (`pipeline.Orchestrator`), imported only
+    where it is used: Dagster and dagster-dbt take seconds to import."""
 
-#: The log of the recorders, in the state folder's logs.
-RECORD_LOG = "eval-pipeline-record.log"
+    def build_missing_warehouse(self, config, on_stage: Callable[[str], None]) -> None:
+        from eval_pipeline.defs.evaluate import EvaluationFailed, build_missing_warehouse
 
+        _quiet_dagster()
+        try:
+            build_missing_warehouse(config, on_stage)
+        except EvaluationFailed as error:
+            raise StageFailed(str(error), details=error.details) from error
 
-class _StageRunner:
-    """Runs the stages in this process (`pipeline.run_stages`). Their record goes into the
-    suite's Dagster instance in a process of its own (`defs/record.py`), which `record`
-    starts once the command has written its report: the recorder imports Dagster, seconds
-    of CPU that would otherwise slow the report down."""
+    def ready_to_record(self, home: Path, suite_root: Path, day: date) -> Callable[[], int]:
+        from eval_pipeline.defs.record import ready_to_record
 
-    def __init__(self) -> None:
-        #: the suite whose stages ran (None: none ran, nothing to record)
-        self._ran: Suite | None = None
-
-    def __call__(self, suite: Suite, request: EvaluationRequest, on_stage) -> EvaluationResult:
-        config = suite.config
-        # Nothing but the report may reach stdout: stray prints go to stderr.
-        with contextlib.redirect_stdout(sys.stderr):
-            if config.warehouse is not None and config.warehouse.to_build:
-                _build_warehouse(suite, on_stage)
-            self._ran = suite
-            try:
-                return run_stages(suite, request, instance_home(config), on_stage=on_stage)
-            except StageFailed as error:  # the machinery, not the agent: exit 3
-                raise CouldNotRun(str(error), details=error.details) from error
-
-    def record(self) -> None:
-        """Start the record of the stages that ran, if any (`_start_recorder`)."""
-        if self._ran is not None:
-            home = instance_home(self._ran.config)
-            _start_recorder(home, self._ran, wait=DAGSTER_HOME_ENV in os.environ)
-
-
-def _build_warehouse(suite: Suite, on_stage) -> None:
-    # Dagster and dagster-dbt take seconds to import: only for a suite's first run.
-    from eval_pipeline.defs.evaluate import EvaluationFailed, build_missing_warehouse
-
-    _quiet_dagster()
-    try:
-        build_missing_warehouse(suite.config, on_stage)
-    except EvaluationFailed as error:
-        raise CouldNotRun(str(error), details=error.details) from error
-
-
-def _start_recorder(home: Path, suite: Suite, *, wait: bool) -> None:
-    """Start the process that records the instance's pending records, the command's among
-    them (its output in the state folder's logs). `wait`: the command ends once they are
-    recorded, as it does on an instance `$DAGSTER_HOME` names (shared with a deployment,
-    or in a container that ends with the command), where a record must not wait for a
-    next command."""
-    if not pending_records(home):
-        return
-    log = StateFolder.of(suite.config).logs_dir / RECORD_LOG
-    try:
-        recorder = _recorder(home, log)
-    except OSError as error:  # the results are written; the record waits for the next one
-        print(
-            f"warning: the Dagster record of this evaluation could not be started ({error}); "
-            "it waits in the instance's home and `eval-pipeline ui` records it",
-            file=sys.stderr,
-        )
-        return
-    RECORDERS.append(recorder)
-    if wait and recorder.wait() != 0:
-        print(
-            f"warning: the Dagster record of this evaluation was not written (see {log}); "
-            "it waits in the instance's home and `eval-pipeline ui` records it",
-            file=sys.stderr,
-        )
-
-
-def _recorder(home: Path, log_path: Path) -> subprocess.Popen:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "eval_pipeline.defs.record", str(home)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            # Its own session: a Ctrl-C in the terminal stops the command, not the record.
-            start_new_session=True,
-        )
+        return ready_to_record(home, suite_root, day)
 
 
 def cmd_test(args: argparse.Namespace) -> int:
-    """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate.
-    The stages' Dagster record starts once the rest is done, whatever ended it."""
-    runner = _StageRunner()
-    try:
-        return _evaluate_and_report(args, runner)
-    finally:
-        dismiss_workers()  # forked for models an unchanged rerun did not evaluate
-        runner.record()
-
-
-def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
-    output = output_file(args.output)
+    """Evaluate, report, write the results file; exit 0/1 by the tests or the accuracy gate,
+    3 when the evaluation could not run."""
     suite = load_suite(suite_root(args))
     request = _request(suite, args)
+    # Opened before the status line's thread starts: the session forks the model workers
+    # and the Dagster recorder, from a process whose only thread is its main one.
+    session = EvaluationSession(suite, request, _Dagster())
+    try:
+        with session:
+            return _evaluate_and_report(args, session)
+    finally:
+        for warning in session.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+
+
+def _evaluate_and_report(args: argparse.Namespace, session: EvaluationSession) -> int:
+    output = output_file(args.output)
+    suite, request = session.suite, session.request
     # Progress goes to stderr whenever stdout carries a document (json, junit, or -o FILE).
     machine = args.format != "pretty" or args.output
     progress_console = plain_console(stderr=bool(machine))
@@ -475,17 +400,11 @@ def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
     total = request.budget.runs or planned if request.budget else planned
     # A model as the user spelled it, everywhere it is shown (the store keeps our ids).
     label = partial(request.model_label, fallback=suite.config.model_label)
-    # Before the status line's thread starts: workers are forked from a process whose only
-    # thread is its main one.
-    prepare_model_workers(suite, request)
     with Progress(progress_console, total, quiet=args.quiet, label=label) as progress:
         # Each run and grade is shown as it ends, whichever process made it.
         unsubscribe = subscribe(progress)
         try:
-            evaluation = evaluate(
-                suite,
-                request,
-                runner=runner,
+            evaluation = session.evaluate(
                 on_stage=progress.stage,
                 min_accuracy=args.min_accuracy,
                 threshold_mode=args.threshold_mode,
@@ -495,6 +414,8 @@ def _evaluate_and_report(args: argparse.Namespace, runner: Runner) -> int:
             )
         except NothingGraded as error:
             raise CouldNotRun(str(error)) from error
+        except StageFailed as error:  # the machinery, not the agent: exit 3
+            raise CouldNotRun(str(error), details=error.details) from error
         finally:
             unsubscribe()
     gate = evaluation.gate

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import dagster as dg
 
+from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
 from eval_pipeline.defs.assets.suite import build_suite_assets
 from eval_pipeline.defs.assets.variants import build_variants_asset
@@ -21,7 +22,15 @@ from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, UI, build_tag_run_launc
 from eval_pipeline.defs.names import UNNAMED, SuiteNames
 from eval_pipeline.defs.partitions import day_partitions, history_start
 from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource
-from eval_pipeline.pipeline import load_suite_once, remember_suite
+from eval_pipeline.defs.settings import build_settings_sources, with_settings_deps
+from eval_pipeline.defs.stage_graph import StageGraph
+from eval_pipeline.pipeline import (
+    JOB_NAMES,
+    JobKind,
+    load_suite_once,
+    remember_suite,
+    stages_of,
+)
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteError, find_suite_root, load_config
 
@@ -32,9 +41,8 @@ SUITE_ENV = "EVAL_SUITE_DIR"
 WAREHOUSE_JOB = "build_warehouse"
 # The stages a user recognises, one named job each: the CLI runs these, and so can the UI.
 SUITE_JOB = "read_suite"
-INPUTS_JOB = "day_inputs"
-EVALUATE_JOB = "evaluate_model_day"
-REPORT_JOB = "day_report"
+INPUTS_JOB, EVALUATE_JOB, REPORT_JOB = (JOB_NAMES[kind] for kind in ("inputs", "model", "report"))
+HISTORY_JOB = "build_history"
 SUITE_ASSETS = ("test_cases", "agent_context", "grading_rules")
 EVALUATE_ASSETS = ("agent_runs", "grades", "model_summaries")
 REPORT_ASSETS = ("leaderboard", "report")
@@ -69,9 +77,12 @@ def suite_definitions(
 def _stage_job(name: str, assets, description: str) -> Job:
     # The partitions come from the assets (all of a stage share theirs); a run launched from
     # the UI's launchpad says so unless the launcher tags it otherwise (cli, schedule).
+    selection = (
+        assets if isinstance(assets, dg.AssetSelection) else dg.AssetSelection.assets(*assets)
+    )
     return dg.define_asset_job(
         name,
-        selection=dg.AssetSelection.assets(*assets),
+        selection=selection,
         description=description,
         run_tags={LAUNCHED_BY_TAG: UI},
     )
@@ -82,14 +93,15 @@ def build_definitions(
     *,
     dbt: bool = True,
     history: bool = True,
-    include_day: date | None = None,
+    from_day: date | None = None,
     suite: Suite | None = None,
-    replay: str | None = None,
     names: SuiteNames = UNNAMED,
     owners: Sequence[str] = (),
 ) -> dg.Definitions:
     """Every asset, check, job, schedule and sensor for one suite folder; its daily
-    partitions start where its history does (`history_start`), or at `include_day` if earlier.
+    partitions start where its history does (`history_start`, read from the store), or at
+    `from_day` when given: the graph of a recorder, which records that day's stages while
+    the command still writes the store, so it must not read it.
 
     `dbt=False` (an evaluation from the command line) leaves out what only building with
     dbt needs, the warehouse's dbt assets and the history marts, so dagster_dbt is never
@@ -99,19 +111,16 @@ def build_definitions(
     history marts alone, so the packaged history project is not parsed for it.
     `suite` (an evaluation from the command line, in this process) is the suite its runs
     read, as loaded and checked; each fails once the files no longer hash to it.
-    `replay` (`defs/record.py`) is a command's record its runs record in the instance: their
-    steps return what the command's stages wrote.
     `names` (`suite_definitions(name=…)`) prefix every key and name; the CLI's are bare.
     `owners` own every asset (none by default).
     """
     config = load_config(suite_root)
     digest = remember_suite(suite) if suite is not None else None
     resources: dict[str, object] = {
-        names.resource(SUITE_KEY): SuiteResource(
-            root=str(config.root), files_digest=digest, replay=replay
-        )
+        names.resource(SUITE_KEY): SuiteResource(root=str(config.root), files_digest=digest)
     }
-    inputs = build_suite_assets(names)
+    graph = StageGraph(day_partitions(from_day or history_start(config), names), names)
+    inputs = build_suite_assets(graph)
     suite_assets = inputs.all
     assets: list[dg.AssetsDefinition] = [*inputs.sources, *suite_assets]
     jobs: list = []
@@ -140,9 +149,8 @@ def build_definitions(
                 for key, parents in warehouse_asset_keys(config.warehouse).items()
             }
         warehouse_keys = _models_read(suite_root, models)
-    variants = build_variants_asset(warehouse_keys, inputs, names)
-    partitions = day_partitions(history_start(config, include=include_day), names)
-    evaluation = build_evaluation_assets(warehouse_keys, variants, partitions, inputs, names)
+    variants = build_variants_asset(graph, warehouse_keys)
+    evaluation = build_evaluation_assets(graph, warehouse_keys)
     assets += [variants, *evaluation.all]
     if dbt and history:
         from eval_pipeline.defs.assets.history import RESOURCE_KEY as HISTORY_KEY
@@ -151,39 +159,44 @@ def build_definitions(
         history_marts, history_dbt = build_history_assets(StateFolder.of(config), names)
         assets.append(history_marts)
         resources[names.resource(HISTORY_KEY)] = history_dbt
-    inputs_job = _stage_job(
-        names.scoped(INPUTS_JOB),
-        [*suite_assets, evaluation.reference_results, variants],
+
+    # The pipeline's three jobs, as the stage graph declares them (the command's stages
+    # run the same ones, `pipeline.run_stages`).
+    def pipeline_job(kind: JobKind, description: str) -> Job:
+        keys = [names.key(declared.asset) for declared in stages_of(kind)]
+        return _stage_job(
+            names.scoped(JOB_NAMES[kind]), dg.AssetSelection.assets(*keys), description
+        )
+
+    inputs_job = pipeline_job(
+        "inputs",
         "Read the suite, run every test's reference SQL for one day and build the "
         "warehouse variants of the semantic checks (reused when built).",
     )
-    evaluate_job = _stage_job(
-        names.scoped(EVALUATE_JOB),
-        evaluation.per_model_day,
-        "Run, grade and summarize one model on one day.",
+    evaluate_job = pipeline_job("model", "Run, grade and summarize one model on one day.")
+    report_job = pipeline_job("report", "Rank the day's models and write the day's report.")
+    suite_job = _stage_job(
+        names.scoped(SUITE_JOB),
+        suite_assets,
+        "Read the test files, the agent context and the grading rules.",
     )
-    report_job = _stage_job(
-        names.scoped(REPORT_JOB),
-        [evaluation.leaderboard, evaluation.report],
-        "Rank the day's models and write the day's report.",
+    # Named, as every job the UI lists: a schedule or sensor given a bare asset selection
+    # gets an anonymous job (`__anonymous_asset_job_…`) nobody can find or launch by name.
+    history_job = _stage_job(
+        names.scoped(HISTORY_JOB),
+        dg.AssetSelection.groups(names.group(groups.HISTORY)),
+        "Rebuild the history marts (trend, flaky cases, regressions) over every stored day.",
     )
-    jobs += [
-        _stage_job(
-            names.scoped(SUITE_JOB),
-            suite_assets,
-            "Read the test files, the agent context and the grading rules.",
-        ),
-        inputs_job,
-        evaluate_job,
-        report_job,
-    ]
+    jobs += [suite_job, inputs_job, evaluate_job, report_job, history_job]
     schedules, sensors = build_automation(
         str(config.root),
         config.test.schedule,
         inputs=inputs,
+        suite_job=suite_job,
         inputs_job=inputs_job,
         evaluate_job=evaluate_job,
         report_job=report_job,
+        history_job=history_job,
         own_assets=dg.AssetSelection.assets(*assets),
         names=names,
     )
@@ -197,6 +210,16 @@ def build_definitions(
             assets=[key for definition in assets for key in definition.keys],
         )
     )
+    settings = build_settings_sources(names)
+    assets = [
+        *settings.all,
+        *with_settings_deps(
+            assets,
+            settings,
+            grading_rules=inputs.grading_rules.key,
+            agent_runs=evaluation.agent_runs.key,
+        ),
+    ]
     if owners:
         assets = dg.map_asset_specs(
             lambda spec: spec.replace_attributes(owners=[*spec.owners, *owners]), assets

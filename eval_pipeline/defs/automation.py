@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 import dagster as dg
 
 from eval_pipeline.agents import require_models
-from eval_pipeline.defs import groups
 from eval_pipeline.defs.chain import SCHEDULE_NAME, evaluate_after_inputs, report_after_evaluations
 from eval_pipeline.defs.conditions import automation_sensor
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, SCHEDULE
@@ -52,9 +51,11 @@ def build_automation(
     cron: str,
     *,
     inputs: SuiteAssets,
+    suite_job: Job,
     inputs_job: Job,
     evaluate_job: Job,
     report_job: Job,
+    history_job: Job,
     own_assets: dg.AssetSelection,
     names: SuiteNames = UNNAMED,
 ) -> tuple[list[dg.ScheduleDefinition], list[dg.SensorDefinition]]:
@@ -99,7 +100,7 @@ def build_automation(
     daily_history_marts = dg.ScheduleDefinition(
         name=names.scoped("daily_history_marts"),
         cron_schedule=HISTORY_CRON,
-        target=dg.AssetSelection.groups(names.group(groups.HISTORY)),
+        job=history_job,
         default_status=RUNNING,
         description="Rebuild the history marts (trend, flaky cases, regressions) each evening.",
     )
@@ -120,7 +121,11 @@ def build_automation(
         )
 
     watch = build_watch_sensor(
-        suite_root, name=names.scoped("watch_suite_files"), inputs=inputs, names=names
+        suite_root,
+        name=names.scoped("watch_suite_files"),
+        inputs=inputs,
+        job=suite_job,
+        names=names,
     )
     return [daily_evaluation, daily_history_marts], [
         sync_model_partitions,

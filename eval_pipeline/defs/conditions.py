@@ -21,7 +21,9 @@ class AnyParentUnsynced(dg.AutomationCondition):
     """A partition with a parent partition Dagster marks unsynced (STALE): grading runs that
     are about to be redone would be wasted, and the badge would lie. The same status the UI
     shows, from the same resolver. `ignored` parents (caches the step rebuilds itself, as the
-    warehouse variants) never hold a partition back: nothing may be left to rebuild them."""
+    warehouse variants) never hold a partition back: nothing may be left to rebuild them. A
+    parent partition this tick requests in the partition's own run (the grades a summary
+    joins) is redone before it, so it holds nothing back either."""
 
     ignored: frozenset[dg.AssetKey]
 
@@ -59,9 +61,22 @@ class AnyParentUnsynced(dg.AutomationCondition):
                 stale = parents
             else:
                 continue
+            stale = _not_requested_with(context, parent, stale)
             children = stale.compute_child_subset(context.key)
             true = true.compute_union(children.compute_intersection(context.candidate_subset))
         return dg.AutomationResult(context=context, true_subset=true)
+
+
+def _not_requested_with(context: dg.AutomationContext, parent: dg.AssetKey, subset):
+    """`subset` of `parent`, less what this tick requests of it with the same partitions as
+    the asset evaluated: those run first in the same run."""
+    # Undocumented, on the public AutomationContext: what this tick requests so far (what
+    # `will_be_requested` reads); defs/test_private_dagster_api.py pins it with the rest.
+    requested = context.request_subsets_by_key.get(parent)
+    same = context.asset_graph.get(parent).partitions_def == context.partitions_def
+    if requested is None or requested.is_empty or not same:
+        return subset
+    return subset.compute_difference(requested)
 
 
 class RunsWithoutReferences(dg.AutomationCondition):
@@ -127,17 +142,20 @@ def follows_parents(
     """A daily or model × day partition runs once a parent of the same partition lands (any
     day: a backfill of runs carries through), or, today only, once an unpartitioned parent
     (the tests, the grading rules) lands with a new data version; it waits while a parent
-    is missing, in progress or unsynced, and never joins its parent's tick (each runs after
-    the other). `caches` are parents the step rebuilds itself when missing (the warehouse
-    variants): neither a reason to run nor to wait."""
-    same_partition = AC.any_deps_match(_landed()).allow(
-        dg.AssetSelection.assets(*partitioned_parents)
-    )
+    is missing, in progress or unsynced. It joins its parent's tick when this tick requests
+    that parent's partition (a summary its grades, the report its leaderboard): Dagster
+    launches what one tick requests of one partition as one run, so a (model, day) whose runs
+    were redone is graded and summarized in one run, as `evaluate_model_day` does. `caches`
+    are parents the step rebuilds itself when missing (the warehouse variants): neither a
+    reason to run nor to wait."""
+    parents = dg.AssetSelection.assets(*partitioned_parents)
+    same_partition = AC.any_deps_match(_landed()).allow(parents)
+    joined = AC.any_deps_match(AC.will_be_requested()).allow(parents)
     ignored = dg.AssetSelection.assets(*caches)
     today = AC.in_latest_time_window() & AC.any_deps_match(_changed()).ignore(ignored)
     return (
-        (same_partition | today).since_last_handled()
-        & ~AC.any_deps_match(AC.missing()).ignore(ignored)
+        (same_partition | joined | today).since_last_handled()
+        & ~AC.any_deps_match(AC.missing() & ~AC.will_be_requested()).ignore(ignored)
         & ~AC.any_deps_in_progress()
         & ~AC.in_progress()
         & ~AnyParentUnsynced(frozenset(caches))

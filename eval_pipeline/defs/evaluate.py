@@ -1,8 +1,9 @@
 """An evaluation from the command line, on the Dagster side: the warehouse's dbt build (a suite's first run only), the record of the stages in the instance, and the signals a Dagster run in the process leaves as they were.
 
 The evaluation's stages run in the command's process (`pipeline.run_stages`), and their
-record goes into the instance afterwards (`defs/record.py`): `eval-pipeline test` leaves
-that to a process of its own, `run_evaluation` waits for it.
+record goes into the instance as Dagster records work done outside a run (`defs/record.py`):
+`eval-pipeline test` leaves that to its recorder process (`pipeline.Recorder`),
+`run_evaluation` records before it returns.
 """
 
 from __future__ import annotations
@@ -21,9 +22,15 @@ from eval_pipeline.defs.instance import (
     DAGSTER_HOME_ENV,
     instance_home,
     open_instance,
-    waiting_on_a_daemon,
 )
-from eval_pipeline.pipeline import EvaluationRequest, EvaluationResult, StageFailed, run_stages
+from eval_pipeline.defs.record import record_pending
+from eval_pipeline.pipeline import (
+    EvaluationRequest,
+    EvaluationResult,
+    StageFailed,
+    queued_unserved,
+    run_stages,
+)
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteConfig, first_line
 
@@ -108,8 +115,9 @@ def build_missing_warehouse(config: SuiteConfig, on_stage: Callable[[str], None]
     """
     if config.warehouse is None or not config.warehouse.to_build:
         return False
+    # The instance is opened from its folder: `$DAGSTER_HOME` stays as the user left it (a
+    # command reads it to know whether the user named an instance).
     home = instance_home(config)
-    os.environ[DAGSTER_HOME_ENV] = str(home)
     log = StateFolder(config.state_path).logs_dir / "warehouse-build.log"
     on_stage(f"building the warehouse with dbt, first run only (log: {log})")
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -147,8 +155,6 @@ def run_evaluation(
         EvaluationFailed: the warehouse build or a stage failed; the message names it and
             its Dagster run, which is recorded as failed.
     """
-    from eval_pipeline.defs.record import record_pending
-
     home = instance_home(suite.config)
     try:
         build_missing_warehouse(suite.config, on_stage)
@@ -157,8 +163,6 @@ def run_evaluation(
         raise EvaluationFailed(str(error), details=error.details) from error
     finally:
         record_pending(home)
-    with open_instance(home, command_line=True) as instance:
-        notice = waiting_on_a_daemon(instance, home)
-    if notice:
+    if notice := queued_unserved(home):
         result.notices.append(notice)
     return result

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +16,6 @@ __all__ = [
     "default_instance_yaml",
     "instance_home",
     "open_instance",
-    "waiting_on_a_daemon",
     "write_workspace",
 ]
 
@@ -69,33 +66,3 @@ def open_instance(home: Path, *, command_line: bool = False) -> dg.DagsterInstan
             }
         }
         return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
-
-
-# A queued run normally starts within seconds of a running daemon's dequeue loop; a minute
-# without a start, with no daemon heartbeat either, is a queue nobody serves.
-QUEUE_PATIENCE_S = 60.0
-
-
-def waiting_on_a_daemon(
-    instance: dg.DagsterInstance, home: Path, *, patience_s: float | None = None
-) -> str | None:
-    """One line for a user whose runs launched from the UI (or a schedule, a backfill) sit in
-    the instance's queue while no Dagster daemon runs to start them, or None. The UI shows
-    them as "Queued" and nothing else; the command line, which needs no daemon, says why."""
-    import dagster as dg
-
-    patience_s = QUEUE_PATIENCE_S if patience_s is None else patience_s
-    waited = datetime.now(UTC) - timedelta(seconds=patience_s)
-    queued = instance.get_runs(
-        dg.RunsFilter(statuses=[dg.DagsterRunStatus.QUEUED], created_before=waited), limit=1000
-    )
-    if not queued:
-        return None
-    alive = time.time() - patience_s
-    if any(beat.timestamp > alive for beat in instance.get_daemon_heartbeats().values()):
-        return None
-    return (
-        f"{len(queued)} run(s) in the Dagster instance {home} have been queued for over "
-        f"{patience_s:.0f} s and no Dagster daemon is running, so none will start: "
-        "`eval-pipeline ui` runs one, or start `dagster-daemon run` on this instance"
-    )

@@ -9,6 +9,18 @@ import dagster as dg
 LAUNCHED_BY_TAG = "eval_pipeline/source"
 CLI, SCHEDULE, UI, BACKFILL, AUTOMATION = "cli", "schedule", "ui", "backfill", "automation"
 ASSET_JOB_PREFIX = "__ASSET_JOB"
+#: The opt-in of a run or backfill of the asset graph to evaluate (model, day) partitions that
+#: were never evaluated (`asks_for_new_evaluations`): "Add tags" in the UI's launch dialog.
+EVALUATE_NEW_TAG = "eval_pipeline/evaluate_new"
+# What Dagster tags a run with when the UI launched it (and a backfill the UI launched), a
+# backfill, a sensor or the automation did.
+_LAUNCHED_BY_DAGSTER = (
+    "dagster/from_ui",
+    "dagster/backfill",
+    "dagster/sensor_name",
+    "dagster/from_automation_condition",
+    "dagster/auto_materialize",
+)
 
 
 def launched_by(tags: Mapping[str, str]) -> str:
@@ -31,6 +43,21 @@ def launched_by(tags: Mapping[str, str]) -> str:
     ):
         return AUTOMATION
     return own or UI
+
+
+def asks_for_new_evaluations(run: dg.DagsterRun) -> bool:
+    """Whether a run may evaluate a (model, day) that was never evaluated, which calls the
+    model under test for every test: a run of a named job (`evaluate_model_day`: its page, a
+    backfill of it, the daily schedule's chain), a run started by a script or test in its own
+    process, or one tagged `EVALUATE_NEW_TAG` = true. A run of the asset graph's implicit job
+    launched from the UI, by a backfill or by a sensor ("Materialize…", "Materialize
+    unsynced", a backfill of assets, automation) may not: "Materialize unsynced" selects
+    every partition of what it materializes, evaluated or not."""
+    if not run.job_name.startswith(ASSET_JOB_PREFIX):
+        return True
+    if run.tags.get(EVALUATE_NEW_TAG, "").lower() == "true":
+        return True
+    return not any(tag in run.tags for tag in _LAUNCHED_BY_DAGSTER)
 
 
 def build_tag_run_launcher(

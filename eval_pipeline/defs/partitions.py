@@ -40,13 +40,12 @@ def day_partitions(start: date, names: SuiteNames = UNNAMED) -> DayPartitions:
     )
 
 
-def history_start(config: SuiteConfig, *, include: date | None = None) -> date:
+def history_start(config: SuiteConfig) -> date:
     """The first daily partition: `test.start_date`, else the day of the suite's first
-    evaluation, else today; moved back to an earlier evaluated day or `include` (an
-    evaluation of an earlier day starting), so the UI shows no partition before the history
-    begins and every evaluated day has one."""
+    evaluation, else today; moved back to an earlier evaluated day, so the UI shows no
+    partition before the history begins and every evaluated day has one."""
     first = first_evaluated_day(StateFolder.of(config))
-    days = [config.test.start_date or first or today(), first, include]
+    days = [config.test.start_date or first or today(), first]
     return min(day for day in days if day is not None)
 
 
@@ -76,3 +75,5 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", dg.BetaWarning)  # stable in practice; only the name is beta
     #: A (model, day) asset's dependency on a day's asset: the same date.
     BY_DATE = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="date")
+    #: A (model, day) asset's dependency on a per-model input (its settings): the same model.
+    BY_MODEL = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="model")

@@ -1,62 +1,104 @@
-"""A command's evaluation recorded in the suite's Dagster instance, after the command did the work.
+"""A command's evaluation recorded in the suite's Dagster instance as Dagster records work done outside a run: each materialization and check result reported, with the versions a run would give it.
 
 `eval-pipeline test` runs the stages in its own process (`pipeline.run_stages`) and leaves
-their record among the instance's pending ones. `record_pending` then runs, for each run of
-the record, the same job on the same partition with the same run config and run id, tagged
-as launched by the command line, whose steps return what the command's stages wrote instead
-of doing the work again (`SuiteResource.replay`): the instance holds the same runs,
-materializations, data versions, checks and lineage as if the jobs had run in it, and no
-model is asked anything. Records are written in the order the commands ran them, one
-process at a time, and a record is removed once every run of it is in the instance (a run
-already there is not recorded twice); one that cannot be recorded (its suite folder gone, or
-its definitions no longer loading) is kept beside them as `<name>.failed`, its error in the
-log, and the others are recorded.
+their record among the instance's pending ones (`pending_records`). `record_pending` reports
+each with the instance's runless reporting (`DagsterInstance.report_runless_asset_event`):
+the suite files' observations, then every materialization in the order the stages made
+them, then its checks' evaluations. A materialization carries the tags a step of a run gives
+it (`reported_tags`): its data version (the stage's own, or Dagster's logical version of its
+code version and inputs), its code version, and for each input it read that input's data
+version and event (`dagster/input_data_version/…`, `dagster/input_event_pointer/…`), so the
+UI shows the same lineage, staleness and causes and check history as after a run, and no
+run is executed again. Every event says it came from the command line (`LAUNCHED_BY_TAG`
+= cli) and from which of its evaluations (`EVALUATION_TAG`); each materialization says when
+the command did the work (`RECORDED_AT`).
 
-The command starts `python -m eval_pipeline.defs.record HOME` on its own and does not wait
-for it; `eval-pipeline ui` and `eval-pipeline warehouse` record what is pending before they
-start.
+Records are reported in the order the commands ran them, one process at a time; a record is
+removed once it is in the instance (a run of it already there is not reported twice); one
+that cannot be recorded (its suite folder gone, its definitions no longer loading) is kept
+beside them as `<name>.failed`, its error in the log, and the others are recorded.
+
+`Recorder` is the process that does it for a command: started as the stages start, it
+imports Dagster and loads the suite's asset graph meanwhile, and records once told the
+stages are done; `eval-pipeline ui` and `eval-pipeline warehouse` record what is pending
+before they start.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import logging
 import os
 import sys
-from datetime import UTC, date, datetime
+from collections.abc import Callable, Mapping
+from datetime import date
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
-from eval_pipeline.defs import (
-    EVALUATE_JOB,
-    INPUTS_JOB,
-    LAUNCHED_BY_TAG,
-    REPORT_JOB,
-    build_definitions,
+# Not public: how a step of a run computes and spells its provenance (the same functions),
+# the target a check result names, and the job name of a runless event (with
+# `DagsterInstance.report_dagster_event`, see `_report`); pinned, each as we rely on it, with
+# the Dagster minor they were checked on (defs/test_private_dagster_api.py).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
 )
-from eval_pipeline.defs.evaluate import sigterm_kept
+from dagster._core.definitions.data_version import (
+    DEFAULT_DATA_VERSION,
+    NULL_EVENT_POINTER,
+    compute_logical_data_version,
+    get_input_data_version_tag,
+    get_input_event_pointer_tag,
+)
+from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
+from dagster._core.instance.utils import RUNLESS_JOB_NAME
+
+from eval_pipeline.defs import LAUNCHED_BY_TAG, build_definitions
+from eval_pipeline.defs.assets.suite import previous_metadata, what_changed
 from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, open_instance
+from eval_pipeline.defs.launched import CLI
+from eval_pipeline.defs.metadata import as_metadata, check_result
 from eval_pipeline.defs.names import UNNAMED
-from eval_pipeline.defs.partitions import add_models, model_day_key
-from eval_pipeline.defs.watch import observe_suite_files
-from eval_pipeline.pipeline import pending_records
+from eval_pipeline.defs.partitions import add_models
+from eval_pipeline.defs.watch import observe_settings, observe_suite_files
+from eval_pipeline.pipeline import pending_records, stage_key, stages
 from eval_pipeline.store import file_lock
+from eval_pipeline.suite import load_config
 
-__all__ = ["RECORDED_TAG", "record_pending"]
+__all__ = ["EVALUATION_TAG", "RECORDED_AT", "ready_to_record", "record_pending", "reported_tags"]
 
-#: On every run recorded from a command's evaluation: when the command did the work (UTC,
-#: ISO 8601); the run itself took only the recording's time.
-RECORDED_TAG = "eval_pipeline/evaluated_at"
+#: On every event of a command's evaluation: the id of the stage run it came from (one per
+#: job a run would have run: the day's inputs, a model's partition, the report).
+EVALUATION_TAG = "eval_pipeline/evaluation"
 
-_JOBS = {"inputs": INPUTS_JOB, "model": EVALUATE_JOB, "report": REPORT_JOB}
+#: Metadata of every materialization of a command's evaluation: when the command did it.
+RECORDED_AT = "eval_pipeline/evaluated_at"
+
+DATA_VERSION_TAG = "dagster/data_version"
+CODE_VERSION_TAG = "dagster/code_version"
+USER_PROVIDED_TAG = "dagster/data_version_is_user_provided"
 
 logger = logging.getLogger(__name__)
 
 
-def record_pending(home: Path) -> int:
-    """Record every pending record of the instance in `home`, oldest first; how many runs
-    were recorded. Waits for another process recording them."""
+def ready_to_record(home: Path, suite_root: Path, day: date) -> Callable[[], int]:
+    """Load what recording an evaluation of `suite_root` for `day` needs (Dagster, the
+    suite's asset graph, the instance's storage) while its stages run; the function that
+    then records what is pending in `home` (`pipeline.Recorder` calls both)."""
+    graph = _asset_graph(suite_root, day)
+    open_instance(home, command_line=True).dispose()
+    return functools.partial(record_pending, home, loaded={(suite_root, day): graph})
+
+
+def record_pending(home: Path, *, loaded: Mapping[tuple[Path, date], Any] | None = None) -> int:
+    """Record every pending record of the instance in `home`, oldest first; how many stage
+    runs were recorded. Waits for another process recording them. `loaded`: the asset
+    graphs loaded ahead (`ready_to_record`), by suite folder and day."""
+    # As a process recording in this instance expects (`open_instance`, `DagsterInstance.get`):
+    # the command's own process never records, its recorder does.
     os.environ[DAGSTER_HOME_ENV] = str(home)
     recorded = 0
     with file_lock(home / ".record.lock"):
@@ -66,7 +108,7 @@ def record_pending(home: Path) -> int:
         with open_instance(home, command_line=True) as instance:
             for path in pending:
                 try:
-                    recorded += _record(instance, path)
+                    recorded += _record(instance, path, loaded or {})
                 except Exception:
                     # One record that cannot be recorded (its suite gone or no longer
                     # loading) must not hold back the others: it is set aside, named.
@@ -80,48 +122,219 @@ def record_pending(home: Path) -> int:
     return recorded
 
 
-def _record(instance: dg.DagsterInstance, path: Path) -> int:
+def _record(
+    instance: dg.DagsterInstance, path: Path, loaded: Mapping[tuple[Path, date], Any]
+) -> int:
     document = json.loads(path.read_text(encoding="utf-8"))
     day = date.fromisoformat(document["day"])
     root = Path(document["suite_root"])
-    defs = build_definitions(root, dbt=False, history=False, include_day=day, replay=str(path))
+    graph = loaded.get((root, day)) or _asset_graph(root, day)
     add_models(instance, document["models"])
     observe_suite_files(
         instance, {UNNAMED.key(name): version for name, version in document["observed"].items()}
     )
-    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
-    evaluated_at = _iso(document["created_at"])
+    # eval_config.yaml's grading and model settings, as the stages read them a moment ago.
+    observe_settings(instance, load_config(root), document["models"], UNNAMED)
     recorded = 0
     for run in document["runs"]:
-        if instance.get_run_by_id(run["run_id"]) is not None:
+        if _recorded_before(instance, graph, run):
             continue  # recorded before the record could be removed
-        model = run["model"]
-        key = model_day_key(model, run["day"]) if model else run["day"]
-        run_config = {**quiet, "ops": run["run_config"]} if run["run_config"] else quiet
-        with sigterm_kept():
-            defs.resolve_job_def(_JOBS[run["kind"]]).execute_in_process(
-                instance=instance,
-                partition_key=key,
-                run_config=run_config,
-                run_id=run["run_id"],
-                tags={LAUNCHED_BY_TAG: "cli", RECORDED_TAG: evaluated_at},
-                raise_on_error=False,
-                asset_selection=[UNNAMED.key(name) for name in run["assets"]],
-            )
+        for asset in run["assets"]:
+            key = UNNAMED.key(asset)
+            partition = _partition(graph, key, run)
+            done = run["materialized"].get(_stage_key(graph, key, asset, run))
+            if done is None:
+                break  # the stage that failed: Dagster records no materialization of it
+            _report(instance, graph, key, partition, stages.from_document(done), run, document)
         recorded += 1
     return recorded
 
 
-def _iso(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds")
+def _asset_graph(root: Path, day: date):
+    """The suite's asset graph as its definitions declare it, with `day`'s partition."""
+    definitions = build_definitions(root, dbt=False, history=False, from_day=day)
+    return definitions.resolve_asset_graph()
+
+
+def _partition(graph, key: dg.AssetKey, run: Mapping[str, Any]) -> str | None:
+    """The partition of the asset that the run's stage materialized (by the asset's own
+    partitions: none, the day, or the model and the day)."""
+    partitions = graph.get(key).partitions_def
+    if partitions is None:
+        return None
+    if isinstance(partitions, dg.MultiPartitionsDefinition):
+        return dg.MultiPartitionKey({"date": run["day"], "model": run["model"]})
+    return run["day"]
+
+
+def _stage_key(graph, key: dg.AssetKey, asset: str, run: Mapping[str, Any]) -> str:
+    partitions = graph.get(key).partitions_def
+    model = run["model"] if isinstance(partitions, dg.MultiPartitionsDefinition) else None
+    day = date.fromisoformat(run["day"]) if partitions is not None else None
+    return stage_key(asset, model, day)
+
+
+def _recorded_before(instance: dg.DagsterInstance, graph, run: Mapping[str, Any]) -> bool:
+    """Whether the run's last materialization is already the instance's latest of its
+    partition (the recorder stopped before it removed the record)."""
+    done = [
+        a for a in run["assets"] if _stage_key(graph, UNNAMED.key(a), a, run) in run["materialized"]
+    ]
+    if not done:
+        return False
+    key = UNNAMED.key(done[-1])
+    partition = _partition(graph, key, run)
+    latest = instance.fetch_materializations(
+        dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None), limit=1
+    ).records
+    return (
+        bool(latest) and latest[0].asset_materialization.tags.get(EVALUATION_TAG) == run["run_id"]
+    )
+
+
+def _report(
+    instance: dg.DagsterInstance,
+    graph,
+    key: dg.AssetKey,
+    partition: str | None,
+    done: stages.Materialized,
+    run: Mapping[str, Any],
+    document: Mapping[str, Any],
+) -> None:
+    """Report one stage's materialization and then its checks, as a run's step would."""
+    asset = key.path[-1]
+    first = what_changed(asset, done, previous_metadata(instance, key))
+    node = graph.get(key)
+    tags = {
+        **reported_tags(
+            instance, graph, key, partition, done.data_version, node.code_version or run["run_id"]
+        ),
+        LAUNCHED_BY_TAG: CLI,
+        EVALUATION_TAG: run["run_id"],
+    }
+    metadata = {
+        **as_metadata({**first, **done.metadata}),
+        RECORDED_AT: dg.MetadataValue.timestamp(document["created_at"]),
+    }
+    instance.report_runless_asset_event(
+        dg.AssetMaterialization(asset_key=key, partition=partition, metadata=metadata, tags=tags)
+    )
+    if not done.checks:
+        return
+    [written] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None), limit=1
+    ).records
+    target = AssetCheckEvaluationTargetMaterializationData(
+        storage_id=written.storage_id, run_id=written.run_id, timestamp=written.timestamp
+    )
+    for check in done.checks:
+        result = check_result(check)
+        # A check of its own partitions records its result for the partition; one without
+        # (reference_health) for the asset, as a step records them.
+        spec = graph.get(dg.AssetCheckKey(key, check.name))
+        evaluation = dg.AssetCheckEvaluation(
+            asset_key=key,
+            check_name=check.name,
+            passed=result.passed,
+            metadata=result.metadata,
+            target_materialization_data=target,
+            severity=result.severity,
+            description=result.description,
+            partition=partition if spec.partitions_def is not None else None,
+            blocking=spec.blocking,
+        )
+        if evaluation.partition is None:
+            instance.report_runless_asset_event(evaluation)
+            continue
+        # Dagster's storage keeps one runless result per check and partition (its unique
+        # index counts the missing run as one run): a partition evaluated again could not
+        # be recorded. The result is stored as the runless one is, under the evaluation's
+        # id, so every evaluation of a partition is in the check's history.
+        instance.report_dagster_event(
+            dg.DagsterEvent(
+                event_type_value=dg.DagsterEventType.ASSET_CHECK_EVALUATION.value,
+                event_specific_data=evaluation,
+                job_name=RUNLESS_JOB_NAME,
+            ),
+            run_id=run["run_id"],
+        )
+
+
+def reported_tags(
+    instance: dg.DagsterInstance,
+    graph,
+    key: dg.AssetKey,
+    partition: str | None,
+    data_version: str | None,
+    code_version: str,
+) -> dict[str, str]:
+    """The tags a step of a run gives the asset's materialization of `partition`: its code
+    version, each input's data version and event as the instance holds them now, and its
+    data version (`data_version`, else Dagster's logical one from the code version and the
+    inputs' versions), with the partition's dimensions of a multi-partitioned asset."""
+    inputs: dict[dg.AssetKey, dg.DataVersion] = {}
+    tags = {CODE_VERSION_TAG: code_version}
+    parents = sorted(graph.get(key).parent_keys, key=lambda k: k.to_user_string())
+    records = {
+        record.asset_entry.asset_key: record for record in instance.get_asset_records(parents)
+    }
+    for parent in parents:
+        entry = records[parent].asset_entry if parent in records else None
+        # The version Dagster's staleness reads back (`CachingInstanceQueryer`): an observable
+        # source's last observation (which SQLite's asset entry does not hold), else the
+        # last materialization; an external asset that cannot be observed stays INITIAL.
+        if graph.get(parent).is_observable:
+            observed = instance.fetch_observations(parent, limit=1).records
+            latest = observed[0] if observed else None
+        else:
+            latest = entry and entry.last_materialization_record
+        if latest is None:
+            version, pointer = DEFAULT_DATA_VERSION, NULL_EVENT_POINTER
+        else:
+            event = latest.asset_materialization or latest.asset_observation
+            version = dg.DataVersion(event.tags.get(DATA_VERSION_TAG) or DEFAULT_DATA_VERSION.value)
+            pointer = str(latest.storage_id)
+            if partition is not None and graph.get(parent).is_partitioned:
+                version = _partitions_version(instance, graph, key, parent, partition)
+        inputs[parent] = version
+        tags[get_input_data_version_tag(parent)] = version.value
+        tags[get_input_event_pointer_tag(parent)] = pointer
+    if data_version is None:
+        tags[DATA_VERSION_TAG] = compute_logical_data_version(code_version, inputs).value
+    else:
+        tags[DATA_VERSION_TAG] = data_version
+        tags[USER_PROVIDED_TAG] = "true"
+    if isinstance(partition, dg.MultiPartitionKey):
+        tags.update(get_tags_from_multi_partition_key(partition))
+    return tags
+
+
+def _partitions_version(
+    instance: dg.DagsterInstance, graph, key: dg.AssetKey, parent: dg.AssetKey, partition: str
+) -> dg.DataVersion:
+    """The data version of the parent's partitions the child's `partition` reads, as a step
+    computes it: a digest of their data versions, in the order of their keys."""
+    with dg.partition_loading_context(dynamic_partitions_store=instance):
+        mapped = graph.get_parent_partition_keys_for_child(partition, parent, key)
+        keys = sorted(mapped.partitions_subset.get_partition_keys())
+    versions = []
+    for part in keys:
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(parent, asset_partitions=[part]), limit=1
+        ).records
+        if latest and DATA_VERSION_TAG in latest[0].asset_materialization.tags:
+            versions.append(latest[0].asset_materialization.tags[DATA_VERSION_TAG])
+    return dg.DataVersion(hashlib.sha256("".join(versions).encode()).hexdigest())
 
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(message)s")
     logger.setLevel(logging.INFO)
     home = Path(argv[0])
+    if "--when-told" in argv[1:]:  # started as a command's stages start (`pipeline.Recorder`)
+        sys.stdin.buffer.read()  # until the command closes it: its stages are done
     count = record_pending(home)
-    logger.info(f"{count} run(s) recorded in the Dagster instance {home}")
+    logger.info(f"{count} stage run(s) recorded in the Dagster instance {home}")
     return 0
 
 

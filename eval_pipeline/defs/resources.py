@@ -1,15 +1,11 @@
 """Dagster resources: the suite being evaluated, swappable in tests."""
 
-import functools
-import json
-from datetime import date
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 
 from eval_pipeline.defs.names import SuiteNames
-from eval_pipeline.pipeline import load_suite_once, stage_key, stages
+from eval_pipeline.pipeline import load_suite_once
 from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import (
     AgentContext,
@@ -35,30 +31,6 @@ class SuiteResource(dg.ConfigurableResource):
     #: The digest of the suite's files the run was launched with (`remember_suite`); None:
     #: the run reads the suite as it finds it.
     files_digest: str | None = None
-    #: A command's record (`run_stages`) that the run records in the instance: each step
-    #: returns what the command's stage wrote instead of doing the work again.
-    replay: str | None = None
-
-    def replayed(
-        self, asset: str, *, model: str | None = None, day: date | None = None
-    ) -> stages.Materialized | None:
-        """What the command's stage of `asset` (of the partition) wrote, when this run
-        records a command's evaluation; None when the run does the work itself.
-
-        Raises:
-            RecordedFailure: the command's stage failed, as the step then does.
-        """
-        if self.replay is None:
-            return None
-        document = _record(self.replay)
-        key = stage_key(asset, model, day)
-        for run in document["runs"]:
-            if key in run["materialized"]:
-                return stages.from_document(run["materialized"][key])
-            failed = run["failed"]
-            if failed and failed[0] == key:
-                raise RecordedFailure(failed[1])
-        raise RecordedFailure(f"the command's record {self.replay} holds no {key}")
 
     @property
     def path(self) -> Path:
@@ -86,15 +58,6 @@ class SuiteResource(dg.ConfigurableResource):
         layout = StateFolder.of(self.config())
         ensure_schema_files(layout)
         return layout
-
-
-class RecordedFailure(RuntimeError):
-    """The command's stage failed with this message; the step that records it fails so."""
-
-
-@functools.lru_cache(maxsize=4)
-def _record(path: str) -> dict[str, Any]:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def suite_of(

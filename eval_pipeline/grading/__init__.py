@@ -8,6 +8,7 @@ from eval_pipeline.grading._agreement import (
     with_judge_samples,
 )
 from eval_pipeline.grading._assertions import check_assertions, is_subset, strict_equal
+from eval_pipeline.grading._check import Check, CheckContext, checks, declared_checks, runs_needed
 from eval_pipeline.grading._compare import Comparison, compare_results
 from eval_pipeline.grading._extraction import Extraction, extract_answer
 from eval_pipeline.grading._failure_kind import FailureKind, classify_failure
@@ -25,7 +26,7 @@ from eval_pipeline.grading._pass_rate_sequence import PassRateSequence, pass_rat
 from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows, run_references
 from eval_pipeline.grading._reference_health import drift_warning, reference_health
 from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
-from eval_pipeline.grading._rules import GRADING_CODE_VERSION, GradingRules
+from eval_pipeline.grading._rules import GRADING_CODE_VERSION, GradingRules, grading_code
 from eval_pipeline.grading._semantic import semantic_check
 from eval_pipeline.grading._sequential import (
     Allocation,
@@ -63,6 +64,7 @@ from eval_pipeline.grading._variants import (
 )
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus, combine, grade_retried
 from eval_pipeline.grading._warehouse_keys import read_schema
+from eval_pipeline.suite import register_check, unregister_check
 
 __all__ = [
     "DEFAULT_CONSISTENCY_PROMPT",
@@ -74,6 +76,8 @@ __all__ = [
     "BudgetDecision",
     "BudgetQuestion",
     "CaseMetrics",
+    "Check",
+    "CheckContext",
     "CheckResult",
     "Comparison",
     "Extraction",
@@ -103,18 +107,21 @@ __all__ = [
     "check_consistency",
     "check_evaluators",
     "check_tool_calls",
+    "checks",
     "classify_failure",
     "combine",
     "compare_models",
     "compare_results",
     "day_comparisons",
     "decide",
+    "declared_checks",
     "default_question",
     "detectable_difference_sentence",
     "drift_warning",
     "extract_answer",
     "frame_from_rows",
     "grade_retried",
+    "grading_code",
     "holm_adjust",
     "is_subset",
     "judge_noise",
@@ -129,12 +136,15 @@ __all__ = [
     "pass_rate_sequence",
     "read_schema",
     "reference_health",
+    "register_check",
     "run_references",
+    "runs_needed",
     "semantic_check",
     "sequential_comparison",
     "sign_flip_p",
     "strict_equal",
     "summarize_models",
+    "unregister_check",
     "wilson_interval",
     "with_judge_samples",
 ]

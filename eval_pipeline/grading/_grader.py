@@ -3,44 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from eval_pipeline.agents import AgentRun, RunStatus, call_context, relabel
-from eval_pipeline.grading._assertions import check_assertions
-from eval_pipeline.grading._compare import Comparison, compare_results, exact_match, same_cells
-from eval_pipeline.grading._extraction import (
-    Extraction,
-    Strategy,
-    _unique,
-    extract_answer,
-    rerun_extraction,
-)
-from eval_pipeline.grading._failure_kind import classify_failure
+from eval_pipeline.agents import AgentRun, RunStatus, call_context
+from eval_pipeline.grading._check import Check, CheckContext, VariantSource, declared_checks
+from eval_pipeline.grading._data_check import check_data, preview_records
+from eval_pipeline.grading._extraction import Strategy
 from eval_pipeline.grading._judges import Judge, judge_label
 from eval_pipeline.grading._metrics import RunOutcome
-from eval_pipeline.grading._reference import ReferenceResult, frame_from_rows
-from eval_pipeline.grading._reply_checks import check_consistency, check_evaluators
-from eval_pipeline.grading._semantic import AgentQuery, SemanticCheck, semantic_check
-from eval_pipeline.grading._tool_calls import check_tool_calls
+from eval_pipeline.grading._reference import ReferenceResult
 from eval_pipeline.grading._verdict import CheckResult, GradeStatus, check_to_dict, combine
-from eval_pipeline.sandbox import sql_is_ordered
 from eval_pipeline.suite import Case, CheckKind, Tolerance
 
 if TYPE_CHECKING:
     from eval_pipeline.agents import ChatModel
-    from eval_pipeline.sandbox import SqlSandbox
 
-#: The warehouse variants of a case's semantic check, opened, or why there are none.
-VariantSource = Callable[[Case], "Sequence[SqlSandbox] | str"]
-
-DATA_PREVIEW_ROWS = 200  # rows of actual/expected/diff kept in a grade, for people to read
+__all__ = ["Grade", "Grader", "preview_records"]
 
 
 @dataclass
@@ -97,127 +78,6 @@ class Grade:
         return RunOutcome.from_grade_row(self.to_row())
 
 
-_ISO_DATE_TIME = (
-    r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?"
-)
-
-
-def _dates_as_timestamps(frame: pd.DataFrame) -> pd.DataFrame:
-    """Columns of ISO 8601 dates and timestamps as timestamps, for the comparison.
-
-    Stored results keep DATE and TIMESTAMP values as ISO text (`to_json_safe`), so without
-    this a reference `DATE '2024-01-03'` and an answer `TIMESTAMP '2024-01-03 00:00:00'`
-    would compare as the strings `2024-01-03` and `2024-01-03T00:00:00`, and a date would
-    not equal the midnight timestamp of its day.
-    """
-    converted = frame
-    for position in range(frame.shape[1]):
-        values = frame.iloc[:, position].dropna()
-        if values.empty or not all(isinstance(v, str) for v in values):
-            continue
-        if not values.str.fullmatch(_ISO_DATE_TIME).all():
-            continue
-        try:
-            parsed = pd.to_datetime(frame.iloc[:, position], format="ISO8601", utc=True)
-        except (TypeError, ValueError, OverflowError):
-            continue
-        if converted is frame:
-            converted = frame.copy()
-        converted.isetitem(position, parsed)
-    return converted
-
-
-def _compare_as_data(actual: pd.DataFrame, expected: pd.DataFrame, **options: Any) -> Comparison:
-    # Most answers are the reference's rows themselves: no dates to convert, nothing to diff.
-    identical = exact_match(actual, expected)
-    if identical is not None:
-        return identical
-    compared = _dates_as_timestamps(actual), _dates_as_timestamps(expected)
-    comparison = compare_results(*compared, **options)
-    if comparison.diff.empty or (compared[0] is actual and compared[1] is expected):
-        return comparison
-    return replace(comparison, diff=_as_written(comparison.diff, (actual, expected), compared))
-
-
-def _as_written(
-    diff: pd.DataFrame,
-    written: tuple[pd.DataFrame, pd.DataFrame],
-    compared: tuple[pd.DataFrame, pd.DataFrame],
-) -> pd.DataFrame:
-    """The diff with each date or timestamp as the result spelled it (`2024-01-03`), not as the
-    UTC timestamp it was compared as (which a person would read as `2024-01-03T00:00:00Z`).
-
-    A diff row is row `_row` of its side's frame, so a cell is looked up in that row: in the
-    column of the same name, else the same place, else any converted cell of the same time."""
-    shown = diff.astype(object)
-    for index, (side, row) in enumerate(zip(diff["_side"], diff["_row"], strict=True)):
-        which = 0 if str(side).startswith("actual") else 1
-        original, converted = written[which], compared[which]
-        names = [str(name).casefold() for name in converted.columns]
-        for column, name in enumerate(shown.columns[2:]):
-            value = shown.iat[index, column + 2]
-            if not isinstance(value, pd.Timestamp):
-                continue
-            named = [p for p, n in enumerate(names) if n == str(name).casefold()]
-            for position in [*named, column, *range(len(names))]:
-                if position >= len(names):
-                    continue
-                candidate = converted.iat[row, position]
-                if isinstance(candidate, pd.Timestamp) and candidate == value:
-                    shown.iat[index, column + 2] = original.iat[row, position]
-                    break
-    return shown
-
-
-def _final_sql(run: AgentRun, extraction: Extraction) -> str | None:
-    """The agent's final query: the one its answer came from, else its last successful one."""
-    if extraction.source == "last_query" and extraction.query:
-        return extraction.query
-    successful = [q for q in run.queries if q.error is None and q.sql]
-    return successful[-1].sql if successful else None
-
-
-def preview_records(columns: list[str], rows: list[list[Any]]) -> list[dict[str, Any]]:
-    """The first rows of a result as a grade keeps them for people to read: what `_records`
-    gives for `frame_from_rows(columns, rows)`, without building the frame when every value
-    is one JSON writes as it is (null, a boolean, an integer, a text)."""
-    head = rows[:DATA_PREVIEW_ROWS]
-    # `SELECT region, region`: a record holds each name once (`region, region_1`).
-    names = columns if len(set(columns)) == len(columns) else _unique(columns)
-    width = len(names)
-    if (
-        width
-        and all(len(row) == width for row in head)
-        and all(value is None or type(value) in (bool, int, str) for row in head for value in row)
-    ):
-        return [dict(zip(names, row, strict=True)) for row in head]
-    return _records(frame_from_rows(names, rows)) or []
-
-
-def _records(frame: pd.DataFrame | None) -> list[dict[str, Any]] | None:
-    if frame is None:
-        return None
-    if frame.empty and len(frame.index) == 0:  # what to_json gives, without pandas' cost per run
-        return []
-    head = frame.head(DATA_PREVIEW_ROWS)
-    if not head.columns.is_unique:  # `SELECT region, region`: a record holds each name once
-        head = head.set_axis(_unique([str(name) for name in head.columns]), axis=1)
-    return json.loads(head.to_json(orient="records", date_format="iso", default_handler=str))
-
-
-#: The order of a grade's checks, whichever was decided first.
-_CHECK_ORDER = ("data", "assertions", "tool_calls", "evaluators", "consistency")
-
-
-def _judges_arguments(case: Case) -> bool:
-    """Whether a judge decides some argument of the case's expected tool calls."""
-    return any(
-        matcher.match_type == "llm_judge"
-        for expected in case.tool_calls
-        for matcher in expected.arguments.values()
-    )
-
-
 def _not_asked(kind: CheckKind) -> CheckResult:
     """A judged check left undecided because another check had already failed the run."""
     return CheckResult(
@@ -229,7 +89,7 @@ def _not_asked(kind: CheckKind) -> CheckResult:
 
 
 class Grader:
-    """Grades runs of cases.
+    """Grades runs of cases with the checks each case declares (`eval_pipeline.grading.Check`).
 
     Args:
         judge_model: the model behind evaluators, `llm_judge` arguments, consistency and
@@ -261,30 +121,46 @@ class Grader:
         self.variants = variants
         self.judge_failed_runs = judge_failed_runs
 
+    def context(self, case: Case, reference: ReferenceResult | None = None) -> CheckContext:
+        """What each check of `case` is given besides its settings and the run."""
+        return CheckContext(
+            case=case,
+            reference=reference,
+            judge=self.judge,
+            judge_model=self.judge_model,
+            judge_label=self.judge_label,
+            extraction=self.extraction,
+            tolerance=self.tolerance,
+            variants=self.variants,
+        )
+
     async def grade_case(
         self, case: Case, runs: list[AgentRun], reference: ReferenceResult | None = None
     ) -> list[Grade]:
-        """Grade every run of a case; consistency is judged once across the runs."""
+        """Grade every run of a case; a check across runs (consistency) is decided once."""
         known = await asyncio.gather(*(self._unjudged(case, run, reference) for run in runs))
-        consistency = None
-        if case.consistency is not None:
-            completed = [
-                (run, checks)
-                for run, checks in zip(runs, known, strict=True)
-                if run.status is RunStatus.COMPLETED
-            ]
-            if completed and all(self._decided(checks) for _, checks in completed):
-                consistency = _not_asked("consistency")
-            else:
-                replies = [(run.attempt, run.final_text) for run, _ in completed]
-                with call_context(case.name, 0, "consistency"):
-                    consistency = self._signed(
-                        await check_consistency(case.consistency, case.prompt, replies, self.judge)
-                    )
+        completed = [
+            (run, checks)
+            for run, checks in zip(runs, known, strict=True)
+            if run.status is RunStatus.COMPLETED
+        ]
+        across: list[CheckResult] = []
+        for check, settings in declared_checks(case):
+            if not check.across_runs:
+                continue
+            asks_judge = check.asks_judge(settings)
+            if asks_judge and completed and all(self._decided(c) for _, c in completed):
+                across.append(_not_asked(check.name))
+                continue
+            with call_context(case.name, 0, check.name):
+                decided = await check.grade_runs(
+                    settings, [run for run, _ in completed], self.context(case, reference)
+                )
+            across.append(self._signed(decided))
         return list(
             await asyncio.gather(
                 *(
-                    self._grade(case, run, checks, consistency)
+                    self._grade(case, run, checks, across, reference)
                     for run, checks in zip(runs, known, strict=True)
                 )
             )
@@ -295,10 +171,17 @@ class Grader:
         case: Case,
         run: AgentRun,
         reference: ReferenceResult | None,
-        consistency: CheckResult | None = None,
+        across_runs: Sequence[CheckResult] = (),
     ) -> Grade:
+        """Grade one run; `across_runs`: the results of the case's checks across runs."""
         known = await self._unjudged(case, run, reference)
-        return await self._grade(case, run, known, consistency)
+        return await self._grade(case, run, known, across_runs, reference)
+
+    async def check_data(
+        self, case: Case, run: AgentRun, reference: ReferenceResult | None
+    ) -> CheckResult:
+        """The data check alone: the agent's answer compared, as data, with the reference."""
+        return await check_data(case, run, self.context(case, reference))
 
     def _decided(self, checks: list[CheckResult]) -> bool:
         """Whether these checks already fail the run, so that no judge is asked about it
@@ -310,7 +193,8 @@ class Grader:
         case: Case,
         run: AgentRun,
         known: list[CheckResult],
-        consistency: CheckResult | None,
+        across_runs: Sequence[CheckResult],
+        reference: ReferenceResult | None = None,
     ) -> Grade:
         if run.status is RunStatus.ERROR:
             checks: list[CheckResult] = []
@@ -321,9 +205,8 @@ class Grader:
             )
         else:
             with call_context(case.name, run.attempt, "grading"):
-                checks = await self._judged(case, run, known)
-            if consistency is not None:
-                checks.append(consistency)
+                checks = await self._judged(case, run, known, reference)
+            checks.extend(across_runs)
             verdict = combine(checks)
             status, message, verified = verdict.status, verdict.message, verdict.verified
         return Grade(
@@ -342,8 +225,9 @@ class Grader:
             duration_ms=run.duration_ms,
             tool_call_count=len(run.tool_calls),
             judge=next((c.judge for c in checks if c.judge), None),
+            # Why a failed data check missed: the one check that says (`FailureKind`).
             failure_kind=next(
-                (c.details.get("failure_kind") for c in checks if c.kind == "data"), None
+                (c.details["failure_kind"] for c in checks if "failure_kind" in c.details), None
             ),
         )
 
@@ -360,6 +244,14 @@ class Grader:
             return check
         return replace(check, judge=self.judge_label)
 
+    def _per_run(self, case: Case, *, judged: bool) -> list[tuple[Check, Any]]:
+        """The case's checks decided run by run that a judge decides (or not)."""
+        return [
+            (check, settings)
+            for check, settings in declared_checks(case)
+            if not check.across_runs and check.asks_judge(settings) == judged
+        ]
+
     async def _unjudged(
         self, case: Case, run: AgentRun, reference: ReferenceResult | None
     ) -> list[CheckResult]:
@@ -368,162 +260,37 @@ class Grader:
         `llm_judge` argument. None for a run that failed: it has no check."""
         if run.status is RunStatus.ERROR:
             return []
-        pending = []
+        context = self.context(case, reference)
         with call_context(case.name, run.attempt, "grading"):
-            if case.sql is not None:
-                pending.append(self.check_data(case, run, reference))
-            if case.tool_calls and not _judges_arguments(case):
-                pending.append(self.check_tool_calls(case, run))
-            checks = [self._signed(check) for check in await asyncio.gather(*pending)]
-        if case.assertions:
-            checks.append(check_assertions(case.assertions, run.tool_calls))
-        return checks
+            decided = await asyncio.gather(
+                *(
+                    check.grade(settings, run, context)
+                    for check, settings in self._per_run(case, judged=False)
+                )
+            )
+        return [self._signed(check) for check in decided]
 
     async def _judged(
-        self, case: Case, run: AgentRun, known: list[CheckResult]
-    ) -> list[CheckResult]:
-        """`known` with the checks a judge decides (evaluators, tool calls with an
-        `llm_judge` argument), each marked not asked when `known` already fails the run;
-        in the order the test lists its kinds of check."""
-        kinds: list[CheckKind] = []
-        if case.tool_calls and _judges_arguments(case):
-            kinds.append("tool_calls")
-        if case.evaluators:
-            kinds.append("evaluators")
-        if self._decided(known):
-            judged = [_not_asked(kind) for kind in kinds]
-        else:
-            asked = {
-                "tool_calls": lambda: self.check_tool_calls(case, run),
-                "evaluators": lambda: check_evaluators(
-                    case.evaluators, case.messages, run.final_text, self.judge
-                ),
-            }
-            decided = await asyncio.gather(*(asked[kind]() for kind in kinds))
-            judged = [self._signed(check) for check in decided]
-        return sorted([*known, *judged], key=lambda check: _CHECK_ORDER.index(check.kind))
-
-    async def check_tool_calls(self, case: Case, run: AgentRun) -> CheckResult:
-        with relabel("tool_arguments"):
-            judge = self.judge.judge_argument if self.judge else None
-            return await check_tool_calls(case.tool_calls, run.tool_calls, judge=judge)
-
-    async def check_data(
-        self, case: Case, run: AgentRun, reference: ReferenceResult | None
-    ) -> CheckResult:
-        """Compare the agent's answer, as data, with the reference result."""
-        details: dict[str, Any] = {"reference_sql": case.sql}
-        if reference is not None and reference.warnings:
-            details["reference_warnings"] = reference.warnings
-        if reference is None:
-            return CheckResult(
-                "data",
-                GradeStatus.ERROR,
-                "no reference result for this date: materialize reference_results",
-                details,
-                retry=True,  # the next evaluation runs the references first
-            )
-        if reference.error:
-            return CheckResult("data", GradeStatus.ERROR, reference.error, details)
-        if reference.truncated:
-            return CheckResult(
-                "data",
-                GradeStatus.ERROR,
-                f"the reference result has more than {reference.row_count:,} rows; it cannot be compared whole",
-                details,
-            )
-        details["expected_data"] = preview_records(reference.columns, reference.rows)
-        with relabel("extraction"):
-            extraction = await extract_answer(
-                run, reference.columns, strategy=self.extraction, model=self.judge_model
-            )
-        details.update(
-            extraction_source=extraction.source,
-            extraction_query=extraction.query,
-            extraction_model=extraction.model,
-        )
-        if extraction.status == "error":
-            return CheckResult(
-                "data", GradeStatus.ERROR, extraction.message, details, retry=extraction.retry
-            )
-        if extraction.status == "no_answer":
-            return CheckResult(
-                "data", GradeStatus.FAILED, f"no answer data: {extraction.message}", details
-            )
-        tolerance = case.comparison or self.tolerance
-        ordered = case.ordered if case.ordered is not None else sql_is_ordered(case.sql or "")
-        compare = partial(
-            _compare_as_data,
-            ordered=ordered,
-            decimals=tolerance.decimals,
-            rtol=tolerance.rtol,
-            atol=tolerance.atol,
-        )
-        assert extraction.columns is not None  # an "ok" extraction has its table
-        actual_rows = extraction.rows or []
-        if same_cells(extraction.columns, actual_rows, reference.columns, reference.rows):
-            # The reference's rows themselves: a match under every rule, with nothing to diff.
-            passed, message, diff = True, "match", []
-        else:
-            comparison = compare(extraction.frame, reference.to_frame())
-            passed, message = comparison.passed, comparison.message
-            diff = _records(comparison.diff) or []
-        details.update(
-            actual_data=preview_records(extraction.columns, actual_rows),
-            ordered=ordered,
-            # The tolerances this verdict was reached with (nao's `details.comparison`).
-            comparison={
-                "rtol": tolerance.rtol,
-                "atol": tolerance.atol,
-                "decimals": tolerance.decimals,
-            },
-            diff=diff,
-        )
-        if passed and case.semantic is not None:
-            semantic = self._semantic_check(case, run, extraction, compare)
-            details["semantic"] = {
-                "status": semantic.status,
-                "message": semantic.message,
-                "variant": semantic.variant,
-            }
-            if not semantic.passed:
-                return self._failed(case, run, extraction, semantic.message, details)
-        if passed:
-            return CheckResult("data", GradeStatus.PASSED, message, details)
-        return self._failed(case, run, extraction, message, details)
-
-    @staticmethod
-    def _failed(
-        case: Case, run: AgentRun, extraction: Extraction, message: str, details: dict[str, Any]
-    ) -> CheckResult:
-        """A failed comparison, with the kind of mistake when the agent's final SQL is known.
-        A run with no answer data gets no kind: there is no answer whose query to compare."""
-        final_sql = _final_sql(run, extraction)
-        if final_sql is not None:
-            reason = classify_failure(final_sql, case.sql or "")
-            details.update(failure_kind=reason.kind.value, failure_detail=reason.detail)
-            message = f"{message} [{reason}]"
-        return CheckResult("data", GradeStatus.FAILED, message, details)
-
-    def _semantic_check(
         self,
         case: Case,
         run: AgentRun,
-        extraction: Extraction,
-        compare: Callable[[pd.DataFrame, pd.DataFrame], Comparison],
-    ) -> SemanticCheck:
-        """The case's semantic check of an answer that matched on the warehouse."""
-        agent: str | AgentQuery | None
-        if extraction.source == "answer":
-            return SemanticCheck("skipped", "skipped: the agent sent only its answer, no SQL")
-        if extraction.source == "llm" and extraction.query:
-            agent = rerun_extraction(run.queries, extraction.query)
+        known: list[CheckResult],
+        reference: ReferenceResult | None,
+    ) -> list[CheckResult]:
+        """`known` with the checks a judge decides (evaluators, tool calls with an
+        `llm_judge` argument), each marked not asked when `known` already fails the run;
+        in the order of the registry (`checks`)."""
+        asked = self._per_run(case, judged=True)
+        if self._decided(known):
+            judged = [_not_asked(check.name) for check, _ in asked]
         else:
-            agent = extraction.query
-        if self.variants is None:
-            return SemanticCheck("skipped", "skipped: no warehouse variants were given")
-        variants = self.variants(case)
-        if isinstance(variants, str):
-            return SemanticCheck("skipped", f"skipped: {variants}")
-        assert case.semantic is not None and case.sql is not None
-        return semantic_check(case.sql, agent, variants[: case.semantic.variants], compare)
+            context = self.context(case, reference)
+            decided = await asyncio.gather(
+                *(check.grade(settings, run, context) for check, settings in asked)
+            )
+            judged = [self._signed(check) for check in decided]
+        order = [check.name for check, _ in declared_checks(case)]
+        return sorted(
+            [*known, *judged],
+            key=lambda c: order.index(c.kind) if c.kind in order else len(order),
+        )

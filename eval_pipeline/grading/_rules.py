@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import sys
 from collections.abc import Mapping
@@ -13,9 +14,9 @@ from typing import Any
 from eval_pipeline.agents import endpoint_settings
 from eval_pipeline.grading._judges import PROMPTS_VERSION, judge_label
 from eval_pipeline.sandbox import sql_is_ordered
-from eval_pipeline.suite import SuiteConfig, Tolerance
+from eval_pipeline.suite import CHECKS, SuiteConfig, Tolerance
 
-__all__ = ["GRADING_CODE_VERSION", "GradingRules"]
+__all__ = ["GRADING_CODE_VERSION", "GradingRules", "grading_code"]
 
 
 def _digest(value: Any) -> str:
@@ -36,6 +37,29 @@ def _code_version() -> str:
 GRADING_CODE_VERSION = _code_version()
 
 
+def grading_code() -> str:
+    """The version of the code a grade is made with: this package's (`GRADING_CODE_VERSION`)
+    and, when checks were added from outside it (an entry point's, one registered in this
+    process), the source of each, so that an edit of an added check regrades as an edit of
+    a built-in one does."""
+    added = sorted(
+        (check.name, type(check))
+        for check in CHECKS.all()
+        if not type(check).__module__.startswith(f"{_PACKAGE}.")
+    )
+    if not added:
+        return GRADING_CODE_VERSION
+    digest = hashlib.sha256(GRADING_CODE_VERSION.encode())
+    for name, kind in added:
+        source = inspect.getsourcefile(kind)
+        code = Path(source).read_bytes() if source else kind.__qualname__.encode()
+        digest.update(name.encode() + b"\0" + code)
+    return digest.hexdigest()[:16]
+
+
+_PACKAGE = __name__.split(".", 1)[0]
+
+
 @dataclass(frozen=True)
 class GradingRules:
     """How a suite's runs are graded, apart from what each test says.
@@ -49,7 +73,7 @@ class GradingRules:
         judge_endpoint: the judge's server and request settings (`endpoint_settings`).
         judge_failed_runs: the judge is asked about runs another check already failed
             (`test.judge_failed_runs`); off, their judged checks are `skipped`.
-        code: the grading code's version (`GRADING_CODE_VERSION`).
+        code: the grading code's version (`grading_code`).
     """
 
     tolerance: Tolerance
@@ -69,6 +93,7 @@ class GradingRules:
             judge=judge_label(judge) if judge is not None else None,
             judge_endpoint=endpoint_settings(config, judge) if judge is not None else {},
             judge_failed_runs=settings.judge_failed_runs,
+            code=grading_code(),
         )
 
     def parts(self) -> dict[str, str]:

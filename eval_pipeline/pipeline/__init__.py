@@ -2,21 +2,17 @@
 
 from eval_pipeline.pipeline._budget import BudgetSpent, round_size
 from eval_pipeline.pipeline._budget_outcome import BudgetOutcome
-from eval_pipeline.pipeline._budget_store import forget_budget, stored_budget
-from eval_pipeline.pipeline._cases import snapshot_cases
+from eval_pipeline.pipeline._budget_store import stored_budget
 from eval_pipeline.pipeline._comparisons import detectable_difference
 from eval_pipeline.pipeline._dagster_home import (
     DAGSTER_HOME_ENV,
     default_instance_yaml,
     instance_home,
+    queued_unserved,
 )
 from eval_pipeline.pipeline._direct import (
-    RECORDS_DIR,
     StageFailed,
-    StageRecord,
-    StageRun,
     pending_records,
-    prepare_model_workers,
     run_stages,
     stage_key,
 )
@@ -35,13 +31,13 @@ from eval_pipeline.pipeline._document import (
 from eval_pipeline.pipeline._evaluate import (
     Evaluation,
     NothingGraded,
-    Runner,
     evaluate,
     planned_attempts,
 )
 from eval_pipeline.pipeline._evaluation import (
     EvaluationRequest,
     EvaluationResult,
+    Runner,
     require_day,
     today,
 )
@@ -57,6 +53,7 @@ from eval_pipeline.pipeline._gates import (
     since_previous_day,
 )
 from eval_pipeline.pipeline._grades import grade_partition, grade_runs, judge_model
+from eval_pipeline.pipeline._graph import JOB_NAMES, STAGES, JobKind, Stage, stage, stages_of
 from eval_pipeline.pipeline._import_results import ImportReport, import_results
 from eval_pipeline.pipeline._imported_runs import ResultsFileError, read_results_file
 from eval_pipeline.pipeline._loaded_suite import (
@@ -67,15 +64,14 @@ from eval_pipeline.pipeline._loaded_suite import (
 )
 from eval_pipeline.pipeline._model_processes import dismiss_workers
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
-from eval_pipeline.pipeline._progress import publish, subscribe
+from eval_pipeline.pipeline._progress import subscribe
+from eval_pipeline.pipeline._recorder import RECORDERS, Recorder
 from eval_pipeline.pipeline._references import (
     EXPECTED_EMPTY_TAG,
     REFERENCE_LIMITS,
-    compute_references,
-    load_references,
     references_by_database,
 )
-from eval_pipeline.pipeline._report import day_leaderboard, failure_kinds_markdown, write_report
+from eval_pipeline.pipeline._report import write_report
 from eval_pipeline.pipeline._results import (
     build_results,
     decode_run_rows,
@@ -97,14 +93,14 @@ from eval_pipeline.pipeline._results_files import (
     results_entries,
     summarize_results,
 )
-from eval_pipeline.pipeline._rows import run_from_row, run_to_row, tool_call_rows
+from eval_pipeline.pipeline._rows import run_from_row
 from eval_pipeline.pipeline._runs import (
     PartitionRuns,
     attempts_for,
-    plan_requests,
     run_agents,
     run_partition,
 )
+from eval_pipeline.pipeline._session import EvaluationSession, Orchestrator
 from eval_pipeline.pipeline._summaries import (
     PartitionSummary,
     summarize_grades,
@@ -113,13 +109,6 @@ from eval_pipeline.pipeline._summaries import (
 from eval_pipeline.pipeline._unchanged import (
     LastEvaluation,
     partition_unchanged,
-    planned_runs,
-)
-from eval_pipeline.pipeline._variants import (
-    BuiltVariants,
-    VariantSandboxes,
-    build_suite_variants,
-    ensure_variants,
 )
 
 __all__ = [
@@ -128,77 +117,70 @@ __all__ = [
     "CHANGES",
     "DAGSTER_HOME_ENV",
     "EXPECTED_EMPTY_TAG",
-    "RECORDS_DIR",
+    "JOB_NAMES",
+    "RECORDERS",
     "REFERENCE_LIMITS",
     "REGRESSION",
+    "STAGES",
     "URL_VARIABLE",
     "AccuracyGate",
     "BudgetOutcome",
     "BudgetSpent",
-    "BuiltVariants",
     "Evaluation",
     "EvaluationRequest",
     "EvaluationResult",
+    "EvaluationSession",
     "ImportReport",
+    "JobKind",
     "LastEvaluation",
     "ModelComparison",
     "ModelEntry",
     "NewSuite",
     "NothingGraded",
+    "Orchestrator",
     "PairChange",
     "PartitionChecks",
     "PartitionRuns",
     "PartitionSummary",
     "PassAggregate",
     "PassMetrics",
+    "Recorder",
     "ResultDetails",
     "ResultEntry",
     "ResultsDocument",
     "ResultsFileError",
     "RunChanges",
     "Runner",
+    "Stage",
     "StageFailed",
-    "StageRecord",
-    "StageRun",
     "SuiteChanged",
     "Summary",
     "TestPassMetrics",
     "Threshold",
-    "VariantSandboxes",
     "attempts_for",
     "build_results",
-    "build_suite_variants",
     "check_partition",
     "compare_results",
-    "compute_references",
     "count_changes",
-    "day_leaderboard",
     "decode_run_rows",
     "default_instance_yaml",
     "detectable_difference",
     "diff_days",
     "dismiss_workers",
-    "ensure_variants",
     "evaluate",
-    "failure_kinds_markdown",
     "first_evaluated_day",
-    "forget_budget",
     "grade_partition",
     "grade_runs",
     "import_results",
     "instance_home",
     "judge_model",
     "latest_results_files",
-    "load_references",
     "load_suite_once",
     "nao_verdict",
     "partition_unchanged",
     "pending_records",
-    "plan_requests",
     "planned_attempts",
-    "planned_runs",
-    "prepare_model_workers",
-    "publish",
+    "queued_unserved",
     "read_results_file",
     "read_run_rows",
     "references_by_database",
@@ -213,10 +195,10 @@ __all__ = [
     "run_rows_parameters",
     "run_rows_sql",
     "run_stages",
-    "run_to_row",
     "since_previous_day",
-    "snapshot_cases",
+    "stage",
     "stage_key",
+    "stages_of",
     "start_suite",
     "stored_budget",
     "subscribe",
@@ -225,7 +207,6 @@ __all__ = [
     "summarize_partition",
     "summarize_results",
     "today",
-    "tool_call_rows",
     "ungraded_rows",
     "write_report",
     "write_results_file",

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from eval_pipeline.grading import BudgetDecision, BudgetQuestion, decide, next_round
 from eval_pipeline.pipeline._budget_outcome import (
@@ -32,14 +31,11 @@ from eval_pipeline.pipeline._budget_outcome import (
 )
 from eval_pipeline.pipeline._budget_store import graded_outcomes, read_plan, write_plan
 from eval_pipeline.pipeline._dagster_home import instance_home
-from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, Runner
 from eval_pipeline.pipeline._runs import attempts_for
 from eval_pipeline.pipeline._unchanged import LastEvaluation
 from eval_pipeline.store import StateFolder, ensure_schema_files
 from eval_pipeline.suite import AttemptBudget, Problem, Suite, SuiteError
-
-if TYPE_CHECKING:  # `_evaluate` calls this module: its Runner is only a type here
-    from eval_pipeline.pipeline._evaluate import Runner
 
 __all__ = ["BudgetSpent", "round_size", "spend_budget"]
 

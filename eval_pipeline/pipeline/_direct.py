@@ -22,10 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from eval_pipeline.pipeline import stages
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
+from eval_pipeline.pipeline._graph import STAGES, JobKind, stages_of
 from eval_pipeline.pipeline._loaded_suite import holds_suite, load_suite_once, remember_suite
 from eval_pipeline.pipeline._model_processes import (
     WorkerDied,
@@ -61,10 +62,6 @@ MODELS_AT_ONCE = 4
 #: Where, in the Dagster home, the records of commands wait to be recorded in the instance.
 RECORDS_DIR = "pending_records"
 
-#: The runs of the pipeline's jobs, by what they do: the day's inputs, one model's
-#: partition of the day, the day's report.
-RunKind = Literal["inputs", "model", "report"]
-
 
 def stage_key(asset: str, model: str | None = None, day: date | None = None) -> str:
     """How a record names one asset's materialization: the asset and its partition."""
@@ -80,7 +77,7 @@ class StageRun:
     """One run of a job as the command made it: what it was, its partition, each asset's
     materialization in order, and the failure that ended it, if one did."""
 
-    kind: RunKind
+    kind: JobKind
     day: date
     model: str | None = None
     run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
@@ -88,8 +85,6 @@ class StageRun:
     materialized: dict[str, stages.Materialized] = field(default_factory=dict)
     #: (its materialization's `stage_key`, what went wrong) of the stage that failed
     failed: tuple[str, str] | None = None
-    #: the run config the job's run would have had (the runs' and the grades' options)
-    run_config: dict[str, Any] = field(default_factory=dict)
 
     def to_document(self) -> dict[str, Any]:
         return {
@@ -102,7 +97,6 @@ class StageRun:
                 key: stages.to_document(done) for key, done in self.materialized.items()
             },
             "failed": list(self.failed) if self.failed else None,
-            "run_config": self.run_config,
         }
 
 
@@ -225,15 +219,15 @@ def _run(
         on_stage(_RUN_NAMES["inputs"])
         inputs = StageRun("inputs", day)
         record.runs.append(inputs)
-        stage(inputs, "test_cases", lambda: stages.test_cases(current(), layout))
-        stage(inputs, "agent_context", lambda: stages.agent_context(load_agent_context(config)))
-        stage(inputs, "grading_rules", lambda: stages.grading_rules(current().config))
-        stage(
-            inputs,
-            "reference_results",
-            lambda: stages.reference_results(current(), day, layout),
-        )
-        stage(inputs, "warehouse_variants", lambda: stages.warehouse_variants(current(), layout))
+        work = {
+            "test_cases": lambda: stages.test_cases(current(), layout),
+            "agent_context": lambda: stages.agent_context(load_agent_context(config)),
+            "grading_rules": lambda: stages.grading_rules(current().config),
+            "reference_results": lambda: stages.reference_results(current(), day, layout),
+            "warehouse_variants": lambda: stages.warehouse_variants(current(), layout),
+        }
+        for declared in stages_of("inputs"):
+            stage(inputs, declared.asset, work[declared.asset])
 
     # What each model's partition reads besides the store, when this command read it: a
     # partition whose last evaluation read the same, and left nothing to do, is skipped.
@@ -261,7 +255,7 @@ def _run(
         on_stage(_RUN_NAMES["model"].format(model=model) + where)
     jobs = [
         _ModelJob(
-            run=StageRun("model", day, model, run_config=_run_config(request, options)),
+            run=StageRun("model", day, model),
             model=model,
             suite=suite,
             digest=digest,
@@ -273,7 +267,6 @@ def _run(
             environment=dict(os.environ) if in_workers else {},
         )
         for model in evaluated
-        for options in [_run_options(request, model)]
     ]
     first = len(record.runs)
     record.runs.extend(job.run for job in jobs)
@@ -302,8 +295,12 @@ def _run(
     on_stage(_RUN_NAMES["report"])
     report = StageRun("report", day)
     record.runs.append(report)
-    stage(report, "leaderboard", lambda: stages.leaderboard(layout, day))
-    stage(report, "report", lambda: stages.report(layout, day))
+    work = {
+        "leaderboard": lambda: stages.leaderboard(layout, day),
+        "report": lambda: stages.report(layout, day),
+    }
+    for declared in stages_of("report"):
+        stage(report, declared.asset, work[declared.asset])
     last.save()
     return result
 
@@ -354,9 +351,7 @@ def _failed(run: StageRun, key: str, cause: str, *, details: str = "") -> StageF
     """Mark `run` failed at the materialization `key`; the error that says so."""
     run.failed = (key, cause)
     what = _RUN_NAMES[run.kind].format(model=run.model)
-    return StageFailed(
-        f"{what} failed: {cause} (Dagster run {run.run_id}: eval-pipeline ui)", details=details
-    )
+    return StageFailed(f"{what} failed: {cause}", details=details)
 
 
 @dataclass(frozen=True)
@@ -392,33 +387,24 @@ class _ModelJob:
         def current() -> Suite:
             return load_suite_once(self.suite.root, launched=self.digest)
 
+        work = {
+            "agent_runs": lambda: stages.agent_runs(
+                current(), model, day, layout, self.context, options
+            ),
+            "grades": lambda: stages.grades(
+                current(),
+                model,
+                day,
+                layout,
+                self.context,
+                rejudge=request.rejudge,
+                rejudge_samples=request.rejudge_samples,
+            ),
+            "model_summaries": lambda: stages.model_summaries(current(), model, day, layout),
+        }
         try:
-            _stage(
-                run,
-                "agent_runs",
-                day,
-                lambda: stages.agent_runs(current(), model, day, layout, self.context, options),
-            )
-            _stage(
-                run,
-                "grades",
-                day,
-                lambda: stages.grades(
-                    current(),
-                    model,
-                    day,
-                    layout,
-                    self.context,
-                    rejudge=request.rejudge,
-                    rejudge_samples=request.rejudge_samples,
-                ),
-            )
-            _stage(
-                run,
-                "model_summaries",
-                day,
-                lambda: stages.model_summaries(current(), model, day, layout),
-            )
+            for declared in stages_of("model"):
+                _stage(run, declared.asset, day, work[declared.asset])
         except StageFailed as failure:
             return run, failure
         if self.read is not None:
@@ -450,30 +436,10 @@ def _run_options(request: EvaluationRequest, model: str) -> stages.RunOptions:
 
 
 #: The assets of no partition: the suite's inputs, read whatever the day.
-_UNPARTITIONED = frozenset({"test_cases", "agent_context", "grading_rules", "warehouse_variants"})
+_UNPARTITIONED = frozenset(declared.asset for declared in STAGES if declared.partitioning == "none")
 
-_RUN_NAMES: dict[RunKind, str] = {
+_RUN_NAMES: dict[JobKind, str] = {
     "inputs": "reading the suite and running the reference SQL",
     "model": "evaluating {model}",
     "report": "writing the leaderboard and report",
 }
-
-
-def _run_config(request: EvaluationRequest, options: stages.RunOptions) -> dict[str, Any]:
-    """The run config of a model's partition as its job takes it (launchpad keys)."""
-    return {
-        "agent_runs": {
-            "config": {
-                "select": list(options.select),
-                "no_cache": options.no_cache,
-                "record": options.recording,
-                "k": options.k,
-                "attempts": dict(options.attempts),
-                "threads": options.threads,
-                "budget_round": options.budget_round,
-            }
-        },
-        "grades": {
-            "config": {"rejudge": request.rejudge, "rejudge_samples": request.rejudge_samples}
-        },
-    }

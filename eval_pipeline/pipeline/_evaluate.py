@@ -12,13 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol
 
 from eval_pipeline.agents import require_secrets
 from eval_pipeline.pipeline._budget import spend_budget
 from eval_pipeline.pipeline._dagster_home import instance_home
 from eval_pipeline.pipeline._document import ResultsDocument, Threshold
-from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
+from eval_pipeline.pipeline._evaluation import (
+    EvaluationRequest,
+    EvaluationResult,
+    Runner,
+    require_day,
+)
 from eval_pipeline.pipeline._gates import (
     AccuracyGate,
     RunChanges,
@@ -32,6 +36,7 @@ from eval_pipeline.pipeline._results import (
     write_results_file,
 )
 from eval_pipeline.pipeline._runs import plan_requests
+from eval_pipeline.pipeline._spellings import store_spellings
 from eval_pipeline.pipeline._unchanged import LastEvaluation
 from eval_pipeline.store import (
     DamagedFile,
@@ -41,15 +46,6 @@ from eval_pipeline.store import (
     one_connection,
 )
 from eval_pipeline.suite import Suite, ThresholdMode
-
-
-class Runner(Protocol):
-    """Runs the stages of an evaluation (`run_stages`, for the CLI) and says what they did;
-    `on_stage` receives one line per stage as it starts."""
-
-    def __call__(
-        self, suite: Suite, request: EvaluationRequest, on_stage: Callable[[str], None]
-    ) -> EvaluationResult: ...
 
 
 class NothingGraded(RuntimeError):
@@ -169,8 +165,10 @@ def evaluate(
 
     layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)  # a runner that stopped before its first write left none
+    label = partial(request.model_label, fallback=suite.config.model_label)
     with one_connection(layout):
         rows = read_run_rows(layout, request.models, request.run_date, list(names))
+        store_spellings(layout, request.models, label)
     if damaged := awaiting_rerun(layout, run_date=request.run_date, models=request.models):
         # Reading the results set aside a damaged file of the day (named as it was): its
         # partitions are evaluated again, which rebuilds what it held from what is left.
@@ -210,7 +208,7 @@ def evaluate(
         ),
         budget=budget,
     )
-    labelled = document.labelled(lambda model: request.model_label(model, suite.config.model_label))
+    labelled = document.labelled(label)
     return Evaluation(
         request=request,
         names=names,

@@ -1,13 +1,14 @@
-"""What an evaluation is asked for and what it did: plain values the Dagster layer runs and the CLI shows."""
+"""What an evaluation is asked for, what runs its stages (`Runner`) and what it did: plain values the Dagster layer runs and the CLI shows."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from typing import Protocol
 
 from eval_pipeline.pipeline._rerun_causes import merge_regraded
-from eval_pipeline.suite import AttemptBudget, Problem, SuiteError
+from eval_pipeline.suite import AttemptBudget, Problem, Suite, SuiteError
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,15 @@ class EvaluationResult:
         return together
 
 
+class Runner(Protocol):
+    """Runs the stages of an evaluation (`run_stages`, for the CLI) and says what they did;
+    `on_stage` receives one line per stage as it starts."""
+
+    def __call__(
+        self, suite: Suite, request: EvaluationRequest, on_stage: Callable[[str], None]
+    ) -> EvaluationResult: ...
+
+
 def today() -> date:
     """The last day that can be evaluated, and the default one: today, UTC (the daily
     partitions' clock)."""
@@ -97,7 +107,7 @@ FIRST_DAY = date(2000, 1, 1)
 def day_problem(run_date: date) -> str | None:
     """Why `run_date` cannot hold results (after today, UTC, or before `FIRST_DAY`), or None.
     An earlier day than the history's first is fine: its evaluation extends the daily
-    partitions back to it (`build_definitions(include_day=…)`)."""
+    partitions back to it (the store then holds it, `history_start`)."""
     last = today()
     if run_date > last:
         return (

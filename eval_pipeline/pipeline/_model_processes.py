@@ -245,10 +245,18 @@ def run_in_workers(
     """
     if not jobs:
         return []
-    with ThreadPoolExecutor(1, thread_name_prefix="eval-pipeline: model") as here:
+    here = ThreadPoolExecutor(1, thread_name_prefix="eval-pipeline: model")
+    try:
         first = here.submit(jobs[0].evaluate)
         others = _in_workers(jobs[1:], max(1, at_once - 1), died=died)
-        return [first.result(), *others]
+        outcomes = [first.result(), *others]
+    except BaseException:
+        # Ctrl-C: the model this process evaluates may wait on an answer for minutes; the
+        # command ends without it (the runs it finished are stored, the rest rerun next time).
+        here.shutdown(wait=False, cancel_futures=True)
+        raise
+    here.shutdown()
+    return outcomes
 
 
 def _in_workers(

@@ -17,6 +17,8 @@ from eval_pipeline.suite import (
     CASES_DIR,
     CONFIG_FILE,
     DEFAULT_DATABASE_NAME,
+    DUCKDB,
+    ENGINES,
     RULES_FILE,
     DatabaseConfig,
     Problem,
@@ -24,6 +26,7 @@ from eval_pipeline.suite import (
     StarterWarehouse,
     SuiteError,
     Templated,
+    engine_named,
     load_suite,
     starter_files,
     starter_gitignore,
@@ -37,7 +40,6 @@ __all__ = ["URL_VARIABLE", "NewSuite", "start_suite"]
 #: The variable a server URL with a password is read from (the password stays out of the file).
 URL_VARIABLE = "WAREHOUSE_URL"
 _DUCKDB_SUFFIXES = (".duckdb", ".ddb")
-_SCHEMES = {"postgresql": "postgres", "postgres": "postgres", "mysql": "mysql", "mariadb": "mysql"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +90,8 @@ def start_suite(
     Args:
         folder: the new suite's folder; one that is a suite already is refused.
         warehouse: a DuckDB file. None with no `url`: the one DuckDB file in `folder`.
-        url: a PostgreSQL or MySQL/MariaDB URL; one with a password is written as
+        url: a server's URL (PostgreSQL, MySQL/MariaDB, any engine with URL schemes); one with
+            a password is written as
             `{{ env('WAREHOUSE_URL') }}`, never with the password.
         environ: where API keys are looked for to choose the default models; None: os.environ.
 
@@ -171,7 +174,7 @@ def _duckdb_file(root: Path, given: Path | None) -> Path:
 def _duckdb(root: Path, path: Path) -> tuple[StarterWarehouse, None]:
     # Inside the suite: relative, so suite and file move together; elsewhere: where it is.
     location = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
-    return StarterWarehouse("duckdb", location), None
+    return StarterWarehouse(DUCKDB, location), None
 
 
 def _server(url: str) -> tuple[StarterWarehouse, str | None]:
@@ -180,16 +183,18 @@ def _server(url: str) -> tuple[StarterWarehouse, str | None]:
         password = parts.password
     except ValueError as error:
         raise _refuse("--url", f"not a URL: {error}") from None
-    kind = _SCHEMES.get(parts.scheme.split("+", 1)[0].lower())
+    scheme = parts.scheme.split("+", 1)[0].lower()
+    servers = [engine for engine in ENGINES.all() if engine.on_server]
+    kind = next((e.name for e in servers if scheme in e.url_schemes), None)
     if kind is None or not parts.hostname:
         raise _refuse(
             "--url",
-            "expected postgresql://user:password@host:port/dbname "
-            "or mysql://user:password@host:port/dbname",
+            "expected "
+            + " or ".join(f"{e.url_schemes[0]}://user:password@host:port/dbname" for e in servers),
         )
     if password:
         return StarterWarehouse(kind, "{{ env('" + URL_VARIABLE + "') }}"), URL_VARIABLE
-    return StarterWarehouse(kind, url), None  # type: ignore[arg-type]
+    return StarterWarehouse(kind, url), None
 
 
 @contextlib.contextmanager
@@ -212,10 +217,10 @@ def _url_in_environment(variable: str | None, url: str | None) -> Iterator[None]
 
 def _as_database(spec: StarterWarehouse, root: Path) -> DatabaseConfig:
     """The warehouse as the written config will configure it (before the config exists)."""
-    if spec.type == "duckdb":
+    if not engine_named(spec.type).on_server:
         path = Path(spec.location)
         return DatabaseConfig(
-            DEFAULT_DATABASE_NAME, "duckdb", path=path if path.is_absolute() else root / path
+            DEFAULT_DATABASE_NAME, spec.type, path=path if path.is_absolute() else root / path
         )
     template = Templated(spec.location, f"{CONFIG_FILE} databases[0].url", secret="url_password")
     return DatabaseConfig(DEFAULT_DATABASE_NAME, spec.type, url=template)

@@ -10,7 +10,7 @@ from datetime import date, timedelta
 from functools import partial
 
 from eval_pipeline.grading import ReferenceResult, reference_health, run_references
-from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox
+from eval_pipeline.sandbox import SandboxLimits, ServerSandbox, SqlSandbox, open_sandbox
 from eval_pipeline.store import StateFolder, decode_json_rows, read_latest, write_rows
 from eval_pipeline.suite import Case, DatabaseConfig, Suite, SuiteConfig
 
@@ -118,7 +118,7 @@ def _with_health(
         previous=previous,
         previous_test_hash=_test_hash(previous, result) if previous is not None else None,
         test_hash=_test_hash(result, result),
-        dialect=sandbox.dialect if isinstance(sandbox, ServerSandbox) else "duckdb",
+        dialect=sandbox.dialect,
     )
     if EXPECTED_EMPTY_TAG in case.tags:
         warnings = [w for w in warnings if w.kind != "no_rows"]
@@ -135,13 +135,9 @@ def _test_hash(reference: ReferenceResult, today: ReferenceResult) -> str:
 def _sandbox(
     database: DatabaseConfig, limits: SandboxLimits
 ) -> Iterator[SqlSandbox | ServerSandbox]:
-    if database.is_server:
-        with ServerSandbox(database, limits) as sandbox:
-            yield sandbox
-        return
-    if database.path is None or not database.path.exists():
+    if not database.is_server and (database.path is None or not database.path.exists()):
         raise FileNotFoundError(
             f"cannot run reference SQL: the warehouse {database.path} does not exist; build it first"
         )
-    with SqlSandbox.for_file(database.path, limits=limits) as sandbox:
+    with open_sandbox(database, limits) as sandbox:
         yield sandbox

@@ -16,6 +16,7 @@ from eval_pipeline.agents import (
     answerer_identity,
     execute_runs,
 )
+from eval_pipeline.grading import runs_needed
 from eval_pipeline.pipeline._contexts import store_context
 from eval_pipeline.pipeline._progress import publish
 from eval_pipeline.pipeline._rerun_causes import RerunCauses
@@ -210,11 +211,9 @@ def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
 
 
 def attempts_for(case: Case, k: int, planned: Mapping[str, int] | None = None) -> int:
-    """Attempts of a case: its own `k`, else the run's; a consistency test needs its `n`;
-    an attempt budget's allocation (`planned`: test name → attempts) may ask for more."""
-    attempts = case.k or k
-    if case.consistency is not None:
-        attempts = max(attempts, case.consistency.n)
+    """Attempts of a case: its own `k`, else the run's; a check may need more (consistency
+    its `n`); an attempt budget's allocation (`planned`: test name → attempts) may ask for more."""
+    attempts = max(case.k or k, runs_needed(case))
     if planned:
         attempts = max(attempts, planned.get(case.name, 0))
     return attempts

@@ -31,10 +31,10 @@ from pathlib import Path
 import eval_pipeline
 from eval_pipeline.agents import answerer_identity
 from eval_pipeline.grading import (
-    GRADING_CODE_VERSION,
     PROMPTS_VERSION,
     any_may_vary_within_day,
     grade_retried,
+    grading_code,
 )
 from eval_pipeline.pipeline._evaluation import EvaluationRequest, today
 from eval_pipeline.pipeline._runs import plan_requests
@@ -168,8 +168,9 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
     It covers what the pipeline's data versions cover and more: every field of every test
     (tags and notes too: the test_cases table shows them), the agent's context, every setting
     of the configuration (the judge among them), the warehouse files, the request (models,
-    day, attempts, selection), today's date, the package's code and judge prompts, and the
-    Dagster instance (`home`).
+    day, attempts, selection), today's date, the package's code and judge prompts, the
+    grading code with any check added from outside the package, and the Dagster instance
+    (`home`).
 
     A DuckDB file answers from itself alone (the sandbox turns off file and URL access, so a
     view over a file outside it fails), so its identity and its write-ahead log's stand for
@@ -191,6 +192,7 @@ def _inputs(suite: Suite, request: EvaluationRequest, home: Path) -> str | None:
         return None
     payload = [
         _code_identity(),
+        grading_code(),  # checks added from outside the package included
         str(home),
         today().isoformat(),
         repr(tuple(suite.cases)),
@@ -319,7 +321,7 @@ class LastPartition:
         """The inputs of a partition's runs, grades and summary: the data versions of the
         day's inputs (tests, context, grading rules, references, variants), the grading
         code and the package's code."""
-        payload = [sorted(input_versions.items()), GRADING_CODE_VERSION, _code_identity()]
+        payload = [sorted(input_versions.items()), grading_code(), _code_identity()]
         return hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()
 
     def unchanged(

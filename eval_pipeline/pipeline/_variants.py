@@ -10,7 +10,7 @@ from pathlib import Path
 from eval_pipeline.grading import WarehouseVariants, build_variants, load_variants
 from eval_pipeline.sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.store import StateFolder, file_lock, quote_part
-from eval_pipeline.suite import Case, DatabaseConfig, Suite
+from eval_pipeline.suite import DUCKDB, Case, DatabaseConfig, Suite
 
 __all__ = ["BuiltVariants", "VariantSandboxes", "build_suite_variants", "ensure_variants"]
 
@@ -42,9 +42,10 @@ def ensure_variants(
     """The database's variants for `seed`, at least `count` of them: reused when a whole build
     for the warehouse's current data version exists, built (under a lock, so parallel
     gradings build once) otherwise. A reason string when the database has none: variants are
-    DuckDB files, so a server database (PostgreSQL, MariaDB) cannot have them."""
-    if database.is_server or database.path is None:
-        return f"the semantic check needs a DuckDB warehouse; database {database.name} is a server"
+    DuckDB files, so a database of another engine (PostgreSQL, MariaDB) cannot have them."""
+    if database.type != DUCKDB or database.path is None:
+        what = "a server" if database.is_server else f"a {database.type} file"
+        return f"the semantic check needs a DuckDB warehouse; database {database.name} is {what}"
     if not database.path.is_file():
         return f"the warehouse {database.path} does not exist; build it first"
     version = warehouse_data_version(database.path)

@@ -1,9 +1,11 @@
 """The SQL sandbox: one read-only statement at a time on a warehouse, time-limited and capped.
 
 Whoever runs SQL on a warehouse goes through it: the built-in agent's queries, the
-references, the warehouse variants of semantic checks, answer extraction. `SqlSandbox` runs
-on DuckDB, `ServerSandbox` on PostgreSQL and MySQL/MariaDB; both return a `QueryResult` and
-raise a `SandboxError` written for the model, or `WarehouseUnavailable` when the server is gone.
+references, the warehouse variants of semantic checks, answer extraction. `open_sandbox`
+gives a database's: `SqlSandbox` on DuckDB, `ServerSandbox` on the sessions of any other
+engine with statement rules (PostgreSQL, MySQL/MariaDB: `_*_engine.py` are their adapters);
+both return a `QueryResult` and raise a `SandboxError` written for the model, or
+`WarehouseUnavailable` when the server is gone.
 """
 
 from eval_pipeline.sandbox._ordering import sql_is_ordered
@@ -16,7 +18,7 @@ from eval_pipeline.sandbox._sandbox_errors import (
     SandboxError,
     WarehouseUnavailable,
 )
-from eval_pipeline.sandbox._server_sandbox import ServerSandbox
+from eval_pipeline.sandbox._server_sandbox import ServerSandbox, open_sandbox, statement_rules
 from eval_pipeline.sandbox._sql_result import QueryResult, to_json_safe
 
 __all__ = [
@@ -31,6 +33,8 @@ __all__ = [
     "SqlSandbox",
     "WarehouseUnavailable",
     "fetch_capped_batches",
+    "open_sandbox",
     "sql_is_ordered",
+    "statement_rules",
     "to_json_safe",
 ]

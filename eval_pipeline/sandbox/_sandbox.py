@@ -117,6 +117,11 @@ class SqlSandbox:
     stops settings changes; the timer interrupts slow queries.
     """
 
+    #: sqlglot's name for the SQL it runs, and the engine as the model is told it (the same
+    #: two a `ServerSandbox` gives for its engine).
+    dialect = "duckdb"
+    engine_name = "DuckDB"
+
     def __init__(
         self,
         connection: duckdb.DuckDBPyConnection,

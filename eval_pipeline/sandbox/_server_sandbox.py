@@ -1,10 +1,11 @@
-"""The SQL sandbox on a server warehouse (PostgreSQL, MySQL/MariaDB): one read-only statement at a time.
+"""The SQL sandbox on an engine's sessions (PostgreSQL, MySQL/MariaDB, one a package adds): one read-only statement at a time.
 
 The defences, from the server inward: the connecting role may only read (checked when a
-session opens, `warehouses`); the statement is read as the server reads it and must be one
-read calling only allowed functions (`_postgres_statements`: PostgreSQL's own parser and the
-server's own volatility marks; `_mysql_statements`: MySQL's lexing rules, sqlglot and an
-allowlist); it runs in a read-only transaction that is always rolled back; the server stops it
+session opens, `warehouses`); the statement is read as the server reads it by the engine's
+own rules (`Engine.reading_statement`) and must be one read calling only allowed functions
+(`_postgres_statements`: PostgreSQL's own parser and the server's own volatility marks;
+`_mysql_statements`: MySQL's lexing rules, sqlglot and an allowlist); an engine that gives
+no rules is refused, never read by another engine's; it runs in a read-only transaction that is always rolled back; the server stops it
 at the time limit (`statement_timeout`, `max_statement_time` / `max_execution_time`), with a
 cancellation from here as a backstop; and every call has a deadline of its own, so a server
 that stops answering (a frozen process, a lost host) costs the run, never the command.
@@ -20,10 +21,8 @@ from typing import TypeVar
 
 import duckdb
 
-from eval_pipeline.sandbox._mysql_statements import require_mysql_reading_statement
-from eval_pipeline.sandbox._postgres_statements import require_postgres_reading_statement
 from eval_pipeline.sandbox._result_fetch import fetch_capped_batches
-from eval_pipeline.sandbox._sandbox import SandboxLimits
+from eval_pipeline.sandbox._sandbox import SandboxLimits, SqlSandbox
 from eval_pipeline.sandbox._sandbox_errors import (
     READ_ONLY_ADVICE,
     ForbiddenStatement,
@@ -32,12 +31,10 @@ from eval_pipeline.sandbox._sandbox_errors import (
     WarehouseUnavailable,
 )
 from eval_pipeline.sandbox._sql_result import QueryResult
-from eval_pipeline.suite import DatabaseConfig
+from eval_pipeline.suite import DatabaseConfig, Engine, engine_named
 from eval_pipeline.warehouses import (
-    ENGINE_NAMES,
     CellBounds,
     ConnectionFailed,
-    StableCallables,
     StatementFailed,
     StatementTimeout,
     TableSchema,
@@ -46,7 +43,7 @@ from eval_pipeline.warehouses import (
     describe_tables,
 )
 
-__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "require_server_reading_statement"]
+__all__ = ["DEADLINE_GRACE_S", "ServerSandbox", "open_sandbox", "statement_rules"]
 
 #: Seconds past the time limit before the sandbox cancels a statement the server did not stop.
 CANCEL_GRACE_S = 1.0
@@ -59,23 +56,41 @@ _READ_ONLY_ERRORS = ("read-only transaction", "READ ONLY transaction", "(1792)")
 _T = TypeVar("_T")
 
 
-def require_server_reading_statement(
-    sql: str, dialect: str, stable: StableCallables | None = None
-) -> str:
-    """The text to send the server for `sql`, once the engine's check accepts it as one read.
+def statement_rules(database: DatabaseConfig) -> Engine:
+    """The database's engine, once it gives the sandbox rules to read statements by.
 
     Raises:
-        ForbiddenStatement: not one read, or it reaches for what a read does not need.
-        QueryFailed: the statement cannot be read (syntax).
+        ConnectionFailed: the engine gives none (`Engine.reading_statement` is None): nothing
+            may run on it, since no other engine's rules read its SQL as its server does.
     """
-    if dialect == "postgres":
-        require_postgres_reading_statement(sql, stable or StableCallables())
-        return sql
-    return require_mysql_reading_statement(sql)
+    engine = engine_named(database.type)
+    if engine.reading_statement is None and engine.own_sandbox is None:
+        raise ConnectionFailed(
+            f"database {database.name!r} ({database.type}): the {engine.label} engine gives "
+            "the SQL sandbox no statement rules (its Engine.reading_statement is None), so no "
+            "SQL is run on it; give the engine rules that read a statement as its server does "
+            "(docs/extending.md)"
+        )
+    return engine
+
+
+def open_sandbox(database: DatabaseConfig, limits: SandboxLimits) -> SqlSandbox | ServerSandbox:
+    """The sandbox of `database`: its engine's own (DuckDB's), or the server sandbox over
+    the engine's sessions and statement rules.
+
+    Raises:
+        ConnectionFailed: the database cannot be used (`warehouses.connect`), or its engine
+            gives the sandbox no statement rules.
+    """
+    engine = statement_rules(database)
+    if engine.own_sandbox is not None:
+        return engine.own_sandbox(database, limits)
+    return ServerSandbox(database, limits)
 
 
 class ServerSandbox:
-    """Runs one read-only statement per call on a PostgreSQL or MySQL/MariaDB database.
+    """Runs one read-only statement per call on a database of an engine with statement rules
+    (PostgreSQL, MySQL/MariaDB, one a package adds).
 
     Same contract as `SqlSandbox` (`execute` → `QueryResult`, `render`, `close`), so the
     built-in agent and the reference runner use either. Thread-safe: each call borrows a
@@ -86,13 +101,20 @@ class ServerSandbox:
         """Open one session now, so a wrong password or unreachable server shows at once.
 
         Raises:
-            ConnectionFailed: the database cannot be used (see `warehouses.connect`).
+            ConnectionFailed: the database cannot be used (see `warehouses.connect`), or its
+                engine gives no statement rules (`statement_rules`).
         """
+        self.engine = statement_rules(database)
+        if self.engine.reading_statement is None:  # its rules live in a sandbox of its own
+            raise ConnectionFailed(
+                f"database {database.name!r} ({database.type}): the {self.engine.label} engine "
+                "runs in a sandbox of its own; open it with open_sandbox"
+            )
         self.database = database
         self.limits = limits or SandboxLimits()
         first = connect(database)
         self._idle: list[WarehouseConnection] = [first]
-        self.dialect = first.dialect
+        self.dialect = self.engine.dialect
         self._stable = first.stable
         self._lock = threading.Lock()
         self._closed = False
@@ -109,7 +131,7 @@ class ServerSandbox:
             WarehouseUnavailable: the server went away, or gave no answer within the time
                 limit plus `DEADLINE_GRACE_S`.
         """
-        text = require_server_reading_statement(sql, self.dialect, self._stable)
+        text = self.engine.reading_statement(sql, self._stable)
         return self._within_deadline(lambda connection: self._run(connection, sql, text))
 
     def _run(self, connection: WarehouseConnection, sql: str, text: str) -> QueryResult:
@@ -209,7 +231,7 @@ class ServerSandbox:
     @property
     def engine_name(self) -> str:
         """The engine as the model is told it, e.g. "PostgreSQL"."""
-        return ENGINE_NAMES[self.dialect]
+        return self.engine.label
 
     def tables(self) -> list[TableSchema]:
         """The tables of the database's schema, with comments, from the server's catalogue."""

@@ -300,5 +300,22 @@ TABLES: dict[str, TableSpec] = {
             "refers to it (`agent_runs.context_hash`) instead of repeating it.",
             latest_by=("context_hash",),
         ),
+        TableSpec(
+            "model_spellings",
+            "append",
+            pa.schema(
+                [
+                    ("model", pa.string()),
+                    # As the user wrote it (nao's `openaiCompatible/vllm:qwen3` for our
+                    # `vllm:qwen3`); the model id itself once the user writes that again.
+                    ("spelling", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "How the user spells each model (the other tables name it by its id), written when "
+            "an evaluation spells it otherwise than the last; `model_spellings_latest`: the "
+            "current one.",
+            latest_by=("model",),
+        ),
     )
 }

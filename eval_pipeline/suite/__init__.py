@@ -12,6 +12,13 @@ from eval_pipeline.suite._case import (
     Tolerance,
     ToolCallAssertion,
 )
+from eval_pipeline.suite._checks import (
+    CHECKS,
+    CHECKS_GROUP,
+    TestFileCheck,
+    register_check,
+    unregister_check,
+)
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
     DEFAULT_DATABASE_NAME,
@@ -20,6 +27,7 @@ from eval_pipeline.suite._config import (
     AttemptBudget,
     BudgetQuestionKind,
     DatabaseConfig,
+    KindSettings,
     MissingSecret,
     ModelConfig,
     ModelCosts,
@@ -40,6 +48,15 @@ from eval_pipeline.suite._context import (
     with_context_text,
 )
 from eval_pipeline.suite._csv_import import import_csv
+from eval_pipeline.suite._engines import (
+    DUCKDB,
+    ENGINES,
+    ENGINES_GROUP,
+    Engine,
+    engine_named,
+    register_engine,
+    unregister_engine,
+)
 from eval_pipeline.suite._errors import (
     Problem,
     SelectionError,
@@ -48,7 +65,16 @@ from eval_pipeline.suite._errors import (
 )
 from eval_pipeline.suite._limits import Limits
 from eval_pipeline.suite._nao import NAO_CONFIG_FILE, NAO_RULES_FILE, to_model_id
-from eval_pipeline.suite._parse import MAX_ATTEMPTS, MAX_BUDGET_RUNS
+from eval_pipeline.suite._parse import (
+    MAX_ATTEMPTS,
+    MAX_BUDGET_RUNS,
+    FieldReader,
+    parse_assertions,
+    parse_consistency,
+    parse_evaluators,
+    parse_tool_calls,
+)
+from eval_pipeline.suite._registry import ExtensionError, Registry
 from eval_pipeline.suite._secrets import (
     IDENTITY_FIELDS,
     MIN_PIECE,
@@ -84,8 +110,13 @@ from eval_pipeline.suite._yaml import MAX_ALIAS_NODES, MAX_DEPTH, YamlRefused, l
 
 __all__ = [
     "CASES_DIR",
+    "CHECKS",
+    "CHECKS_GROUP",
     "CONFIG_FILE",
     "DEFAULT_DATABASE_NAME",
+    "DUCKDB",
+    "ENGINES",
+    "ENGINES_GROUP",
     "ENVIRONMENT_KEYS",
     "IDENTITY_FIELDS",
     "MAX_ALIAS_NODES",
@@ -108,8 +139,12 @@ __all__ = [
     "Consistency",
     "ContextFile",
     "DatabaseConfig",
+    "Engine",
     "Evaluator",
     "ExpectedToolCall",
+    "ExtensionError",
+    "FieldReader",
+    "KindSettings",
     "Limits",
     "Message",
     "MissingSecret",
@@ -119,6 +154,7 @@ __all__ = [
     "Problem",
     "ProviderConfig",
     "Redactor",
+    "Registry",
     "SelectionError",
     "Semantic",
     "StarterModels",
@@ -128,6 +164,7 @@ __all__ = [
     "SuiteError",
     "Templated",
     "TestDefaults",
+    "TestFileCheck",
     "ThresholdMode",
     "Tolerance",
     "ToolCallAssertion",
@@ -136,6 +173,7 @@ __all__ = [
     "dbt_doc_files",
     "describe_error",
     "discover_case_files",
+    "engine_named",
     "find_suite_root",
     "first_line",
     "forget_secrets",
@@ -145,10 +183,16 @@ __all__ = [
     "load_config",
     "load_suite",
     "load_yaml",
+    "parse_assertions",
+    "parse_consistency",
+    "parse_evaluators",
+    "parse_tool_calls",
     "printable",
     "recording_name_problem",
     "redact",
     "redact_value",
+    "register_check",
+    "register_engine",
     "register_secret",
     "starter_files",
     "starter_gitignore",
@@ -156,6 +200,8 @@ __all__ = [
     "suite_marker",
     "to_model_id",
     "truncate",
+    "unregister_check",
+    "unregister_engine",
     "url_passwords",
     "with_context_text",
 ]

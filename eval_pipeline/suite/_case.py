@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -11,7 +12,9 @@ from typing import Any, Literal
 
 Role = Literal["user", "assistant"]
 MatchType = Literal["exact", "llm_judge", "any"]
-CheckKind = Literal["data", "assertions", "tool_calls", "evaluators", "consistency"]
+#: A grading check's name: a built-in ("data", "assertions", "tool_calls", "evaluators",
+#: "consistency") or one added through the registry (`register_check`, an entry point).
+CheckKind = str
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,13 @@ class Case:
     category: str | None = None
     difficulty: str | None = None
     notes: str | None = None
+    #: The settings of each check added through the registry that the test declares, by the
+    #: check's name, as its `parse` returned them (plain data or a dataclass).
+    added_checks: tuple[tuple[str, Any], ...] = ()
+
+    def added_check(self, name: str) -> Any | None:
+        """The settings the test gives check `name` (added through the registry), if any."""
+        return next((spec for check, spec in self.added_checks if check == name), None)
 
     @property
     def prompt(self) -> str:
@@ -151,6 +161,7 @@ class Case:
             present.append("evaluators")
         if self.consistency is not None:
             present.append("consistency")
+        present.extend(name for name, _ in self.added_checks)
         return tuple(present)
 
     @property
@@ -189,6 +200,8 @@ class Case:
         if self.semantic is not None:
             # Only when set: a case without the check keeps the hash (and grades) it had.
             fields["semantic"] = asdict(self.semantic)
+        if self.added_checks:  # likewise: only a test that declares one hashes them
+            fields["added_checks"] = {name: _plain(spec) for name, spec in self.added_checks}
         return fields
 
     def to_row(self) -> dict[str, Any]:
@@ -215,6 +228,10 @@ def _normalise_sql(sql: str | None) -> str | None:
     if sql is None:
         return None
     return "\n".join(line.rstrip() for line in sql.strip().splitlines())
+
+
+def _plain(spec: Any) -> Any:
+    return asdict(spec) if dataclasses.is_dataclass(spec) and not isinstance(spec, type) else spec
 
 
 def _stable_hash(value: Any) -> str:

@@ -33,7 +33,9 @@ ENVIRONMENT_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"
 _ENV_CALL = re.compile(r"{{\s*env\(\s*['\"]([A-Za-z_][A-Za-z0-9_]*)['\"]\s*\)\s*}}")
 
 ThresholdMode = Literal["average", "all"]
-DatabaseType = Literal["duckdb", "postgres", "mysql"]
+#: A database's engine, as its `type:` names it (`Engine.name`: duckdb, postgres, mysql or
+#: an engine a package adds, suite/_engines.py).
+DatabaseType = str
 #: The name of the one database a `warehouse:` block configures (a test may say `database: warehouse`).
 DEFAULT_DATABASE_NAME = "warehouse"
 # A recording is a file directly in the suite's recordings/ folder, named without any path.
@@ -174,6 +176,15 @@ class AgentConfig:
 
 
 @dataclass(frozen=True)
+class KindSettings:
+    """An added agent kind's own block in `eval_config.yaml` (`agent_kinds.<prefix>`), as written:
+    plain YAML data that the kind checks (`AgentKind.settings_problem`) and reads."""
+
+    data: Any
+    line: int | None = None
+
+
+@dataclass(frozen=True)
 class NaoBackendConfig:
     """The `nao_backend:` block: the running nao backend that `nao:<provider>:<model_id>` runs go to.
 
@@ -273,12 +284,14 @@ class WarehouseConfig:
 
 @dataclass(frozen=True)
 class DatabaseConfig:
-    """One warehouse: a DuckDB file (`path`) or a server (`url`, resolved only when connecting).
+    """One warehouse: a file (`path`, DuckDB's) or a server (`url`, resolved only when connecting).
 
     Args:
         name: what a test's `database:` names; unique in the suite.
-        type: `duckdb`, `postgres` (PostgreSQL) or `mysql` (MySQL and MariaDB).
-        path: the DuckDB file (duckdb only), resolved against the suite folder.
+        type: its engine: `duckdb`, `postgres` (PostgreSQL), `mysql` (MySQL and MariaDB), or
+            one a package adds (suite/_engines.py).
+        path: the database file (a file engine's, such as duckdb), resolved against the
+            suite folder.
         url: the server's URL as written, e.g. `{{ env('FINANCE_PG_URL') }}`; its password is
             a secret, so the value is resolved when a connection is made, never stored.
         schema: the schema (PostgreSQL) queries and schema descriptions default to.
@@ -307,7 +320,8 @@ class DatabaseConfig:
 
     @property
     def is_server(self) -> bool:
-        return self.type != "duckdb"
+        """Reached at a URL (a server engine's database), not a file."""
+        return self.url is not None
 
     def resolve_url(self) -> str:
         """The server URL with its environment variables filled in; its password is registered
@@ -355,6 +369,8 @@ class SuiteConfig:
     providers: tuple[ProviderConfig, ...] = ()
     agents: tuple[AgentConfig, ...] = ()
     nao_backend: NaoBackendConfig = field(default_factory=NaoBackendConfig)
+    #: Each agent kind's own settings by its prefix (`agent_kinds:`), for kinds a package adds.
+    agent_kinds: dict[str, KindSettings] = field(default_factory=dict)
     state_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
     store: StoreConfig | None = None  # None: the results stay in state_path (the default)

@@ -17,6 +17,7 @@ from eval_pipeline.suite._config import (
     AgentConfig,
     AttemptBudget,
     DatabaseConfig,
+    KindSettings,
     MissingSecret,
     ModelConfig,
     ModelCosts,
@@ -47,6 +48,7 @@ _TOP_KEYS = (
     "llm",
     "agents",
     "nao_backend",
+    "agent_kinds",
     "state_dir",
     "limits",
     "store",
@@ -120,6 +122,7 @@ def read_config_file(root: Path) -> SuiteConfig:
         providers=_providers(r, data) if data.get("llm") is not None else (),
         agents=_agents(r, data) if data.get("agents") is not None else (),
         nao_backend=_nao_backend(r, data),
+        agent_kinds=_agent_kinds(r, data),
         state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
         limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
         store=read_store(r, data) if data.get("store") is not None else None,
@@ -521,6 +524,25 @@ def _nao_backend(r: FieldReader, data: dict) -> NaoBackendConfig:
         else None
     )
     return NaoBackendConfig(url=url, timeout_s=timeout or NaoBackendConfig.timeout_s)
+
+
+def _agent_kinds(r: FieldReader, data: dict) -> dict[str, KindSettings]:
+    """The `agent_kinds:` block: each added agent kind's own settings, by its prefix; the kind
+    checks what is in each (`AgentKind.settings_problem`, before any model runs)."""
+    if data.get("agent_kinds") is None:
+        return {}
+    block = data["agent_kinds"]
+    if not isinstance(block, dict):
+        r.problem(
+            "agent_kinds",
+            "expected a mapping of agent kind prefix → its settings",
+            r.line_of(data, "agent_kinds"),
+        )
+        return {}
+    return {
+        str(prefix): KindSettings(settings, r.line_of(block, prefix))
+        for prefix, settings in block.items()
+    }
 
 
 def _agents(r: FieldReader, data: dict) -> tuple[AgentConfig, ...]:

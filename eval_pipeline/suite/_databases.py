@@ -9,20 +9,16 @@ from pathlib import Path
 from eval_pipeline.suite._config import (
     CONFIG_FILE,
     DatabaseConfig,
-    DatabaseType,
     Templated,
     config_path,
 )
+from eval_pipeline.suite._engines import ENGINES, Engine, listed
 from eval_pipeline.suite._errors import Problem
 from eval_pipeline.suite._parse import FieldReader
 
 __all__ = ["read_databases", "unknown_database_problems"]
 
 _KEYS = ("name", "type", "path", "url", "schema", "dbt_project", "allow_privileged_role")
-_SCHEMES = {
-    "postgres": ("postgresql", "postgres"),
-    "mysql": ("mysql", "mariadb"),
-}
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -41,11 +37,10 @@ def read_databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConf
             continue
         name = r.text(block, "name", f"{where}.name", required=True)
         kind = block.get("type")
-        if kind not in ("duckdb", "postgres", "mysql"):
+        engine = ENGINES.get(kind) if isinstance(kind, str) else None
+        if engine is None:
             r.problem(
-                f"{where}.type",
-                f"expected 'duckdb', 'postgres' or 'mysql' (MySQL and MariaDB), got {kind!r}",
-                r.line_of(block, "type"),
+                f"{where}.type", f"expected {_types()}, got {kind!r}", r.line_of(block, "type")
             )
             continue
         if name is not None and not _NAME.fullmatch(name):
@@ -62,7 +57,7 @@ def read_databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConf
                 r.line_of(block, "name"),
             )
             continue
-        database = _database(r, block, where, root, name, kind)
+        database = _database(r, block, where, root, name, engine)
         if database is not None:
             database = dataclasses.replace(
                 database, declared=(r.source, where, r.line_of(items, i))
@@ -79,8 +74,9 @@ def _database(
     where: str,
     root: Path,
     name: str | None,
-    kind: DatabaseType,
+    engine: Engine,
 ) -> DatabaseConfig | None:
+    kind = engine.name
     schema = r.text(block, "schema", f"{where}.schema") if "schema" in block else None
     dbt = r.text(block, "dbt_project", f"{where}.dbt_project") if "dbt_project" in block else None
     dbt_path = config_path(root, dbt) if dbt else None
@@ -95,16 +91,17 @@ def _database(
         allow_privileged = bool(
             r.boolean(block, "allow_privileged_role", f"{where}.allow_privileged_role")
         )
-    if kind == "duckdb":
+    if not engine.on_server:
         if "allow_privileged_role" in block:
+            servers = ", ".join(e.name for e in ENGINES.all() if e.on_server)
             r.problem(
                 f"{where}.allow_privileged_role",
-                "only a server database (postgres, mysql) has a role to check",
+                f"only a server database ({servers}) has a role to check",
                 r.line_of(block, "allow_privileged_role"),
             )
         if "url" in block:
             r.problem(
-                f"{where}.url", "a duckdb database has a path, not a url", r.line_of(block, "url")
+                f"{where}.url", f"a {kind} database has a path, not a url", r.line_of(block, "url")
             )
         path = r.text(block, "path", f"{where}.path", required=True)
         if path is None or name is None:
@@ -121,8 +118,8 @@ def _database(
         return None
     if not url.lstrip().startswith("{{"):
         scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
-        if scheme not in _SCHEMES[kind]:
-            expected = " or ".join(f"{s}://" for s in _SCHEMES[kind])
+        if scheme not in engine.url_schemes:
+            expected = " or ".join(f"{s}://" for s in engine.url_schemes)
             r.problem(
                 f"{where}.url",
                 f"a {kind} url starts with {expected} (user:password@host:port/dbname); "
@@ -138,6 +135,13 @@ def _database(
         schema=schema,
         dbt_project=dbt_path,
         allow_privileged_role=allow_privileged,
+    )
+
+
+def _types() -> str:
+    """The `type:` values a database may give: "'duckdb', 'postgres' or 'mysql' (MySQL and MariaDB)"."""
+    return listed(
+        [f"'{e.name}'" + (f" {e.type_note}" if e.type_note else "") for e in ENGINES.all()]
     )
 
 

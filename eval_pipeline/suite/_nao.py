@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -26,6 +28,7 @@ from eval_pipeline.suite._config import (
     with_environment_providers,
 )
 from eval_pipeline.suite._config_file import read_config_file
+from eval_pipeline.suite._engines import ENGINES, Engine, listed
 from eval_pipeline.suite._errors import Problem, SuiteError
 from eval_pipeline.suite._model_settings import read_model_settings
 from eval_pipeline.suite._parse import MAX_ATTEMPTS, FieldReader
@@ -163,16 +166,16 @@ def _template(value: str) -> str:
     return _ENV_TOKEN.sub(lambda m: "{{ env('" + m.group(1) + "') }}", value)
 
 
-#: nao's server databases we can query, and the URL scheme each becomes (nao's own field names:
-#: `host`, `port`, `database`, `user`, `password`, `schema_name`; cli/nao_core/config/databases/).
-_SERVER_TYPES = {"postgres": ("postgresql", 5432), "mysql": ("mysql", 3306)}
+#: A nao server database's connection fields (nao's own names, with `port`, `password` and
+#: `schema_name`; cli/nao_core/config/databases/), made into a URL of its engine's scheme.
 _SERVER_KEYS = ("host", "database", "user")
 
 
 def _databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, ...]:
-    """nao's `databases` list → ours: DuckDB files (path relative to root) and PostgreSQL or
-    MySQL servers (their connection fields made into a URL, each `{{ env() }}` kept a template
-    until a connection is made, so no password is read here)."""
+    """nao's `databases` list → ours, each by the engine whose `nao_type` its `type` is: files
+    such as DuckDB's (path relative to root) and servers such as PostgreSQL or MySQL (their
+    connection fields made into a URL, each `{{ env() }}` kept a template until a connection
+    is made, so no password is read here)."""
     databases: list[DatabaseConfig] = []
     seen: set[str] = set()
     for i, item in r.items(data, "databases", "databases"):
@@ -182,10 +185,12 @@ def _databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, 
             r.problem(where, "expected a mapping with `name` and `type`", line)
             continue
         kind = item.get("type")
-        if kind != "duckdb" and kind not in _SERVER_TYPES:
+        engine = next((e for e in ENGINES.all() if kind is not None and e.nao_type == kind), None)
+        if engine is None:
+            usable = listed([e.nao_type for e in ENGINES.all() if e.nao_type is not None])
             r.problem(
                 f"{where}.type",
-                f"{kind!r} databases are not supported yet; use duckdb, postgres or mysql",
+                f"{kind!r} databases are not supported yet; use {usable}",
                 r.line_of(item, "type") or line,
             )
             continue
@@ -196,9 +201,9 @@ def _databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, 
             r.problem(f"{where}.name", f"database name {name!r} is used twice", line)
             continue
         database = (
-            _duckdb_database(r, item, where, root, name)
-            if kind == "duckdb"
-            else _server_database(r, item, where, name, kind)
+            _server_database(r, item, where, name, engine)
+            if engine.on_server
+            else _file_database(r, item, where, root, name, engine)
         )
         if database is not None:
             seen.add(name)
@@ -206,8 +211,8 @@ def _databases(r: FieldReader, data: dict, root: Path) -> tuple[DatabaseConfig, 
     return tuple(databases)
 
 
-def _duckdb_database(
-    r: FieldReader, item: dict, where: str, root: Path, name: str
+def _file_database(
+    r: FieldReader, item: dict, where: str, root: Path, name: str, engine: Engine
 ) -> DatabaseConfig | None:
     path = r.text(item, "path", f"{where}.path", required=True)
     if path is None:
@@ -215,13 +220,15 @@ def _duckdb_database(
     if path == ":memory:":
         r.problem(f"{where}.path", "an in-memory database holds no data to test against")
         return None
-    return DatabaseConfig(name, "duckdb", path=config_path(root, _template(path)))
+    return DatabaseConfig(name, engine.name, path=config_path(root, _template(path)))
 
 
 def _server_database(
-    r: FieldReader, item: dict, where: str, name: str, kind: str
+    r: FieldReader, item: dict, where: str, name: str, engine: Engine
 ) -> DatabaseConfig | None:
-    scheme, default_port = _SERVER_TYPES[kind]
+    if engine.nao_url is not None:
+        return _own_server_database(r, item, where, name, engine, engine.nao_url)
+    scheme, default_port = engine.url_schemes[0], engine.default_port
     parts = {key: r.text(item, key, f"{where}.{key}", required=True) for key in _SERVER_KEYS}
     password = r.text(item, "password", f"{where}.password") if "password" in item else ""
     port = item.get("port", default_port)
@@ -238,20 +245,69 @@ def _server_database(
         r.text(item, "schema_name", f"{where}.schema_name") if item.get("schema_name") else None
     )
 
-    def piece(value: str) -> str:
-        # Written parts are percent-encoded here; `{{ env() }}` parts when resolved.
-        return "".join(
-            _template(chunk) if _ENV_TOKEN.fullmatch(chunk) else quote(chunk, safe="")
-            for chunk in _ENV_TOKEN_SPLIT.split(value)
-            if chunk
-        )
-
-    login = piece(parts["user"]) + (f":{piece(password)}" if password else "")
-    url = f"{scheme}://{login}@{piece(parts['host'])}:{port}/{piece(parts['database'])}"
+    login = _piece(parts["user"]) + (f":{_piece(password)}" if password else "")
+    url = f"{scheme}://{login}@{_piece(parts['host'])}:{port}/{_piece(parts['database'])}"
     template = Templated(
         url, f"{NAO_CONFIG_FILE} {where}", secret="url_password", percent_encode=True
     )
-    return DatabaseConfig(name, kind, url=template, schema=schema)  # type: ignore[arg-type]
+    return DatabaseConfig(name, engine.name, url=template, schema=schema)
+
+
+def _piece(value: str) -> str:
+    """A written part of a URL percent-encoded; its `{{ env() }}` parts when resolved."""
+    return "".join(
+        _template(chunk) if _ENV_TOKEN.fullmatch(chunk) else quote(chunk, safe="")
+        for chunk in _ENV_TOKEN_SPLIT.split(value)
+        if chunk
+    )
+
+
+#: Fields every nao database has that name no connection: its name, its type, and the globs
+#: of tables nao's sync reads (`include`, `exclude`: lists, which no URL holds).
+_NAO_BASE_FIELDS = frozenset({"name", "type", "include", "exclude"})
+
+
+def _own_server_database(
+    r: FieldReader,
+    item: dict,
+    where: str,
+    name: str,
+    engine: Engine,
+    nao_url: Callable[[dict[str, str]], str],
+) -> DatabaseConfig | None:
+    """A nao database of an engine that reads nao's fields its own way (`Engine.nao_url`)."""
+    fields: dict[str, str] = {}
+    for key, value in item.items():
+        if key in _NAO_BASE_FIELDS or value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, dict | list):
+            # nao takes some fields as mappings (a service account's credentials, filters):
+            # their JSON text, for the engine to read or refuse (never shown: it may be a key).
+            value = json.dumps(value)
+        elif not isinstance(value, str | int | float):
+            kind = type(value).__name__
+            r.problem(f"{where}.{key}", f"expected text, got a {kind}", r.line_of(item, key))
+            return None
+        fields[str(key)] = _piece(str(value))
+    try:
+        url = nao_url(fields)
+    except KeyError as missing:
+        field = missing.args[0]
+        line = r.line_of(item, "type")
+        r.problem(f"{where}.{field}", f"required for {engine.label} databases", line)
+        return None
+    except ValueError as wrong:
+        r.problem(where, str(wrong), r.line_of(item, "type"))
+        return None
+    template = Templated(
+        url, f"{NAO_CONFIG_FILE} {where}", secret="url_password", percent_encode=True
+    )
+    schema = (
+        r.text(item, "schema_name", f"{where}.schema_name") if item.get("schema_name") else None
+    )
+    return DatabaseConfig(name, engine.name, url=template, schema=schema)
 
 
 def _providers(r: FieldReader, data: dict) -> tuple[tuple[ProviderConfig, ...], dict[str, str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -18,27 +19,16 @@ from eval_pipeline.suite._case import (
     Tolerance,
     ToolCallAssertion,
 )
+from eval_pipeline.suite._checks import CHECKS
 from eval_pipeline.suite._errors import Problem
 
-CASE_KEYS = (
-    "name",
-    "prompt",
-    "conversation",
-    "sql",
-    "database",
-    "ordered",
-    "comparison",
-    "assertions",
-    "tool_calls",
-    "evaluators",
-    "consistency",
-    "semantic",
-    "k",
-    "tags",
-    "category",
-    "difficulty",
-    "notes",
-)
+#: The fields of a test file besides those of its grading checks (`CHECKS`), which come
+#: after `comparison` when the fields are listed.
+_CORE_KEYS = ("name", "prompt", "conversation", "sql", "database", "ordered", "comparison")
+_LATER_KEYS = ("semantic", "k", "tags", "category", "difficulty", "notes")
+#: A check whose name is a field of `Case` keeps its settings there (the built-ins, which the
+#: agents and the pipeline read by name); any other in `Case.added_checks`.
+_CASE_FIELDS = frozenset(f.name for f in dataclasses.fields(Case))
 COMPARISON_KEYS = ("decimals", "rtol", "atol")
 SEMANTIC_KEYS = ("variants", "seed")
 #: Most warehouse variants of the semantic check: each is a DuckDB file and a re-run per test.
@@ -210,11 +200,13 @@ def parse_case(
     if not isinstance(data, dict):
         r.problem(None, f"a test file must be a mapping of fields, got {_type_name(data)}")
         return None, r.problems
+    checks = CHECKS.all()
+    case_keys = (*_CORE_KEYS, *(f for check in checks for f in check.fields), *_LATER_KEYS)
     for key in data:
-        if key not in CASE_KEYS:
+        if key not in case_keys:
             r.problem(
                 str(key),
-                f"unknown field; expected one of: {', '.join(CASE_KEYS)}",
+                f"unknown field; expected one of: {', '.join(case_keys)}",
                 r.line_of(data, key),
             )
 
@@ -227,10 +219,12 @@ def parse_case(
     database = r.text(data, "database", "database") if "database" in data else None
     ordered = r.boolean(data, "ordered", "ordered") if "ordered" in data else None
     comparison = _comparison(r, data) if "comparison" in data else None
-    assertions = _assertions(r, data) if "assertions" in data else ()
-    tool_calls = _tool_calls(r, data) if "tool_calls" in data else ()
-    evaluators = _evaluators(r, data) if "evaluators" in data else ()
-    consistency = _consistency(r, data) if "consistency" in data else None
+    declared: dict[str, Any] = {}
+    for check in checks:
+        if any(f in data for f in check.fields):
+            spec = check.parse(r, data)
+            if spec is not None:
+                declared[check.name] = spec
     semantic = parse_semantic(r, data, "semantic") if "semantic" in data else None
     k = r.integer(data, "k", "k", minimum=1, maximum=MAX_ATTEMPTS) if "k" in data else None
     tags = _tags(r, data) if "tags" in data else ()
@@ -249,16 +243,14 @@ def parse_case(
         database=database,
         ordered=ordered,
         comparison=comparison,
-        assertions=assertions,
-        tool_calls=tool_calls,
-        evaluators=evaluators,
-        consistency=consistency,
         semantic=semantic,
         k=k,
         tags=tags,
         category=category,
         difficulty=difficulty,
         notes=notes,
+        added_checks=tuple((n, s) for n, s in declared.items() if n not in _CASE_FIELDS),
+        **{n: s for n, s in declared.items() if n in _CASE_FIELDS},
     )
     return case, []
 
@@ -327,7 +319,7 @@ def _comparison(r: FieldReader, data: dict) -> Tolerance | None:
     return Tolerance(decimals=decimals, rtol=rtol, atol=atol)
 
 
-def _assertions(r: FieldReader, data: dict) -> tuple[ToolCallAssertion, ...]:
+def parse_assertions(r: FieldReader, data: dict) -> tuple[ToolCallAssertion, ...]:
     found: list[ToolCallAssertion] = []
     assertions = data["assertions"]
     for i, item in r.items(data, "assertions", "assertions"):
@@ -361,7 +353,7 @@ def _assertions(r: FieldReader, data: dict) -> tuple[ToolCallAssertion, ...]:
     return tuple(found)
 
 
-def _tool_calls(r: FieldReader, data: dict) -> tuple[ExpectedToolCall, ...]:
+def parse_tool_calls(r: FieldReader, data: dict) -> tuple[ExpectedToolCall, ...]:
     found: list[ExpectedToolCall] = []
     calls = data["tool_calls"]
     for i, item in r.items(data, "tool_calls", "tool_calls"):
@@ -419,7 +411,7 @@ def _matcher(
     return ArgumentMatcher("any")
 
 
-def _evaluators(r: FieldReader, data: dict) -> tuple[Evaluator, ...]:
+def parse_evaluators(r: FieldReader, data: dict) -> tuple[Evaluator, ...]:
     found: list[Evaluator] = []
     seen: set[str] = set()
     evaluators = data["evaluators"]
@@ -440,7 +432,7 @@ def _evaluators(r: FieldReader, data: dict) -> tuple[Evaluator, ...]:
     return tuple(found)
 
 
-def _consistency(r: FieldReader, data: dict) -> Consistency | None:
+def parse_consistency(r: FieldReader, data: dict) -> Consistency | None:
     value = r.mapping(data, "consistency", "consistency", ("n", "prompt", "min_accuracy"))
     if value is None:
         return None

@@ -53,14 +53,15 @@ IDENTITY_FIELDS = frozenset(
     }
 )
 
-#: Query parameters of a URL whose values are secrets (`?password=`, `sslpassword`, `token`).
-_SECRET_PARAMETER = re.compile(r"pass|secret|token", re.IGNORECASE)
+#: Query parameters of a URL whose values are secrets (`?password=`, `sslpassword`, `token`,
+#: a service account's `credentials_json`).
+_SECRET_PARAMETER = re.compile(r"pass|secret|token|credentials_json", re.IGNORECASE)
 
 
 def url_passwords(url: str) -> list[str]:
     """The secrets a URL holds, as written and decoded: the password of its user part and the
-    value of any `password`, `secret` or `token` query parameter. A URL without one holds
-    none; a value that is no URL is itself the secret (a bare password)."""
+    value of any `password`, `secret`, `token` or `credentials_json` query parameter. A URL
+    without one holds none; a value that is no URL is itself the secret (a bare password)."""
     try:
         parts = urlsplit(url.strip())
         password = parts.password

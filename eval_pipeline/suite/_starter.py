@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from eval_pipeline.suite._config import CONFIG_FILE, DEFAULT_DATABASE_NAME
+from eval_pipeline.suite._engines import DUCKDB, engine_named
 
 #: What `.gitignore` must hold so results and the instance state stay out of version control
 #: (anchored: a suite inside a larger repository ignores only its own folders).
@@ -22,12 +22,12 @@ class StarterWarehouse:
     """The warehouse a new suite points at, as its config will say it.
 
     Args:
-        type: `duckdb`, `postgres` or `mysql`.
-        location: a DuckDB file's path as written (relative to the suite, or absolute), or a
-            server URL as written: with no password, or `{{ env('NAME') }}`.
+        type: its engine's name (`Engine.name`): `duckdb`, `postgres`, `mysql`...
+        location: a database file's path as written (relative to the suite, or absolute),
+            or a server URL as written: with no password, or `{{ env('NAME') }}`.
     """
 
-    type: Literal["duckdb", "postgres", "mysql"]
+    type: str
     location: str
 
 
@@ -39,13 +39,9 @@ class StarterModels:
     judge: str
 
 
-def quoted_table(name: str, dialect: str) -> str:
-    """A table name as SQL of `dialect` spells it: bare when plain, else quoted."""
-    if _PLAIN_IDENTIFIER.fullmatch(name):
-        return name
-    if dialect == "mysql":
-        return "`" + name.replace("`", "``") + "`"
-    return '"' + name.replace('"', '""') + '"'
+def quoted_table(name: str, engine: str) -> str:
+    """A table name as SQL of the engine named `engine` spells it: bare when plain, else quoted."""
+    return name if _PLAIN_IDENTIFIER.fullmatch(name) else engine_named(engine).quoted(name)
 
 
 def starter_test_name(table: str) -> str:
@@ -64,19 +60,18 @@ def starter_files(
 ) -> dict[str, str]:
     """A new suite's files (path relative to the suite → text), but `.gitignore`
     (`starter_gitignore`): the config, a first test on `tables[0]`, RULES.md."""
-    dialect = "duckdb" if warehouse.type == "duckdb" else warehouse.type
     return {
         CONFIG_FILE: starter_config(warehouse, models),
-        starter_test_path(tables[0]): starter_test(tables[0], dialect),
+        starter_test_path(tables[0]): starter_test(tables[0], warehouse.type),
         RULES_FILE: starter_rules(tables),
     }
 
 
-def starter_reference(table: str, dialect: str) -> str:
-    return f"SELECT COUNT(*) AS row_count FROM {quoted_table(table, dialect)}"
+def starter_reference(table: str, engine: str) -> str:
+    return f"SELECT COUNT(*) AS row_count FROM {quoted_table(table, engine)}"
 
 
-def starter_test(table: str, dialect: str) -> str:
+def starter_test(table: str, engine: str) -> str:
     """The first test file: how many rows a table has, with a COUNT(*) reference."""
     return f"""\
 # A first test: a question for the agent, and reference SQL whose result is the right answer.
@@ -86,20 +81,21 @@ def starter_test(table: str, dialect: str) -> str:
 name: {starter_test_name(table)}
 prompt: {json.dumps(f"How many rows does the {table} table have?")}
 sql: |
-  {starter_reference(table, dialect)}
+  {starter_reference(table, engine)}
 tags: [starter]
 """
 
 
 def starter_config(warehouse: StarterWarehouse, models: StarterModels) -> str:
     """A commented `eval_config.yaml` pointing at `warehouse`."""
-    if warehouse.type == "duckdb":
+    if warehouse.type == DUCKDB:  # the one engine a `warehouse:` block configures
         where = f"""\
 # The database the reference SQL runs on and the built-in agent queries, read-only. Several
 # (PostgreSQL, MySQL/MariaDB too) go under `databases:` instead: docs/warehouses.md.
 warehouse: {{type: duckdb, path: {json.dumps(warehouse.location)}}}
 """
     else:
+        field = "url" if engine_named(warehouse.type).on_server else "path"
         where = f"""\
 # The database the reference SQL runs on and the built-in agent queries, read-only (give the
 # agent a read-only role all the same). A test picks another with `database: <name>` once
@@ -107,7 +103,7 @@ warehouse: {{type: duckdb, path: {json.dumps(warehouse.location)}}}
 databases:
   - name: {DEFAULT_DATABASE_NAME}
     type: {warehouse.type}
-    url: {json.dumps(warehouse.location)}
+    {field}: {json.dumps(warehouse.location)}
 """
     listed = ", ".join(models.models)
     return f"""\

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date
 
 from eval_pipeline.viewer._html import Markup, el, fmt_cost, fmt_pct, join
@@ -28,6 +29,25 @@ INSET = 24  # points keep clear of the axes, so the first and last day's labels 
 def model_colors(models: Sequence[str]) -> dict[str, str]:
     """A stable color per model: the same model keeps its color on every page."""
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(models))}
+
+
+@dataclass(frozen=True)
+class ModelLook:
+    """How each model is shown, by its id (which links and filters keep): the name the user
+    spells it by (nao's `openaiCompatible/vllm:qwen3` for `vllm:qwen3`) and its color."""
+
+    spellings: Mapping[str, str]
+    colors: Mapping[str, str]
+
+    @classmethod
+    def of(cls, models: Sequence[str], spellings: Mapping[str, str]) -> ModelLook:
+        return cls(spellings, model_colors(models))
+
+    def name(self, model: str) -> str:
+        return self.spellings.get(model) or model
+
+    def color(self, model: str) -> str:
+        return self.colors.get(model, "#999")
 
 
 def _x_positions(days: Sequence[date]) -> dict[date, float]:

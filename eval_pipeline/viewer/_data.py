@@ -24,6 +24,7 @@ from eval_pipeline.pipeline import (
 )
 from eval_pipeline.store import GradesHistory, decode_json
 from eval_pipeline.suite import with_context_text
+from eval_pipeline.viewer._charts import ModelLook
 from eval_pipeline.viewer._reader import StoreReader
 
 RUN_ID_PATTERN = re.compile(r"[0-9a-f]{16}")
@@ -50,6 +51,12 @@ def days(con: duckdb.DuckDBPyConnection) -> list[date]:
 
 def all_models(con: duckdb.DuckDBPyConnection) -> list[str]:
     return GradesHistory.of_connection(con, "grades_snapshot").models()
+
+
+def model_look(con: duckdb.DuckDBPyConnection) -> ModelLook:
+    """Every model's color and the name the user spells it by (`model_spellings`)."""
+    spellings = dict(con.execute("SELECT model, spelling FROM model_spellings_latest").fetchall())
+    return ModelLook.of(all_models(con), spellings)
 
 
 def all_tags(con: duckdb.DuckDBPyConnection) -> list[str]:

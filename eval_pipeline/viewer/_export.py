@@ -7,7 +7,6 @@ from datetime import UTC, date, datetime
 
 from eval_pipeline.store import StateFolder, with_recovery
 from eval_pipeline.viewer import _data as data
-from eval_pipeline.viewer._charts import model_colors
 from eval_pipeline.viewer._html import badge, el, join, section
 from eval_pipeline.viewer._pages import Links, overview_body
 from eval_pipeline.viewer._reader import StoreReader
@@ -48,7 +47,7 @@ def _render(layout: StateFolder, day: date | None, models: list[str] | None) -> 
             names = data.case_order(con, day)
             older = [d for d in days if d < day]
             previous = (older[0], data.pass_rate_on(con, older[0], chosen)) if older else None
-            colors = model_colors(data.all_models(con))
+            look = data.model_look(con)
             document = data.day_document(con, reader, day, chosen, names)
             not_passed = [data.result_run_id(r) for r in document.results if not r.passed]
             runs = [data.run_detail(con, reader, ident) for ident in not_passed]
@@ -62,7 +61,7 @@ def _render(layout: StateFolder, day: date | None, models: list[str] | None) -> 
                 "h3",
                 badge(run["status"]),
                 el("span", run["name"], class_="mono"),
-                el("span", f"{run['model']} · attempt {run['attempt']}", class_="muted"),
+                el("span", f"{look.name(run['model'])} · attempt {run['attempt']}", class_="muted"),
                 class_="run-title",
             ),
             run_sections(run),
@@ -78,7 +77,7 @@ def _render(layout: StateFolder, day: date | None, models: list[str] | None) -> 
             days=days,
             model=None,
             previous=previous,
-            colors=colors,
+            look=look,
             links=links,
         ),
         section(

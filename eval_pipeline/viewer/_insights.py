@@ -6,7 +6,7 @@ from collections import defaultdict
 from datetime import date
 from typing import Any
 
-from eval_pipeline.viewer._charts import cost_chart, dot, legend, pass_rate_chart
+from eval_pipeline.viewer._charts import ModelLook, cost_chart, dot, legend, pass_rate_chart
 from eval_pipeline.viewer._html import (
     Markup,
     badge,
@@ -23,8 +23,13 @@ from eval_pipeline.viewer._pages import link, page_head
 WINDOWS = (7, 14, 30, 90, 365)
 
 
-def _run_label(row: dict[str, Any]) -> str:
-    return f"{row['name']} · {row['model']} · {row['run_date'].isoformat()} · try {row['attempt']}"
+def _model_cell(model: str, look: ModelLook) -> Markup:
+    return cell(join(dot(look.color(model)), look.name(model)), sort=look.name(model))
+
+
+def _run_label(row: dict[str, Any], look: ModelLook) -> str:
+    model = look.name(row["model"])
+    return f"{row['name']} · {model} · {row['run_date'].isoformat()} · try {row['attempt']}"
 
 
 def trends_body(
@@ -35,16 +40,19 @@ def trends_body(
     start: date,
     end: date,
     window: int,
-    colors: dict[str, str],
+    look: ModelLook,
 ) -> Markup:
-    models = sorted({p["model"] for p in points})
+    # The charts draw the models by the names they are shown by.
+    colors = {look.name(p["model"]): look.color(p["model"]) for p in points}
+    models = sorted(colors)
     rates: dict[str, list[tuple[date, float]]] = defaultdict(list)
     intervals: dict[str, dict[date, tuple[float, float]]] = defaultdict(dict)
     costs: dict[date, dict[str, float]] = defaultdict(dict)
     for p in points:
-        rates[p["model"]].append((p["run_date"], p["pass_rate"] or 0.0))
-        intervals[p["model"]][p["run_date"]] = (p["ci_low"], p["ci_high"])
-        costs[p["run_date"]][p["model"]] = p["cost_usd"] or 0.0
+        shown = look.name(p["model"])
+        rates[shown].append((p["run_date"], p["pass_rate"] or 0.0))
+        intervals[shown][p["run_date"]] = (p["ci_low"], p["ci_high"])
+        costs[p["run_date"]][shown] = p["cost_usd"] or 0.0
     picker = el(
         "form",
         el("input", type="hidden", name="end", value=end.isoformat()),
@@ -70,7 +78,7 @@ def trends_body(
             "tr",
             cell(r["run_date"].isoformat(), class_="nowrap"),
             cell(link(f"/run/{r['run_id']}", r["name"]), sort=r["name"], class_="mono"),
-            cell(join(dot(colors.get(r["model"], "#999")), r["model"]), sort=r["model"]),
+            _model_cell(r["model"], look),
             cell(
                 badge(
                     "failed" if r["change"] == "regressed" else "passed",
@@ -108,7 +116,7 @@ def trends_body(
             el(
                 "tr",
                 cell(r["name"], class_="mono"),
-                cell(join(dot(colors.get(r["model"], "#999")), r["model"]), sort=r["model"]),
+                _model_cell(r["model"], look),
                 cell(
                     f"{r['flaky_days']} of {r['evaluated_days']}",
                     sort=r["flaky_days"],
@@ -201,6 +209,7 @@ def labels_body(
     waiting: list[dict[str, Any]],
     *,
     total_labels: int,
+    look: ModelLook,
 ) -> Markup:
     rows = []
     for row in agreements:
@@ -233,7 +242,7 @@ def labels_body(
         el(
             "tr",
             cell(r["labelled_at"].strftime("%Y-%m-%d %H:%M"), class_="nowrap"),
-            cell(link(f"/run/{r['run_id']}", _run_label(r)), sort=r["name"]),
+            cell(link(f"/run/{r['run_id']}", _run_label(r, look)), sort=r["name"]),
             cell(
                 badge("passed" if r["label_passed"] else "failed"),
                 sort=str(r["label_passed"]),
@@ -248,7 +257,7 @@ def labels_body(
         el(
             "tr",
             cell(link(f"/run/{r['run_id']}", r["name"]), sort=r["name"], class_="mono"),
-            cell(r["model"]),
+            cell(look.name(r["model"])),
             cell(r["run_date"].isoformat()),
             cell(r["attempt"], num=True),
             cell(badge(r["status"]), sort=r["status"]),

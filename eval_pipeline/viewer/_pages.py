@@ -7,7 +7,7 @@ from datetime import date
 from typing import Any
 
 from eval_pipeline.pipeline import BudgetOutcome, ModelEntry, ResultEntry, ResultsDocument
-from eval_pipeline.viewer._charts import dot
+from eval_pipeline.viewer._charts import ModelLook, dot
 from eval_pipeline.viewer._data import result_run_id
 from eval_pipeline.viewer._html import (
     STATUS_ICONS,
@@ -157,7 +157,7 @@ def _rate_tone(rate: float) -> str:
 
 def performance_table(
     document: ResultsDocument,
-    colors: dict[str, str],
+    look: ModelLook,
     links: Links,
     day: date,
     selected: str | None,
@@ -171,7 +171,10 @@ def performance_table(
             el(
                 "tr",
                 cell(rank, num=True),
-                cell(join(dot(colors.get(model, "#999")), link(target, model)), sort=model),
+                cell(
+                    join(dot(look.color(model)), link(target, look.name(model))),
+                    sort=look.name(model),
+                ),
                 cell(
                     join(
                         el(
@@ -222,13 +225,13 @@ def _interval_note(entry: ModelEntry) -> Markup:
     )
 
 
-def comparisons_table(document: ResultsDocument, colors: dict[str, str]) -> Markup:
+def comparisons_table(document: ResultsDocument, look: ModelLook) -> Markup:
     """Is the difference real? Each pair of the day's models on their shared tests."""
     rows = [
         el(
             "tr",
-            cell(join(dot(colors.get(c.model_a, "#999")), c.model_a), sort=c.model_a),
-            cell(join(dot(colors.get(c.model_b, "#999")), c.model_b), sort=c.model_b),
+            cell(join(dot(look.color(c.model_a)), look.name(c.model_a)), sort=c.model_a),
+            cell(join(dot(look.color(c.model_b)), look.name(c.model_b)), sort=c.model_b),
             cell(c.tests, num=True),
             cell(c.a_only, num=True),
             cell(c.b_only, num=True),
@@ -251,12 +254,12 @@ def comparisons_table(document: ResultsDocument, colors: dict[str, str]) -> Mark
     return table(headers, rows, id_="comparisons")
 
 
-def budget_section(budget: BudgetOutcome, model: str | None) -> Markup:
+def budget_section(budget: BudgetOutcome, model: str | None, look: ModelLook) -> Markup:
     """Where the day's attempt budget went and what it decided (`eval-pipeline test --budget`)."""
     rows = [
         el(
             "tr",
-            cell(m),
+            cell(look.name(m)),
             cell(test),
             cell(n, num=True),
             cell(reason or "first round"),
@@ -280,20 +283,22 @@ def budget_section(budget: BudgetOutcome, model: str | None) -> Markup:
     )
 
 
-def _chip(result: ResultEntry, links: Links) -> Markup:
+def _chip(result: ResultEntry, links: Links, look: ModelLook) -> Markup:
     status = result.status
     return link(
         links.run(result_run_id(result)),
         el("span", STATUS_ICONS.get(status, "·"), class_="icon"),
         fmt_ms(result.duration_ms),
         class_=f"chip chip-{status}",
-        title=f"{result.name} · {result.model} · attempt {result.attempt}: "
+        title=f"{result.name} · {look.name(result.model)} · attempt {result.attempt}: "
         f"{status} — {result.message or ''}",
         data_status=status,
     )
 
 
-def case_model_grid(document: ResultsDocument, models: list[str], links: Links) -> Markup:
+def case_model_grid(
+    document: ResultsDocument, models: list[str], links: Links, look: ModelLook
+) -> Markup:
     """One row per test, one column per model; each cell the attempts' status and time."""
     cells: dict[tuple[str, str], list[ResultEntry]] = {}
     names: list[str] = []
@@ -314,7 +319,7 @@ def case_model_grid(document: ResultsDocument, models: list[str], links: Links) 
                 cell(name, class_="mono"),
                 [
                     cell(
-                        join(_chip(r, links) for r in cells.get((name, m), []))
+                        join(_chip(r, links, look) for r in cells.get((name, m), []))
                         or el("span", "—", class_="muted"),
                         sort=sum(r.passed for r in cells.get((name, m), [])),
                         class_="cellrun",
@@ -324,17 +329,21 @@ def case_model_grid(document: ResultsDocument, models: list[str], links: Links) 
                 cell(f"{passing}/{present}", sort=passing, num=True),
             )
         )
-    headers = [("Test", "text"), *((m, "num") for m in models), ("Models passing", "num")]
+    headers = [
+        ("Test", "text"),
+        *((look.name(m), "num") for m in models),
+        ("Models passing", "num"),
+    ]
     return table(headers, rows, id_="grid")
 
 
-def failures_table(document: ResultsDocument, links: Links) -> Markup:
+def failures_table(document: ResultsDocument, links: Links, look: ModelLook) -> Markup:
     rows = [
         el(
             "tr",
             cell(badge(r.status), sort=r.status),
             cell(link(links.run(result_run_id(r)), r.name), sort=r.name, class_="mono"),
-            cell(r.model),
+            cell(look.name(r.model)),
             cell(r.attempt, num=True),
             cell(el("div", r.message, class_="msg", title=r.message), sort=r.message),
         )
@@ -357,7 +366,7 @@ def overview_body(
     days: list[date],
     model: str | None,
     previous: tuple[date, float] | None,
-    colors: dict[str, str],
+    look: ModelLook,
     links: Links,
 ) -> Markup:
     models = document.models
@@ -366,7 +375,7 @@ def overview_body(
     if model:
         filter_pill = el(
             "span",
-            f"model: {model}",
+            f"model: {look.name(model)}",
             link(links.page("/", date=day.isoformat()), "✕", title="show every model"),
             class_="filter-pill",
         )
@@ -381,7 +390,7 @@ def overview_body(
         summary_cards(document, previous),
         section(
             "Performance by model",
-            performance_table(document, colors, links, day, model),
+            performance_table(document, look, links, day, model),
             extra=el(
                 "span",
                 "ranked by pass rate, then cost"
@@ -391,22 +400,22 @@ def overview_body(
         ),
         section(
             "Is the difference real?",
-            comparisons_table(document, colors),
+            comparisons_table(document, look),
             el("p", _sentence(document), class_="muted"),
             extra=el("span", "paired tests on shared tests, Holm-adjusted", class_="extra"),
             id_="comparisons-section",
         )
         if document.comparisons
         else None,
-        budget_section(document.budget, model) if document.budget is not None else None,
+        budget_section(document.budget, model, look) if document.budget is not None else None,
         section(
             "Pass / fail by test and model",
-            case_model_grid(document, models, links),
+            case_model_grid(document, models, links, look),
             extra=el("span", "each cell: every attempt's status and time", class_="extra"),
         ),
         section(
             "Runs that did not pass",
-            failures_table(document, links),
+            failures_table(document, links, look),
             extra=link(runs_link, "all runs of the day →", class_="extra") if runs_link else None,
         )
         if links.live

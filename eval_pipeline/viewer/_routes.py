@@ -11,7 +11,6 @@ from datetime import date, timedelta
 
 from eval_pipeline.store import StateFolder, with_recovery
 from eval_pipeline.viewer import _data as data
-from eval_pipeline.viewer._charts import model_colors
 from eval_pipeline.viewer._html import Markup, el, join
 from eval_pipeline.viewer._insights import WINDOWS, labels_body, trends_body
 from eval_pipeline.viewer._labels import LabelError, add_label, agreement_rows, parse_label_form
@@ -174,7 +173,7 @@ class ViewerApp:
             previous = (
                 (older[0], data.pass_rate_on(con, older[0], models)) if older and models else None
             )
-            colors = model_colors(data.all_models(con))
+            look = data.model_look(con)
             document = data.day_document(con, self.reader, day, models, names) if models else None
         if document is None:
             what = f"for {model} " if model else ""
@@ -192,7 +191,7 @@ class ViewerApp:
             days=days,
             model=model,
             previous=previous,
-            colors=colors,
+            look=look,
             links=Links(),
         )
         return html(200, f"Overview {day.isoformat()}", body, active="overview")
@@ -223,7 +222,10 @@ class ViewerApp:
                 limit=limit,
             )
             models, tags = data.all_models(con), data.all_tags(con)
-        body = runs_body(rows, filters=filters, days=days, models=models, tags=tags, limit=limit)
+            look = data.model_look(con)
+        body = runs_body(
+            rows, filters=filters, days=days, models=models, tags=tags, limit=limit, look=look
+        )
         return html(200, "Runs", body, active="runs")
 
     def run(self, ident: str, params: dict[str, str]) -> Response:
@@ -234,6 +236,7 @@ class ViewerApp:
             previous, following = data.neighbours(con, run)
             history = data.case_history(con, run["name"], run["model"])
             labels = data.run_labels(con, run)
+            look = data.model_look(con)
         notice = "Label saved." if params.get("labelled") == "1" else None
         body = run_body(
             run,
@@ -242,9 +245,10 @@ class ViewerApp:
             following=following,
             history=history,
             labels=labels,
+            look=look,
             notice=notice,
         )
-        return html(200, f"{run['name']} · {run['model']}", body, active="runs")
+        return html(200, f"{run['name']} · {look.name(run['model'])}", body, active="runs")
 
     def trends(self, params: dict[str, str]) -> Response:
         try:
@@ -262,10 +266,8 @@ class ViewerApp:
             points = data.trend_points(con, start, end)
             changes = data.day_changes(con, start, end)
             flaky = data.flaky(con, start, end)
-            colors = model_colors(data.all_models(con))
-        body = trends_body(
-            points, changes, flaky, start=start, end=end, window=window, colors=colors
-        )
+            look = data.model_look(con)
+        body = trends_body(points, changes, flaky, start=start, end=end, window=window, look=look)
         return html(200, "Trends", body, active="trends")
 
     def labels(self) -> Response:
@@ -273,7 +275,10 @@ class ViewerApp:
             labelled = data.labelled_runs(con, self.reader)
             waiting = data.unlabelled_judged(con)
             total = data.label_count(con)
-        body = labels_body(agreement_rows(labelled), labelled, waiting, total_labels=total)
+            look = data.model_look(con)
+        body = labels_body(
+            agreement_rows(labelled), labelled, waiting, total_labels=total, look=look
+        )
         return html(200, "Labels", body, active="labels")
 
     def post_label(self, request: Request, ident: str) -> Response:

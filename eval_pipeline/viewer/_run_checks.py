@@ -107,9 +107,10 @@ def _check_details(check: dict[str, Any]) -> Child:
             ),
             code_block(pretty_sql(details["extraction_query"]), language="sql"),
         )
-    if kind == "assertions" and details:
-        return el("pre", pretty_json(details), class_="code")
-    return None
+    if kind == "data":
+        return None
+    # Assertions, and any check added through the registry: its details as they are.
+    return el("pre", pretty_json(details), class_="code") if details else None
 
 
 def checks_panel(run: dict[str, Any]) -> Markup:

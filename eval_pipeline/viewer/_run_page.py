@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval_pipeline.viewer._charts import ModelLook
 from eval_pipeline.viewer._html import (
     Child,
     Markup,
@@ -56,7 +57,7 @@ def _when(run: dict[str, Any]) -> list[tuple[str, Child]]:
     ]
 
 
-def numbers_panel(run: dict[str, Any]) -> Markup:
+def numbers_panel(run: dict[str, Any], look: ModelLook) -> Markup:
     tokens = join(
         fmt_int(run["tokens"]),
         el(
@@ -74,7 +75,7 @@ def numbers_panel(run: dict[str, Any]) -> Markup:
         _kv(
             [
                 ("Status", badge(run["status"])),
-                ("Model", run["model"]),
+                ("Model", look.name(run["model"])),
                 ("Day", run["run_date"].isoformat()),
                 ("Attempt", str(run["attempt"])),
                 ("Tokens", tokens),
@@ -214,7 +215,11 @@ def label_panel(run: dict[str, Any], labels: list[dict[str, Any]], notice: str |
 
 
 def run_header(
-    run: dict[str, Any], links: Links, previous: str | None, following: str | None
+    run: dict[str, Any],
+    links: Links,
+    previous: str | None,
+    following: str | None,
+    look: ModelLook,
 ) -> Markup:
     day = run["run_date"].isoformat()
     crumbs = join(
@@ -224,7 +229,7 @@ def run_header(
     )
     sub = join(
         badge(run["status"]),
-        f"  {run['model']} · {day} · attempt {run['attempt']} · ",
+        f"  {look.name(run['model'])} · {day} · attempt {run['attempt']} · ",
         el("span", run["message"], class_="muted"),
     )
     actions = (
@@ -292,17 +297,18 @@ def run_body(
     following: str | None,
     history: list[dict[str, Any]],
     labels: list[dict[str, Any]],
+    look: ModelLook,
     notice: str | None = None,
 ) -> Markup:
     return join(
-        run_header(run, links, previous, following),
+        run_header(run, links, previous, following, look),
         el(
             "div",
             el("div", run_sections(run)),
             el(
                 "div",
                 label_panel(run, labels, notice),
-                numbers_panel(run),
+                numbers_panel(run, look),
                 history_panel(run, history, links),
             ),
             class_="side",

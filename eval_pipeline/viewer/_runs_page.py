@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from eval_pipeline.viewer._charts import ModelLook
 from eval_pipeline.viewer._html import (
     Markup,
     badge,
@@ -40,6 +41,7 @@ def runs_body(
     models: list[str],
     tags: list[str],
     limit: int,
+    look: ModelLook,
 ) -> Markup:
     day = filters.get("date") or ""
     form = el(
@@ -51,7 +53,10 @@ def runs_body(
             day,
         ),
         _select(
-            "model", "Model", [("", "All models"), *((m, m) for m in models)], filters["model"]
+            "model",
+            "Model",
+            [("", "All models"), *((m, look.name(m)) for m in models)],
+            filters["model"],
         ),
         _select(
             "status",
@@ -87,7 +92,7 @@ def runs_body(
                 "tr",
                 cell(r["run_date"].isoformat(), class_="nowrap"),
                 cell(link(f"/run/{r['run_id']}", r["name"]), sort=r["name"], class_="mono"),
-                cell(r["model"]),
+                cell(look.name(r["model"])),
                 cell(r["attempt"], num=True),
                 cell(badge(r["status"]), sort=r["status"]),
                 cell(

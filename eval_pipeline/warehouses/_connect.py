@@ -1,4 +1,4 @@
-"""Connections to a warehouse, one kind per engine, behind one small interface of Arrow batches.
+"""Connections to a warehouse, one kind per engine (`Engine.connect`), behind one small interface of Arrow batches.
 
 PostgreSQL goes through ADBC (`adbc-driver-postgresql`: binary COPY into Arrow, measured
 ~1.9× faster and ~6× leaner than pandas over psycopg, see docs/warehouses.md); MySQL and
@@ -9,7 +9,7 @@ caps, cell caps and value conversion are the same code for every engine.
 
 from __future__ import annotations
 
-from eval_pipeline.suite import DatabaseConfig, MissingSecret
+from eval_pipeline.suite import DatabaseConfig, MissingSecret, engine_named
 from eval_pipeline.warehouses._connection import StableCallables, Stream, WarehouseConnection
 from eval_pipeline.warehouses._errors import ConnectionFailed
 
@@ -23,21 +23,16 @@ def connect(database: DatabaseConfig) -> WarehouseConnection:
         ConnectionFailed: unreachable server, refused login, missing schema or file, unset
             environment variable; the message names the database and never the password.
     """
-    # Imported here: a suite on DuckDB alone never loads a server driver.
-    if database.type == "duckdb":
-        from eval_pipeline.warehouses._duckdb import DuckDBConnection
-
-        return DuckDBConnection(database)
+    engine = engine_named(database.type)
     try:
-        url = database.resolve_url()
-    except MissingSecret as error:
+        connection = engine.connect(database)
+    except MissingSecret as error:  # its URL reads a variable that is not set
         raise ConnectionFailed(
             f"database {database.name!r} ({database.type}): {error.problems[0].message}"
         ) from None
-    if database.type == "postgres":
-        from eval_pipeline.warehouses._postgres import PostgresConnection
-
-        return PostgresConnection(database, url)
-    from eval_pipeline.warehouses._mysql import MySqlConnection
-
-    return MySqlConnection(database, url)
+    if not isinstance(connection, WarehouseConnection):
+        raise TypeError(
+            f"the {engine.label} engine's connect gave {type(connection).__name__}, "
+            "not a WarehouseConnection"
+        )
+    return connection

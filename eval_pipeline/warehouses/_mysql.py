@@ -29,7 +29,7 @@ from eval_pipeline.warehouses._mysql_rows import RowTooLarge, limit_rows, value_
 from eval_pipeline.warehouses._privileges import (
     judge_privileges,
     mysql_grants_held,
-    read_only_recipe,
+    mysql_read_only_recipe,
 )
 
 __all__ = ["MySqlConnection"]
@@ -121,7 +121,7 @@ class MySqlConnection(WarehouseConnection):
             dbname = self._kwargs["database"] or self._query_one("SELECT DATABASE()")
         except self._pymysql.err.MySQLError as error:
             raise ConnectionFailed(f"{self.label}: {short_cause(_mysql_text(error))}") from None
-        recipe = read_only_recipe("mysql", dbname, None)
+        recipe = mysql_read_only_recipe(dbname)
         judge_privileges(self.database, self.label, list(dict.fromkeys(held)), recipe)
 
     def _role_grants(self, role: str) -> list[str]:

@@ -29,7 +29,7 @@ from eval_pipeline.warehouses._postgres_cells import bounded_statement
 from eval_pipeline.warehouses._privileges import (
     judge_privileges,
     postgres_privileges_sql,
-    read_only_recipe,
+    postgres_read_only_recipe,
 )
 
 __all__ = ["PostgresConnection"]
@@ -74,7 +74,7 @@ class PostgresConnection(WarehouseConnection):
                 )
         version = int(self._scalar("SELECT current_setting('server_version_num')"))
         held = list(self._scalar(postgres_privileges_sql(version)) or [])
-        recipe = read_only_recipe("postgres", self._scalar("SELECT current_database()"), schema)
+        recipe = postgres_read_only_recipe(self._scalar("SELECT current_database()"), schema)
         judge_privileges(self.database, self.label, held, recipe)
         self.stable = StableCallables(
             functions=self._all_stable(_FUNCTIONS_SQL), operators=self._all_stable(_OPERATORS_SQL)

@@ -21,9 +21,10 @@ __all__ = [
     "PrivilegedRole",
     "judge_privileges",
     "mysql_grants_held",
+    "mysql_read_only_recipe",
     "postgres_privileges_sql",
+    "postgres_read_only_recipe",
     "privileged_role_warning",
-    "read_only_recipe",
 ]
 
 log = logging.getLogger("eval_pipeline.warehouses")
@@ -198,17 +199,21 @@ def privileged_role_warning(database: DatabaseConfig) -> str:
     )
 
 
-def read_only_recipe(kind: str, dbname: str, schema: str | None) -> str:
-    """The statements, on one line, that create a read-only role for `dbname` (and `schema`)."""
-    if kind == "postgres":
-        schema = schema or "public"
-        return (
-            "CREATE ROLE eval_reader LOGIN PASSWORD '…'; "
-            f"GRANT CONNECT ON DATABASE {dbname} TO eval_reader; "
-            f"GRANT USAGE ON SCHEMA {schema} TO eval_reader; "
-            f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO eval_reader; "
-            f"REVOKE TEMPORARY ON DATABASE {dbname} FROM PUBLIC;"
-        )
+def postgres_read_only_recipe(dbname: str, schema: str | None) -> str:
+    """The statements, on one line, that create a read-only PostgreSQL role for `dbname`'s
+    `schema` (default `public`)."""
+    schema = schema or "public"
+    return (
+        "CREATE ROLE eval_reader LOGIN PASSWORD '…'; "
+        f"GRANT CONNECT ON DATABASE {dbname} TO eval_reader; "
+        f"GRANT USAGE ON SCHEMA {schema} TO eval_reader; "
+        f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO eval_reader; "
+        f"REVOKE TEMPORARY ON DATABASE {dbname} FROM PUBLIC;"
+    )
+
+
+def mysql_read_only_recipe(dbname: str) -> str:
+    """The statements, on one line, that create a read-only MySQL/MariaDB user for `dbname`."""
     return (
         "CREATE USER 'eval_reader'@'%' IDENTIFIED BY '…'; "
         f"GRANT SELECT, SHOW VIEW ON {dbname or '<database>'}.* TO 'eval_reader'@'%';"

@@ -7,41 +7,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from eval_pipeline.suite import engine_named
 from eval_pipeline.warehouses._connection import WarehouseConnection
 
-__all__ = ["ENGINE_NAMES", "TableSchema", "describe_tables", "schema_description"]
+__all__ = ["TableSchema", "describe_tables", "schema_description"]
 
 #: Seconds the catalogue queries may take.
 _TIMEOUT_S = 30.0
-
-_QUERIES = {
-    # pg_catalog for the comments: information_schema has none.
-    "postgres": """
-        SELECT c.table_name, c.column_name, c.data_type,
-               obj_description(format('%I.%I', c.table_schema, c.table_name)::regclass, 'pg_class'),
-               col_description(format('%I.%I', c.table_schema, c.table_name)::regclass,
-                               c.ordinal_position::int)
-        FROM information_schema.columns AS c
-        JOIN information_schema.tables AS t USING (table_catalog, table_schema, table_name)
-        WHERE c.table_schema = current_schema()
-        ORDER BY c.table_name, c.ordinal_position
-    """,
-    "mysql": """
-        SELECT c.TABLE_NAME, c.COLUMN_NAME, c.COLUMN_TYPE, t.TABLE_COMMENT, c.COLUMN_COMMENT
-        FROM information_schema.COLUMNS AS c
-        JOIN information_schema.TABLES AS t
-          ON t.TABLE_SCHEMA = c.TABLE_SCHEMA AND t.TABLE_NAME = c.TABLE_NAME
-        WHERE c.TABLE_SCHEMA = DATABASE()
-        ORDER BY c.TABLE_NAME, c.ORDINAL_POSITION
-    """,
-    "duckdb": """
-        SELECT c.table_name, c.column_name, c.data_type, t.comment, c.comment
-        FROM duckdb_columns() AS c
-        JOIN duckdb_tables() AS t USING (database_name, schema_name, table_name)
-        WHERE NOT c.internal AND c.schema_name = current_schema()
-        ORDER BY c.table_name, c.column_index
-    """,
-}
 
 
 @dataclass(frozen=True)
@@ -54,11 +26,8 @@ class TableSchema:
 
 
 def describe_tables(connection: WarehouseConnection) -> list[TableSchema]:
-    """The tables of the connection's current schema, from the engine's catalogue.
-
-    information_schema, with pg_catalog and duckdb_* for comments; read in a read-only
-    transaction, so it needs no dbt project.
-    """
+    """The tables of the connection's current schema, from the engine's catalogue
+    (`Engine.catalogue_sql`), read in a read-only transaction, so it needs no dbt project."""
     tables: dict[str, list[tuple[str, str, str]]] = defaultdict(list)
     comments: dict[str, str] = {}
     for table, column, kind, table_comment, column_comment in _catalogue_rows(connection):
@@ -71,7 +40,8 @@ def schema_description(connection: WarehouseConnection) -> str:
     """The tables of the connection's schema as text: one line per table and per column."""
     database = connection.database
     where = f", schema {database.schema}" if database.schema else ""
-    lines = [f"Database {database.name!r} ({ENGINE_NAMES[connection.dialect]} SQL{where}):"]
+    label = engine_named(database.type).label
+    lines = [f"Database {database.name!r} ({label} SQL{where}):"]
     tables = describe_tables(connection)
     for table in tables:
         lines.append(f"table {table.name}" + (f" — {table.comment}" if table.comment else ""))
@@ -87,13 +57,10 @@ def schema_description(connection: WarehouseConnection) -> str:
 def _catalogue_rows(connection: WarehouseConnection) -> list[tuple]:
     connection.begin_read_only(_TIMEOUT_S)
     try:
-        stream = connection.stream(_QUERIES[connection.dialect])
+        stream = connection.stream(engine_named(connection.database.type).catalogue_sql)
         batches = list(stream.batches)
     finally:
         connection.end()
     # By position: both comment columns are called `comment` on DuckDB.
     columns = [pa.Table.from_batches([b]).columns for b in batches]
     return [row for parts in columns for row in zip(*(c.to_pylist() for c in parts), strict=True)]
-
-
-ENGINE_NAMES = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "duckdb": "DuckDB"}

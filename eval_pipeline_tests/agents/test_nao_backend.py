@@ -13,17 +13,25 @@ import pytest
 
 from eval_pipeline.agents import (
     AgentRun,
+    ProviderPool,
     RunRequest,
     RunStatus,
     answerer_identity,
     execute_runs,
     model_id_problem,
+    require_secrets,
 )
-from eval_pipeline.agents._model_ids import require_secrets
-from eval_pipeline.agents._nao_verdict import nao_data_verdict
-from eval_pipeline.agents._providers import ProviderPool
-from eval_pipeline.suite import MissingSecret, NaoBackendConfig, SuiteConfig, Tolerance
-from eval_pipeline.suite._case import Case, Message
+from eval_pipeline.agents._nao_verdict import (  # the unit itself: nao's data check, case by case
+    nao_data_verdict,
+)
+from eval_pipeline.suite import (
+    Case,
+    Message,
+    MissingSecret,
+    NaoBackendConfig,
+    SuiteConfig,
+    Tolerance,
+)
 from eval_pipeline_tests.agents.nao_backend import (
     EMAIL,
     PASSWORD,

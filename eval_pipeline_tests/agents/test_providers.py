@@ -15,7 +15,9 @@ from eval_pipeline.agents import (
     UnknownModel,
     split_model_id,
 )
-from eval_pipeline.agents._providers import _tls_context
+from eval_pipeline.agents._providers import (  # the unit itself: its CA bundle cache is reset
+    _tls_context,
+)
 from eval_pipeline.suite import MissingSecret
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,

@@ -24,7 +24,9 @@ from eval_pipeline.agents import (
     execute_runs,
     request_hash,
 )
-from eval_pipeline.pipeline._rekey import rekey_recordings
+from eval_pipeline.pipeline._rekey import (  # the unit itself: a maintainer's tool, no command
+    rekey_recordings,
+)
 from eval_pipeline.suite import Suite, load_suite
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,

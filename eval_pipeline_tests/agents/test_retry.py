@@ -23,7 +23,10 @@ from eval_pipeline.agents import (
     parse_retry_after,
     send_with_retry,
 )
-from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient
+from eval_pipeline.agents._transport import (  # the unit itself: the pooled HTTP transport
+    AiohttpTransport,
+    LimitedClient,
+)
 from eval_pipeline_tests.agents.servers import (
     FAST_RETRY,
     ScriptedServer,

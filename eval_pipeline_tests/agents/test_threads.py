@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from eval_pipeline.agents._threads import in_daemon_thread
+from eval_pipeline.agents._threads import (  # the unit itself: the daemon worker pool
+    in_daemon_thread,
+)
 
 
 def test_idle_workers_take_the_next_calls_and_a_stuck_one_is_left_behind() -> None:

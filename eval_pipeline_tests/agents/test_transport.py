@@ -11,7 +11,10 @@ import httpx
 import pytest
 
 from eval_pipeline.agents import RequestRejected, send_with_retry
-from eval_pipeline.agents._transport import AiohttpTransport, LimitedClient
+from eval_pipeline.agents._transport import (  # the unit itself: the pooled HTTP transport
+    AiohttpTransport,
+    LimitedClient,
+)
 from eval_pipeline_tests.agents.servers import FAST_RETRY, ScriptedServer, agent_reply
 
 KEY = {"Authorization": "Bearer sk-test-key"}

@@ -111,7 +111,7 @@ def run_cli(
 def _wait_for_the_record() -> None:
     """Wait for the processes the command started to record its evaluation in the Dagster
     instance: a test then looks at the instance as a user sees it once they are done."""
-    from eval_pipeline.cli._test_command import RECORDERS
+    from eval_pipeline.pipeline import RECORDERS
 
     while RECORDERS:
         RECORDERS.pop().wait(timeout=300)
@@ -145,8 +145,8 @@ def _as_a_new_process(
     stdout: io.StringIO,
     stderr: io.StringIO,
 ) -> Iterator[None]:
-    from eval_pipeline.pipeline import _loaded_suite
-    from eval_pipeline.suite import _secrets
+    from eval_pipeline.pipeline import _loaded_suite  # the unit itself: its cache, emptied
+    from eval_pipeline.suite import _secrets  # the unit itself: its registry, emptied
 
     saved_env = dict(os.environ)
     saved_cwd = os.getcwd()
@@ -272,10 +272,36 @@ def sql_rows(root: Path, query: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(result.stdout)))[1:]
 
 
-def runs_of(suite: Path) -> list[dg.RunRecord]:
-    """The suite instance's runs, oldest first."""
-    with dg.DagsterInstance.from_config(str(suite / ".eval" / "dagster_home")) as instance:
-        return list(reversed(instance.get_run_records()))
+#: The assets an evaluation of the command records, and the stage each belongs to.
+STAGE_OF_ASSET = {
+    "test_cases": "inputs",
+    "reference_results": "inputs",
+    "agent_runs": "model",
+    "grades": "model",
+    "model_summaries": "model",
+    "report": "report",
+}
+
+
+def stages_of(suite: Path, home: Path | None = None) -> list[tuple[str, str | None]]:
+    """The command's stages recorded in the suite's own instance (or the one in `home`),
+    oldest first, one per evaluation: the first it materialized ("inputs", "model",
+    "report") and, for a model's, its partition. Every one is tagged as the CLI's."""
+    from eval_pipeline.defs.record import EVALUATION_TAG
+
+    home = home or suite / ".eval" / "dagster_home"
+    if not home.exists():
+        return []
+    seen: dict[str, tuple[int, str, str | None]] = {}
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        for asset, kind in STAGE_OF_ASSET.items():
+            for record in instance.fetch_materializations(dg.AssetKey(asset), limit=1000).records:
+                event = record.asset_materialization
+                assert event.tags["eval_pipeline/source"] == "cli", asset
+                partition = event.partition if kind == "model" else None
+                first = seen.get(event.tags[EVALUATION_TAG], (record.storage_id, kind, partition))
+                seen[event.tags[EVALUATION_TAG]] = min(first, (record.storage_id, kind, partition))
+    return [(kind, partition) for _, kind, partition in sorted(seen.values())]
 
 
 def wait_for_record(suite: Path, *, timeout_s: float = 600.0) -> float | None:

@@ -10,7 +10,7 @@ import pytest
 
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import load_suite
-from eval_pipeline.viewer._data import run_id
+from eval_pipeline.viewer import run_id
 from eval_pipeline_tests.agents.servers import ScriptedServer, system_text
 from eval_pipeline_tests.agents.tiny_suite import by_prompt, write_suite
 from eval_pipeline_tests.cli.console import no_traceback, run_cli, sql_rows

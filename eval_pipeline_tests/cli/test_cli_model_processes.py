@@ -130,7 +130,12 @@ def descendants(pid: int) -> list[int]:
 def workers_of(pid: int) -> list[int]:
     """The command's worker processes: forked from the command itself (they share its
     command line), or by the server it started when it could not (forkserver)."""
-    forked = [child for child in children(pid) if cmdline(child) == cmdline(pid)]
+    # The recorder is forked too, into a session of its own: it is not a worker.
+    forked = [
+        child
+        for child in children(pid)
+        if cmdline(child) == cmdline(pid) and os.getsid(child) == os.getsid(pid)
+    ]
     servers = [
         child for child in descendants(pid) if b"multiprocessing.forkserver" in cmdline(child)
     ]
@@ -212,9 +217,16 @@ def test_ctrl_c_stops_the_command_and_its_workers_with_one_line(tmp_path):
         )
         try:
             deadline = time.monotonic() + 60
-            while len(workers_of(process.pid)) < 2 and time.monotonic() < deadline:
-                time.sleep(0.05)
-            workers = workers_of(process.pid)
+            # The recorder, forked beside them, counts until it has its own session: the two
+            # workers are the same two a moment later.
+            workers: list[int] = []
+            while time.monotonic() < deadline:
+                seen = workers_of(process.pid)
+                time.sleep(0.2)
+                if len(seen) == 2 and workers_of(process.pid) == seen:
+                    workers = seen
+                    break
+            assert len(workers) == 2, workers_of(process.pid)
             assert len(workers) == 2, workers
             os.killpg(process.pid, signal.SIGINT)
             _, stderr = process.communicate(timeout=60)

@@ -13,7 +13,7 @@ from typing import Any
 import duckdb
 import pytest
 
-from eval_pipeline.cli._main import build_parser
+from eval_pipeline.cli import build_parser
 from eval_pipeline_tests.agents.nao_backend import EMAIL, PASSWORD, fake_nao_backend, nao_reply
 from eval_pipeline_tests.agents.real_nao_backend import nao_config_yaml
 from eval_pipeline_tests.agents.servers import (

@@ -5,10 +5,13 @@ the environment as nao does."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from eval_pipeline.store import StateFolder, query
+from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.servers import (
     ScriptedServer,
 )
@@ -22,6 +25,7 @@ from eval_pipeline_tests.suite.nao_project import (
     snapshot,
     write_nao_project,
 )
+from eval_pipeline_tests.viewer.conftest import fetch, start
 
 pytestmark = pytest.mark.slow
 
@@ -53,6 +57,18 @@ def test_eval_pipeline_test_runs_a_nao_project_as_it_is(tmp_path):
     document = json.loads(result.stdout)
     verdicts = {r["name"]: r["passed"] for r in document["results"]}
     assert verdicts == {"total_revenue": True, "order_count": False}
+
+
+def test_each_run_line_names_the_model_as_the_user_spelled_it(tmp_path):
+    with ScriptedServer("openai", script=by_prompt) as server:
+        project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
+        (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
+        env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}
+        model = "openaiCompatible/vllm:qwen3"
+        run = run_cli("test", "--date", DAY, "-m", model, cwd=project, env=env)
+    no_traceback(run)
+    ran = sorted(re.findall(r"ran (\S+ \S+#\d+)", run.stderr))
+    assert ran == [f"order_count {model}#0", f"total_revenue {model}#0"], run.stderr
 
 
 NAO_EXAMPLE = (
@@ -193,3 +209,36 @@ def test_diff_of_stored_days_names_and_takes_the_model_as_spelled(tmp_path):
         no_traceback(compared)
         assert compared.returncode == 0, compared.stdout + compared.stderr
         assert compared.stdout.startswith(f"{spelled}: {DAY} → 2026-01-02"), compared.stdout
+
+
+def test_the_viewer_shows_the_model_as_spelled_and_links_it_by_its_id(tmp_path):
+    """The viewer reads only the store, which names runs by our ids: the spelling an
+    evaluation gave (`openaiCompatible/vllm:qwen3` in nao_config.yaml) is kept there for it,
+    once, and every page shows it while its links keep working."""
+    with ScriptedServer("openai", script=by_prompt) as server:
+        project = write_nao_project(tmp_path / "shop", base_url=server.base_url)
+        (project / "eval_config.yaml").write_text("test:\n  extraction: last_query\n")
+        env = {**cli_env(), KEY_VARIABLE: "sk-vllm-test"}
+        for day in (DAY, DAY, "2026-01-02"):  # the second: nothing changed
+            assert run_cli("test", "--date", day, "-q", cwd=project, env=env).returncode == 1
+    layout = StateFolder.of(load_suite(project).config)
+    stored = query(layout, "SELECT model, spelling FROM model_spellings_history")
+    assert stored.to_dict("records") == [
+        {"model": "vllm:qwen3", "spelling": "openaiCompatible/vllm:qwen3"}
+    ]
+    viewer, thread = start(layout)
+    try:
+        pages = {path: fetch(viewer, path) for path in ("/", "/runs?date=all", "/trends")}
+        runs = re.findall(r'href="(/run/[0-9a-f]{16})"', pages["/runs?date=all"].text)
+        pages["run"] = fetch(viewer, runs[0])
+        filtered = fetch(viewer, "/runs?date=all&model=vllm:qwen3")
+    finally:
+        viewer.shutdown()
+        viewer.server_close()
+        thread.join(timeout=10)
+    for name, page in pages.items():
+        assert page.status == 200, name
+        shown = re.sub(r"<[^>]+>", " ", page.text)  # the text a reader sees, not the links
+        assert "openaiCompatible/vllm:qwen3" in shown, name
+        assert not re.search(r"(?<!/)vllm:qwen3", shown), name
+    assert len(re.findall(r'<tr data-status="\w+" data-model="vllm:qwen3"', filtered.text)) == 4

@@ -72,7 +72,7 @@ def test_a_column_of_number_like_and_plain_text_is_compared_and_the_run_kept(tmp
 def test_a_nao_verdict_that_cannot_be_computed_leaves_the_run_and_says_why(tmp_path, monkeypatch):
     """Whatever stops nao's comparison, the run is kept with our grade, its verdict is a note
     in the results file, the stored run and the report, and a rerun asks nothing again."""
-    from eval_pipeline.agents import _nao_reply
+    from eval_pipeline.agents import _nao_reply  # the unit itself: a fault put inside it
 
     def broken(*_args, **_kwargs):
         raise ValueError("a comparison that cannot be made\n" + "x" * 5000)

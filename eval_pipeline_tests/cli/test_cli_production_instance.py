@@ -1,5 +1,6 @@
 """deploy/dagster.yaml on a throwaway PostgreSQL: `eval-pipeline test` with DAGSTER_HOME pointing
-at it (and the store in a bucket) runs without a daemon and records its runs in PostgreSQL."""
+at it (and the store in a bucket) runs without a daemon and records its evaluation in
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from eval_pipeline_tests.cli.console import (
     no_traceback,
     production_env,
     sql_rows,
+    stages_of,
 )
 from eval_pipeline_tests.cli.replay_suite import (
     FIRST_MODELS_ARGS,
@@ -34,7 +36,7 @@ pytestmark = pytest.mark.slow
 DAY = "2026-04-01"
 
 
-def test_the_cli_records_its_runs_in_the_postgres_instance_dagster_home_names(
+def test_the_cli_records_its_evaluation_in_the_postgres_instance_dagster_home_names(
     dagster_postgres: Server, bucket: Bucket, tmp_path: Path
 ):
     home = tmp_path / "dagster_home"
@@ -56,8 +58,10 @@ def test_the_cli_records_its_runs_in_the_postgres_instance_dagster_home_names(
     assert result.returncode == 0, result.stdout + result.stderr
     assert sql_rows(root, GRADES_SQL) == VERDICTS  # the results are in the bucket
 
-    # The runs are in PostgreSQL, all finished; the suite got no instance of its own, and
-    # the instance file was used as shipped (nothing written into DAGSTER_HOME's yaml).
+    # The evaluation is recorded in PostgreSQL as the command's work outside a run (no run
+    # for the daemon to pick up): its inputs, each model's partition, its report. The suite
+    # got no instance of its own, and the instance file was used as shipped (nothing written
+    # into DAGSTER_HOME's yaml).
     with psycopg.connect(
         host=dagster_postgres.host,
         port=dagster_postgres.port,
@@ -65,15 +69,18 @@ def test_the_cli_records_its_runs_in_the_postgres_instance_dagster_home_names(
         password=dagster_postgres.password,
         dbname=dagster_postgres.dbname,
     ) as connection:
-        statuses = connection.execute(
-            "SELECT status, count(*) FROM runs GROUP BY status"
-        ).fetchall()
-        tagged = connection.execute(
-            "SELECT count(DISTINCT run_id) FROM run_tags "
-            "WHERE key = 'eval_pipeline/source' AND value = 'cli'"
-        ).fetchone()[0]
-    assert dict(statuses).keys() == {"SUCCESS"}
-    assert sum(n for _, n in statuses) == tagged >= 4  # inputs, references, 2 models, report
+        runs = connection.execute("SELECT count(*) FROM runs").fetchone()[0]
+    assert runs == 0
+    saved = dict(os.environ)
+    os.environ.update(env)
+    try:
+        recorded = stages_of(root, home)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    models = len(FIRST_MODELS_ARGS) // 2
+    assert sorted(kind for kind, _ in recorded) == ["inputs", *["model"] * models, "report"]
+    assert len({partition for _, partition in recorded if partition}) == models, recorded
     assert not (root / ".eval" / "dagster_home").exists()
     assert (home / "dagster.yaml").read_text() == (DEPLOY / "dagster.yaml").read_text()
     assert dagster_postgres.password not in result.stdout + result.stderr

@@ -7,17 +7,16 @@ store and the viewer count one run per test and attempt.
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import shutil
-from datetime import date
 from pathlib import Path
 
 import pytest
 import yaml
 
 from eval_pipeline.store import StateFolder, query
-from eval_pipeline.viewer import _data as viewer_data
-from eval_pipeline.viewer._reader import StoreReader
 from eval_pipeline_tests.cli.console import no_traceback, run_cli, written_results
 from eval_pipeline_tests.cli.replay_suite import CASES, recording, rekey, write_suite
 
@@ -70,17 +69,11 @@ def stored_grades(root: Path) -> dict[str, bool]:
 
 
 def viewer_results(root: Path) -> list[str]:
-    reader = StoreReader(StateFolder(root / ".eval"))
-    try:
-        with reader.cursor() as con:
-            day = date.fromisoformat(DAY)
-            names = viewer_data.case_order(con, day)
-            document = viewer_data.day_document(
-                con, reader, day, viewer_data.models_on(con, day), names
-            )
-    finally:
-        reader.close()
-    return sorted(r.name for r in document.results)
+    """The test of each run the viewer's day page shows (one chip per run), as exported."""
+    page = run_cli("export", "--format", "html", "--date", DAY, cwd=root)
+    assert page.returncode == 0, page.stdout + page.stderr
+    titles = re.findall(r'class="chip[^"]*" title="([^"]*)"', page.stdout)
+    return sorted(html.unescape(title).split(" · ")[0] for title in titles)
 
 
 def results_names(result) -> list[str]:

@@ -1,8 +1,8 @@
-"""The Dagster runs one `eval-pipeline test` makes, read back from the suite's instance.
+"""What one `eval-pipeline test` records in the suite's Dagster instance, read back from it.
 
-Each stage is a run of its named job (never Dagster's anonymous `__ASSET_JOB`) tagged as
-launched by the CLI; the models' partitions are evaluated at the same time; an unchanged rerun starts
-no run at all (and still reports and writes every result; see test_cli_unchanged_rerun.py,
+Each stage is recorded as materializations tagged as launched by the CLI and grouped by
+evaluation; the models' partitions are evaluated at the same time; an unchanged rerun records
+nothing (and still reports and writes every result; see test_cli_unchanged_rerun.py,
 where a run in error is retried by the next command), and never imports dagster_dbt when the
 warehouse is already built.
 """
@@ -26,7 +26,7 @@ from eval_pipeline_tests.cli.console import (
     cli_env,
     no_traceback,
     run_cli,
-    runs_of,
+    stages_of,
     written_results,
 )
 
@@ -36,7 +36,6 @@ DAY = "2026-03-02"
 MODELS = ("local:a", "local:b")
 MODEL_FLAGS = tuple(arg for model in MODELS for arg in ("-m", model))
 CASES = {f"q{i}": f"Question {i}: what is the revenue?" for i in range(3)}
-STAGE_JOBS = {"day_inputs", "evaluate_model_day", "day_report"}
 
 
 @pytest.fixture(scope="module")
@@ -61,18 +60,10 @@ def suite(server: ScriptedServer, tmp_path_factory: pytest.TempPathFactory) -> P
     return root
 
 
-def test_every_stage_is_a_named_job_run_tagged_as_launched_by_the_cli(suite: Path):
-    records = runs_of(suite)
-    jobs = [record.dagster_run.job_name for record in records]
-    assert sorted(jobs) == sorted(
-        ["day_inputs", "evaluate_model_day", "evaluate_model_day", "day_report"]
-    )
-    assert {record.dagster_run.tags.get("eval_pipeline/source") for record in records} == {"cli"}
-    partitions = {
-        record.dagster_run.tags.get("dagster/partition")
-        for record in records
-        if record.dagster_run.job_name == "evaluate_model_day"
-    }
+def test_every_stage_is_recorded_as_materializations_tagged_as_launched_by_the_cli(suite: Path):
+    recorded = stages_of(suite)
+    assert sorted(kind for kind, _ in recorded) == ["inputs", "model", "model", "report"]
+    partitions = {partition for kind, partition in recorded if kind == "model"}
     assert partitions == {str(dg.MultiPartitionKey({"date": DAY, "model": m})) for m in MODELS}
 
 
@@ -83,7 +74,7 @@ def test_the_models_partitions_run_at_the_same_time(suite: Path, server: Scripte
 
 
 def test_an_unchanged_rerun_starts_no_run_and_an_edited_test_reruns_it(suite: Path):
-    before = len(runs_of(suite))
+    before = len(stages_of(suite))
     again = run_cli("test", "--date", DAY, *MODEL_FLAGS, cwd=suite)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"No agent run executed: all {len(CASES) * len(MODELS)} runs reused" in again.stdout
@@ -94,7 +85,7 @@ def test_an_unchanged_rerun_starts_no_run_and_an_edited_test_reruns_it(suite: Pa
     document = json.loads(written_results(again.stdout + again.stderr).read_text())
     assert len(document["results"]) == len(CASES) * len(MODELS)
     assert (document["executed_runs"], document["reused_runs"]) == (0, len(CASES) * len(MODELS))
-    assert runs_of(suite)[before:] == []
+    assert stages_of(suite)[before:] == []
 
     path = suite / "cases" / "q0.yml"
     case = yaml.safe_load(path.read_text())
@@ -104,10 +95,8 @@ def test_an_unchanged_rerun_starts_no_run_and_an_edited_test_reruns_it(suite: Pa
     assert edited.returncode == 0, edited.stderr
     document = json.loads(edited.stdout)
     assert (document["executed_runs"], document["reused_runs"]) == (2, 2 * (len(CASES) - 1))
-    jobs = [r.dagster_run.job_name for r in runs_of(suite)[before:]]
-    assert sorted(jobs) == sorted(
-        ["day_inputs", "evaluate_model_day", "evaluate_model_day", "day_report"]
-    )
+    kinds = [kind for kind, _ in stages_of(suite)[before:]]
+    assert sorted(kinds) == ["inputs", "model", "model", "report"]
 
 
 # A dbt project over the tiny suite's warehouse: its docs (schema.yml), a profile and two
@@ -168,7 +157,7 @@ def test_a_model_added_to_the_command_runs_alone_beside_one_whose_inputs_are_unc
     )
     first = run_cli("test", "--date", DAY, "-m", MODELS[0], cwd=root)
     assert first.returncode == 0, first.stdout + first.stderr
-    before, asked = len(runs_of(root)), len(server.requests)
+    before, asked = len(stages_of(root)), len(server.requests)
 
     both = run_cli("test", "--date", DAY, *MODEL_FLAGS, cwd=root)
     assert both.returncode == 0, both.stdout + both.stderr
@@ -176,6 +165,5 @@ def test_a_model_added_to_the_command_runs_alone_beside_one_whose_inputs_are_unc
         both.stderr
     )
     assert len(server.requests) == asked + len(CASES)  # the added model's runs alone
-    added = [record.dagster_run for record in runs_of(root)[before:]]
-    partitions = [r.tags["dagster/partition"] for r in added if r.job_name == "evaluate_model_day"]
-    assert partitions == [f"{DAY}|{MODELS[1]}"]
+    added = stages_of(root)[before:]
+    assert [partition for kind, partition in added if kind == "model"] == [f"{DAY}|{MODELS[1]}"]

@@ -335,9 +335,8 @@ def test_runs_are_in_the_dagster_instance_the_ui_shows(suite, good_json):
         assert records, "no agent_runs materialization for the partition"
         first = records[-1]  # newest first: the last is good_json's, which ran every test
         assert first.asset_materialization.metadata["executed"].value == len(CASES)
-        run = instance.get_run_by_id(first.run_id)
-        assert run.status == dg.DagsterRunStatus.SUCCESS
-        assert run.tags.get("eval_pipeline/source") == "cli"
+        # Work done outside a run, tagged as the command's.
+        assert first.asset_materialization.tags.get("eval_pipeline/source") == "cli"
 
 
 # --- changes over time (these tests edit the suite; they come last) ------------------------

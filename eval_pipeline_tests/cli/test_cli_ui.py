@@ -122,7 +122,7 @@ except KeyboardInterrupt:
 PARENT = """
 import sys
 from pathlib import Path
-from eval_pipeline.cli._ui import run_until_signalled
+from eval_pipeline.cli._ui import run_until_signalled  # the unit itself: signals passed to a stand-in child
 sys.exit(run_until_signalled([sys.executable, "-c", sys.argv[1]], env={}, cwd=Path.cwd()))
 """
 

@@ -5,7 +5,11 @@ from __future__ import annotations
 import io
 from datetime import date
 
-from eval_pipeline.cli._render import FULL_REPORT_MAX_RUNS, print_report, report_console
+from eval_pipeline.cli._render import (  # the unit itself: the report of a document built by hand
+    FULL_REPORT_MAX_RUNS,
+    print_report,
+    report_console,
+)
 from eval_pipeline.pipeline import build_results
 from eval_pipeline_tests.cli.test_verbose_report import MODEL, run_row
 

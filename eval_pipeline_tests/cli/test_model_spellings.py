@@ -9,9 +9,14 @@ from datetime import date
 
 import pytest
 
-from eval_pipeline.cli._main import build_parser
-from eval_pipeline.cli._render import print_report, report_console
-from eval_pipeline.cli._test_command import _request
+from eval_pipeline.cli import build_parser
+from eval_pipeline.cli._render import (  # the unit itself: the report of a document built by hand
+    print_report,
+    report_console,
+)
+from eval_pipeline.cli._test_command import (  # the unit itself: the command's request, in-process
+    _request,
+)
 from eval_pipeline.pipeline import RunChanges, build_results
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.cli.test_verbose_report import run_row

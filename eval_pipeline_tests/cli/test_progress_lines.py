@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import io
-from datetime import date
 from pathlib import Path
 
-from eval_pipeline.agents import AgentRun
-from eval_pipeline.cli._progress import Progress
-from eval_pipeline.cli._render import plain_console
+from eval_pipeline.cli._progress import Progress  # the unit itself: its lines at a given width
+from eval_pipeline.cli._render import plain_console  # the unit itself: a console of that width
 
 
 def test_a_stage_line_with_a_long_path_stays_on_one_line_relative_to_the_current_folder(
@@ -23,12 +21,3 @@ def test_a_stage_line_with_a_long_path_stays_on_one_line_relative_to_the_current
         "→ building the warehouse with dbt, first run only "
         "(log: tests_suite/.eval/logs/warehouse-build.log)\n"
     )
-
-
-def test_a_run_line_names_the_model_as_the_user_spelled_it():
-    out = io.StringIO()
-    progress = Progress(
-        plain_console(file=out, width=200), total=1, label=lambda m: f"openaiCompatible/{m}"
-    )
-    progress.run_finished(AgentRun("total_revenue", "vllm:qwen3", 0, date(2026, 1, 5), "", ""))
-    assert "total_revenue openaiCompatible/vllm:qwen3#0" in out.getvalue()

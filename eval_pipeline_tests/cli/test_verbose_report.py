@@ -6,9 +6,14 @@ import io
 from datetime import date
 from typing import Any
 
-from eval_pipeline.cli._main import build_parser
-from eval_pipeline.cli._render import print_report, report_console
-from eval_pipeline.cli._run_details import print_verbose
+from eval_pipeline.cli import build_parser
+from eval_pipeline.cli._render import (  # the unit itself: the report of a document built by hand
+    print_report,
+    report_console,
+)
+from eval_pipeline.cli._run_details import (  # the unit itself: the run lines of -v, built by hand
+    print_verbose,
+)
 from eval_pipeline.pipeline import build_results
 
 DAY = date(2026, 1, 5)

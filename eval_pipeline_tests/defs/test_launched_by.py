@@ -5,7 +5,13 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, build_tag_run_launcher, launched_by
+from eval_pipeline.defs.launched import (
+    EVALUATE_NEW_TAG,
+    LAUNCHED_BY_TAG,
+    asks_for_new_evaluations,
+    build_tag_run_launcher,
+    launched_by,
+)
 
 
 @dg.asset
@@ -41,16 +47,23 @@ def _started(instance: dg.DagsterInstance, job: str, **options) -> dg.RunStatusS
     )
 
 
-@pytest.mark.parametrize(
-    ("tags", "expected"),
-    [
-        ({"dagster/backfill": "abcd"}, "backfill"),  # the job's own "ui" is wrong here
-        ({"dagster/schedule_name": "daily_evaluation"}, "schedule"),
-        ({"dagster/from_automation_condition": "true"}, "automation"),
-        ({LAUNCHED_BY_TAG: "cli"}, "cli"),
-        ({}, "ui"),
-    ],
-)
+LAUNCHES = [
+    ({"dagster/backfill": "abcd"}, "backfill"),  # the job's own "ui" is wrong here
+    ({"dagster/schedule_name": "daily_evaluation"}, "schedule"),
+    ({"dagster/from_automation_condition": "true"}, "automation"),
+    ({LAUNCHED_BY_TAG: "cli"}, "cli"),
+    ({}, "ui"),
+]
+
+
+@pytest.mark.parametrize(("tags", "expected"), LAUNCHES)
+def test_what_launched_a_run_is_read_from_its_tags(tags, expected):
+    # A run of the suite's job, which carries its own "ui", with what its launcher added.
+    assert launched_by({LAUNCHED_BY_TAG: "ui", **tags}) == expected
+
+
+@pytest.mark.slow  # runs Dagster
+@pytest.mark.parametrize(("tags", "expected"), LAUNCHES)
 def test_a_started_run_is_tagged_with_what_launched_it(tags, expected):
     with dg.DagsterInstance.ephemeral() as instance:
         context = _started(instance, "one_job", tags=tags)
@@ -60,8 +73,30 @@ def test_a_started_run_is_tagged_with_what_launched_it(tags, expected):
         assert launched_by(instance.get_run_by_id(run.run_id).tags) == expected  # stable
 
 
+@pytest.mark.slow  # runs Dagster
 def test_a_run_of_another_job_in_the_code_location_is_left_untagged():
     with dg.DagsterInstance.ephemeral() as instance:
         context = _started(instance, "their_job")
         tag_run_launcher(context)
         assert LAUNCHED_BY_TAG not in instance.get_run_by_id(context.dagster_run.run_id).tags
+
+
+@pytest.mark.parametrize(
+    ("job", "tags", "asks"),
+    [
+        # "Materialize…" / "Materialize unsynced" from the asset graph, a backfill of assets,
+        # automation: never a new (model, day) by themselves
+        ("__ASSET_JOB", {"dagster/from_ui": "true"}, False),
+        ("__ASSET_JOB", {"dagster/backfill": "abcd", "dagster/from_ui": "true"}, False),
+        ("__ASSET_JOB", {"dagster/from_automation_condition": "true"}, False),
+        # ... unless the launch asks with the tag
+        ("__ASSET_JOB", {"dagster/from_ui": "true", EVALUATE_NEW_TAG: "true"}, True),
+        # the named job (its page, a backfill of it, the schedule's chain), and a script
+        ("evaluate_model_day", {"dagster/from_ui": "true"}, True),
+        ("evaluate_model_day", {"dagster/backfill": "abcd"}, True),
+        ("__ASSET_JOB", {}, True),
+    ],
+)
+def test_only_a_launch_that_asks_evaluates_a_new_model_day(job, tags, asks):
+    run = dg.DagsterRun(job_name=job, tags=tags)
+    assert asks_for_new_evaluations(run) is asks

@@ -1,34 +1,43 @@
 """The Dagster record of a command's evaluation: `eval-pipeline test` does the work in its own
-process and ends; a process of its own then records the same runs in the suite's instance,
-without asking the model anything, and a record is never written twice."""
+process, and its recorder reports each materialization and check result to the suite's
+instance as Dagster records work done outside a run (no run is executed, no model asked
+again), with the versions a run would give them; a record is never written twice."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import dagster as dg
 import pytest
 
-from eval_pipeline.defs import EVALUATE_JOB, INPUTS_JOB, REPORT_JOB
-from eval_pipeline.defs.evaluate import EvaluationFailed, EvaluationRequest, run_evaluation
+from eval_pipeline.defs.evaluate import (
+    EvaluationFailed,
+    EvaluationRequest,
+    build_missing_warehouse,
+    run_evaluation,
+)
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG
-from eval_pipeline.defs.record import RECORDED_TAG, record_pending
+from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline.defs.record import EVALUATION_TAG, record_pending
 from eval_pipeline.pipeline import instance_home, pending_records, run_stages, stages
-from eval_pipeline.suite import load_suite
+from eval_pipeline.suite import load_config, load_suite
 from eval_pipeline_tests.agents.servers import ScriptedServer
 from eval_pipeline_tests.agents.tiny_suite import DAY, ROUTINE, write_suite
-from eval_pipeline_tests.cli.console import run_cli_subprocess
+from eval_pipeline_tests.cli.console import run_cli, run_cli_subprocess
+from eval_pipeline_tests.conftest import copy_sample_suite
 
 pytestmark = pytest.mark.slow
 
 MODEL = "openai:gpt-4.1"
+PARTITION = model_day_key(MODEL, DAY.isoformat())
 
 
 @pytest.fixture(autouse=True)
 def _dagster_home_restored(monkeypatch):
-    """Recording sets `$DAGSTER_HOME` to the suite's instance, as a command's process does."""
+    """Each test names the instance it reads; none inherits one from the environment."""
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
 
 
@@ -48,41 +57,74 @@ def _suite(root: Path, server: ScriptedServer) -> Path:
     )
 
 
-def _runs(home: Path) -> list[dg.DagsterRun]:
-    os.environ["DAGSTER_HOME"] = str(home)
-    with dg.DagsterInstance.get() as instance:
-        return list(reversed(instance.get_runs()))
+def _instance(home: Path) -> dg.DagsterInstance:
+    return dg.DagsterInstance.from_config(str(home))
 
 
-def test_the_command_ends_and_its_runs_are_recorded_after_without_asking_the_model(
+def _latest(instance: dg.DagsterInstance, asset: str, partition: str | None = None):
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            dg.AssetKey(asset), asset_partitions=[partition] if partition else None
+        ),
+        limit=1,
+    ).records
+    return records[0].asset_materialization if records else None
+
+
+def _check_results(instance: dg.DagsterInstance, check: str) -> list:
+    key = dg.AssetCheckKey(dg.AssetKey("model_summaries"), check)
+    return instance.event_log_storage.get_asset_check_execution_history(key, limit=10)
+
+
+def _recorded(home: Path) -> None:
+    """Wait until the command's recorder has written its record (bounded, for a loaded
+    machine: the recorder ends within a moment of the command)."""
+    deadline = time.monotonic() + 120
+    while pending_records(home) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pending_records(home), "the command's record was never written"
+
+
+def test_the_command_leaves_its_evaluation_in_the_instance_with_no_run_and_no_model_asked_again(
     tmp_path, server
 ):
     root = _suite(tmp_path / "suite", server)
     done = run_cli_subprocess("test", "-m", MODEL, "--date", DAY.isoformat(), cwd=root)
     assert done.returncode in (0, 1), done.stdout + done.stderr
-    asked = len(server.requests)
-    assert asked == 4  # two tests, a query and an answer each
+    assert len(server.requests) == 4  # two tests, a query and an answer each
     home = instance_home(load_suite(root).config)
-    record_pending(home)  # waits for the command's recorder, records what it left
+    _recorded(home)
 
-    assert not pending_records(home)
-    runs = _runs(home)
-    assert [run.job_name for run in runs] == [INPUTS_JOB, EVALUATE_JOB, REPORT_JOB]
-    assert all(run.status == dg.DagsterRunStatus.SUCCESS for run in runs)
-    assert all(run.tags[LAUNCHED_BY_TAG] == "cli" and RECORDED_TAG in run.tags for run in runs)
-    assert runs[1].tags["dagster/partition"] == f"{DAY.isoformat()}|{MODEL}"
-    assert len(server.requests) == asked, "recording the runs asked the model again"
-    with dg.DagsterInstance.get() as instance:
-        runs_event = instance.get_latest_materialization_event(dg.AssetKey("agent_runs"))
-        assert runs_event is not None and runs_event.run_id == runs[1].run_id
-        metadata = runs_event.asset_materialization.metadata
-        assert metadata["executed"].value == 2 and metadata["reused"].value == 0
-        # Dagster's own provenance: what the runs read, as a run in the instance records it.
-        tags = runs_event.asset_materialization.tags
-        assert tags["dagster/input_data_version/test_cases"] == load_suite(root).hash
+    with _instance(home) as instance:
+        assert instance.get_runs() == [], "the record executed a Dagster run"
+        runs = _latest(instance, "agent_runs", PARTITION)
+        assert runs is not None and runs.metadata["executed"].value == 2
+        # Dagster's own provenance: what the runs read, as a step of a run records it.
+        assert runs.tags["dagster/input_data_version/test_cases"] == load_suite(root).hash
+        for asset in ("test_cases", "reference_results", "agent_runs", "grades", "report"):
+            event = _latest(instance, asset)
+            assert event.tags[LAUNCHED_BY_TAG] == "cli", asset
+            assert "dagster/data_version" in event.tags and "dagster/code_version" in event.tags
+        [regression] = _check_results(instance, "no_regression")
+        assert regression.partition == PARTITION  # the check's history says which it was
+    assert len(server.requests) == 4, "recording the evaluation asked the model again"
 
 
-def test_a_failed_stage_is_recorded_as_a_failed_run_the_message_names(
+def test_a_partition_evaluated_again_keeps_every_check_result_in_its_history(tmp_path, server):
+    root = _suite(tmp_path / "suite", server)
+    for _ in range(2):
+        result = run_cli("test", "-m", MODEL, "--date", DAY.isoformat(), "--no-cache", cwd=root)
+        assert result.returncode in (0, 1), result.stdout + result.stderr
+    home = instance_home(load_suite(root).config)
+    assert not pending_records(home) and not list((home / "pending_records").glob("*.failed"))
+    with _instance(home) as instance:
+        history = _check_results(instance, "no_regression")
+        assert [entry.partition for entry in history] == [PARTITION, PARTITION]
+        evaluations = {_latest(instance, "grades", PARTITION).tags[EVALUATION_TAG]}
+        assert len(evaluations) == 1
+
+
+def test_a_failed_stage_leaves_what_ran_before_it_and_its_message_names_it(
     tmp_path, server, monkeypatch
 ):
     root = _suite(tmp_path / "suite", server)
@@ -94,17 +136,15 @@ def test_a_failed_stage_is_recorded_as_a_failed_run_the_message_names(
     request = EvaluationRequest(models=(MODEL,), run_date=DAY)
     with pytest.raises(EvaluationFailed) as failed:
         run_evaluation(load_suite(root), request)
-    message = str(failed.value)
-    assert message.startswith("evaluating openai:gpt-4.1 failed: ")
-    assert "injected failure of the agent stage" in message
-    runs = _runs(instance_home(load_suite(root).config))
-    assert [run.job_name for run in runs] == [INPUTS_JOB, EVALUATE_JOB]
-    assert runs[0].status == dg.DagsterRunStatus.SUCCESS
-    assert runs[1].status == dg.DagsterRunStatus.FAILURE
-    assert f"Dagster run {runs[1].run_id}" in message
+    assert str(failed.value) == (
+        "evaluating openai:gpt-4.1 failed: RuntimeError: injected failure of the agent stage"
+    )
+    with _instance(instance_home(load_suite(root).config)) as instance:
+        assert _latest(instance, "reference_results", DAY.isoformat()) is not None
+        assert _latest(instance, "agent_runs", PARTITION) is None
 
 
-def test_a_record_left_behind_after_its_runs_is_not_recorded_twice(tmp_path, server):
+def test_a_record_left_behind_after_it_was_written_is_not_written_twice(tmp_path, server):
     root = _suite(tmp_path / "suite", server)
     suite = load_suite(root)
     home = instance_home(suite.config)
@@ -113,10 +153,14 @@ def test_a_record_left_behind_after_its_runs_is_not_recorded_twice(tmp_path, ser
     kept = tmp_path / "record.json"
     shutil.copy(record, kept)
     assert record_pending(home) == 3
-    # As if the recorder had stopped after its runs, before removing the record.
+    # As if the recorder had stopped after its events, before removing the record.
     shutil.copy(kept, record)
     assert record_pending(home) == 0
-    assert len(_runs(home)) == 3 and not pending_records(home)
+    assert not pending_records(home)
+    with _instance(home) as instance:
+        assert (
+            len(instance.fetch_materializations(dg.AssetKey("agent_runs"), limit=10).records) == 1
+        )
 
 
 def test_a_record_that_cannot_be_recorded_is_set_aside_and_the_next_is_recorded(
@@ -135,3 +179,12 @@ def test_a_record_that_cannot_be_recorded_is_set_aside_and_the_next_is_recorded(
     assert record_pending(home) == 3  # the kept suite's runs
     assert not pending_records(home)
     assert first.with_suffix(".failed").exists()
+
+
+def test_a_suites_first_warehouse_build_leaves_dagster_home_as_the_user_set_it(tmp_path):
+    """The build named the instance in `$DAGSTER_HOME`, which the command then read as the
+    user's choice of instance and waited for its record (~40 s on a suite's first run)."""
+    suite = copy_sample_suite(tmp_path / "suite")
+    config = load_config(suite)
+    assert build_missing_warehouse(config, lambda _: None)
+    assert "DAGSTER_HOME" not in os.environ

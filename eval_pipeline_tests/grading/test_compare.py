@@ -386,7 +386,10 @@ def test_rounding_follows_display_rounding_of_the_exact_value():
 
 
 def test_only_results_the_same_cell_for_cell_take_the_exact_shortcut():
-    from eval_pipeline.grading._compare import exact_match, same_cells
+    from eval_pipeline.grading._compare import (  # the unit itself: the shortcut, not the rules
+        exact_match,
+        same_cells,
+    )
 
     assert same_cells(["n", "s"], [[1, "a"]], ["n", "s"], [[1, "a"]])
     # Python has True == 1 == 1.0; the comparison's rules do not, so neither does the shortcut.

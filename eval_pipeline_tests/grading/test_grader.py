@@ -18,9 +18,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from eval_pipeline.agents import AgentRun, QueryRecord, RunStatus, ToolCallRecord
-from eval_pipeline.grading import Grade, Grader, GradeStatus, ReferenceResult, run_references
-from eval_pipeline.grading._grader import preview_records
-from eval_pipeline.grading._reference import frame_from_rows
+from eval_pipeline.grading import (
+    Grade,
+    Grader,
+    GradeStatus,
+    ReferenceResult,
+    frame_from_rows,
+    run_references,
+)
+from eval_pipeline.grading._grader import (  # the unit itself: the preview's fast path
+    preview_records,
+)
 from eval_pipeline.sandbox import SqlSandbox
 from eval_pipeline.store import FileCompletionCache, StateFolder
 from eval_pipeline.suite import Case, Consistency, Evaluator, Tolerance, ToolCallAssertion

@@ -61,13 +61,26 @@ def run_requested(defs: dg.Definitions, instance: dg.DagsterInstance, request: d
     assert result.success, [e.message for e in result.all_events if e.is_failure]
 
 
-def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, asset: str, partition):
-    """Materialize what automation requested of one asset, as the daemon's run would."""
+def run_partition(
+    defs: dg.Definitions, instance: dg.DagsterInstance, asset: str | list[str], partition
+):
+    """Materialize what automation requested of one partition (of one asset, or of several
+    sharing its partitions), as the daemon's run would."""
+    assets = [asset] if isinstance(asset, str) else asset
     if partition is not None and "|" in partition:
-        grid = defs.resolve_asset_graph().get(dg.AssetKey(asset)).partitions_def
+        grid = defs.resolve_asset_graph().get(dg.AssetKey(assets[0])).partitions_def
         partition = grid.get_partition_key_from_str(partition)
-    result = materialize(defs, [asset], instance=instance, partition_key=partition)
+    result = materialize(defs, assets, instance=instance, partition_key=partition)
     assert result.success, [e.message for e in result.all_events if e.is_failure]
+
+
+def runs_of(asked: set[tuple[str, str | None]]) -> dict[str | None, list[str]]:
+    """A tick's requests as the automation sensor launches them: one run per partition, with
+    every asset requested of it (unpartitioned assets together)."""
+    runs: dict[str | None, list[str]] = {}
+    for asset, partition in sorted(asked, key=str):
+        runs.setdefault(partition, []).append(asset)
+    return runs
 
 
 def evaluate_conditions(defs, instance, cursor=None):
@@ -90,8 +103,8 @@ def tick(defs, instance, cursor):
 
 
 def drive(defs, instance, cursor=None, *, max_ticks: int = 12):
-    """Tick and run what each tick requests until a tick requests nothing; every tick's
-    requests, in order."""
+    """Tick and run what each tick requests (one run per partition, `runs_of`) until a tick
+    requests nothing; every tick's requests, in order."""
     ticks: list[set[tuple[str, str | None]]] = []
     for _ in range(max_ticks):
         result, asked = tick(defs, instance, cursor)
@@ -99,8 +112,8 @@ def drive(defs, instance, cursor=None, *, max_ticks: int = 12):
         if not asked:
             return cursor, ticks
         ticks.append(asked)
-        for asset, partition in sorted(asked, key=str):
-            run_partition(defs, instance, asset, partition)
+        for partition, assets in runs_of(asked).items():
+            run_partition(defs, instance, assets, partition)
     raise AssertionError(f"automation never settled: {ticks}")
 
 

@@ -1,7 +1,9 @@
-"""An attempt budget through the real pipeline (the Dagster stages in process, scripted agents
-on 127.0.0.1 with known pass probabilities): it stops once the question is decided, spends
-its extra attempts where the models disagree, never spends more than it was given, stores
-what it did, and a rerun of the day runs nothing."""
+"""An attempt budget through the real pipeline (its stages in this process as `eval-pipeline
+test` runs them, scripted agents on 127.0.0.1 with known pass probabilities): it stops once the
+question is decided, spends its extra attempts where the models disagree, never spends more
+than it was given, stores what it did, and a rerun of the day runs nothing. Only the Dagster
+catalog's test (slow) writes the evaluations' record into the suite's instance, as the
+command's recorder does."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import dagster as dg
 import pytest
 
 from eval_pipeline.cli import main
-from eval_pipeline.defs.evaluate import run_evaluation
 from eval_pipeline.defs.instance import open_instance
 from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline.defs.record import record_pending
 from eval_pipeline.pipeline import (
     BudgetSpent,
     EvaluationRequest,
     evaluate,
+    instance_home,
+    run_stages,
     stored_budget,
 )
 from eval_pipeline.store import StateFolder
@@ -33,8 +37,10 @@ STRONG = {test: 0.97 for test in TESTS}
 WEAK = {test: (0.1 if test in DECIDING else 0.97) for test in TESTS}
 
 
-def dagster(suite, request, on_stage):
-    return run_evaluation(suite, request, on_stage=on_stage)
+def in_process(suite, request, on_stage):
+    """The stages as the command runs them; their Dagster record left pending in the
+    suite's instance home, as the command leaves it to its recorder."""
+    return run_stages(suite, request, instance_home(suite.config), on_stage=on_stage)
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +50,8 @@ def agents():
 
 
 def own_instance(suite, monkeypatch: pytest.MonkeyPatch):
-    """The suite's own Dagster home, as a command in its folder has: an evaluation sets
-    DAGSTER_HOME for the process (its run workers read it)."""
+    """The suite's own Dagster home, as a command in its folder has, whatever DAGSTER_HOME
+    the test run was started with (the stages leave their record there)."""
     home = StateFolder(suite.config.state_path).dagster_home
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     return home
@@ -60,9 +66,9 @@ def compared(agents, tmp_path_factory):
     )
     with pytest.MonkeyPatch.context() as monkeypatch:
         own_instance(suite, monkeypatch)
-        first = evaluate(suite, request, runner=dagster)
+        first = evaluate(suite, request, runner=in_process)
         asked = len(agents.requests)
-        again = evaluate(suite, request, runner=dagster)
+        again = evaluate(suite, request, runner=in_process)
     return suite, first, asked, again
 
 
@@ -132,7 +138,7 @@ def test_a_budget_smaller_than_one_round_stops_before_anything_runs(agents, tmp_
     )
     asked = len(agents.requests)
     with pytest.raises(BudgetSpent, match="each selected test once per model"):
-        evaluate(suite, request, runner=dagster)
+        evaluate(suite, request, runner=in_process)
     assert len(agents.requests) == asked
 
 
@@ -145,7 +151,7 @@ def test_a_dollar_budget_stops_at_its_dollars_and_needs_every_models_prices(tmp_
         request = EvaluationRequest(
             models=("http:strong", "http:weak"), run_date=DAY, budget=AttemptBudget(usd=0.03)
         )
-        budget = evaluate(suite, request, runner=dagster).document.budget
+        budget = evaluate(suite, request, runner=in_process).document.budget
         assert 2 * len(TESTS) < budget.spent_runs <= 30 == 0.03 / COST_USD
         assert budget.spent_usd == pytest.approx(budget.spent_runs * COST_USD)
         assert len(agents.requests) == budget.spent_runs
@@ -154,13 +160,13 @@ def test_a_dollar_budget_stops_at_its_dollars_and_needs_every_models_prices(tmp_
             models=("http:unpriced",), run_date=DAY, budget=AttemptBudget(usd=0.03)
         )
         with pytest.raises(BudgetSpent, match="cannot be budgeted in dollars; use --budget RUNS"):
-            evaluate(suite, unpriced, runner=dagster)
+            evaluate(suite, unpriced, runner=in_process)
         # Its first round ran and is kept: a --budget in runs reuses it.
         asked = len(agents.requests)
         runs = EvaluationRequest(
             models=("http:unpriced",), run_date=DAY, budget=AttemptBudget(runs=10)
         )
-        assert evaluate(suite, runs, runner=dagster).ran.executed == 0
+        assert evaluate(suite, runs, runner=in_process).ran.executed == 0
         assert len(agents.requests) == asked
 
 
@@ -172,7 +178,7 @@ def test_a_pass_rate_budget_spends_no_more_than_it_was_given(tmp_path, monkeypat
         request = EvaluationRequest(
             models=("http:flaky",), run_date=DAY, budget=AttemptBudget(runs=20, width=0.05)
         )
-        evaluation = evaluate(suite, request, runner=dagster)
+        evaluation = evaluate(suite, request, runner=in_process)
         budget = evaluation.document.budget
         # A width of 0.05 is out of reach in 20 runs: the budget is spent, never exceeded.
         assert budget.question.kind == "pass_rate" and not budget.decision.decided
@@ -182,7 +188,7 @@ def test_a_pass_rate_budget_spends_no_more_than_it_was_given(tmp_path, monkeypat
         assert "not yet within the width 0.05 after 20 runs" in budget.sentences()[0]
 
         # An evaluation of the day without a budget: the day's budget no longer describes it.
-        evaluate(suite, EvaluationRequest(models=("http:flaky",), run_date=DAY), runner=dagster)
+        evaluate(suite, EvaluationRequest(models=("http:flaky",), run_date=DAY), runner=in_process)
         assert stored_budget(StateFolder.of(suite.config), DAY) is None
 
 
@@ -197,12 +203,15 @@ def test_the_viewer_shows_where_the_budget_went_and_what_it_decided(compared):
     assert section.count("<tr") - 1 == len(extra)  # a header row, then one per test given more
 
 
+@pytest.mark.slow  # records in a Dagster instance
 def test_the_dagster_catalog_shows_each_models_attempts_and_the_days_decision(
     compared, monkeypatch
 ):
     suite, first, _asked, _again = compared
     budget = first.document.budget
-    with open_instance(own_instance(suite, monkeypatch)) as instance:
+    home = own_instance(suite, monkeypatch)
+    record_pending(home)  # what the command's recorder does once its stages are done
+    with open_instance(home) as instance:
 
         def latest(asset: str, partition: str) -> dict:
             records = instance.fetch_materializations(  # newest first

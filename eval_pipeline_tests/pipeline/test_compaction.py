@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from eval_pipeline.store import _compact, current_generation, query  # _compact: to patch its margin
+from eval_pipeline.store import (
+    _compact,
+    current_generation,
+    query,
+)  # the unit itself: _compact's margin patched
 from eval_pipeline_tests.pipeline.small_suite import (
     MODELS,
     QUIET,

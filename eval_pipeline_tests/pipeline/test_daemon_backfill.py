@@ -3,7 +3,9 @@
 
 The command line evaluates today, a test is edited, and it evaluates again: its history is in
 the same instance, beside a past day's inputs. Then a backfill of that day's evaluation and
-report is launched through the UI's API. Its two model partitions run as separate run-worker
+report is launched through the UI's API, tagged `eval_pipeline/evaluate_new` = true as the
+launch dialog's "Add tags" tags it: the day was never evaluated, and only a launch that asks
+for it evaluates a new (model, day) from the asset graph. Its two model partitions run as separate run-worker
 processes, at once, each one run for its runs, grades and summary, while a reader queries the
 history; the day's report lands and every count is exact. (Two prove "separate, at once" as
 three would; each run is a worker loading the definitions.)"""
@@ -19,6 +21,7 @@ import httpx
 import pytest
 
 from eval_pipeline.defs.evaluate import run_evaluation
+from eval_pipeline.defs.launched import EVALUATE_NEW_TAG
 from eval_pipeline.defs.partitions import model_day_key
 from eval_pipeline.pipeline import EvaluationRequest, today
 from eval_pipeline.suite import load_suite
@@ -104,7 +107,14 @@ def test_a_backfill_of_two_models_runs_in_run_workers_on_postgres_and_the_bucket
         # backfill's first iteration. Webserver and daemon still run together, on one instance.
         with dagster_webserver(env, tmp_path, timeout_s=180) as port:
             graphql = f"http://127.0.0.1:{port}/graphql"
-            params = {"partitionsByAssets": day_and_report(DAY, MODELS), "fromFailure": False}
+            params = {
+                "partitionsByAssets": day_and_report(DAY, MODELS),
+                "fromFailure": False,
+                "tags": [
+                    {"key": "dagster/from_ui", "value": "true"},
+                    {"key": EVALUATE_NEW_TAG, "value": "true"},
+                ],
+            }
             answer = httpx.post(
                 graphql,
                 json={"query": LAUNCH_BACKFILL, "variables": {"params": params}},

@@ -57,7 +57,7 @@ def demo(sample_warehouse: SampleWarehouse, tmp_path_factory: pytest.TempPathFac
     """The sample suite evaluated twice from scratch (`no_cache`), as Dagster materializations."""
     root = _copy_suite(tmp_path_factory.mktemp("demo") / "suite", sample_warehouse)
     # an evaluation of a day before the suite's history, as `test --date` makes one
-    defs = build_definitions(root, include_day=date.fromisoformat(DAY))
+    defs = build_definitions(root, from_day=date.fromisoformat(DAY))
     layout = StateFolder(root / ".eval")
     with dg.DagsterInstance.ephemeral() as instance:
         instance.add_dynamic_partitions("models", [MODEL])

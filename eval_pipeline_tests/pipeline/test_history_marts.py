@@ -18,7 +18,9 @@ from eval_pipeline.pipeline import since_previous_day, summarize_partition
 from eval_pipeline.store import ensure_database, table_names, write_rows
 from eval_pipeline.suite import load_suite
 from eval_pipeline.viewer import StoreReader
-from eval_pipeline.viewer import _data as viewer_data  # its day-changes query, an internal one
+from eval_pipeline.viewer import (
+    _data as viewer_data,
+)  # the unit itself: the viewer's day-changes query
 from eval_pipeline_tests.pipeline.small_suite import (
     SmallSuite,
     materialize,

@@ -9,7 +9,9 @@ import pytest
 
 import eval_pipeline
 from eval_pipeline.pipeline import EvaluationRequest, LastEvaluation
-from eval_pipeline.pipeline import _unchanged as unchanged  # only to swap its judge prompts
+from eval_pipeline.pipeline import (
+    _unchanged as unchanged,
+)  # the unit itself: its judge prompts swapped
 from eval_pipeline.store import StateFolder, ensure_schema_files, write_rows
 from eval_pipeline.suite import load_suite
 from eval_pipeline_tests.agents.tiny_suite import DAY, write_suite

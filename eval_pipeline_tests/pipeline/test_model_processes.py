@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from eval_pipeline.pipeline import StageFailed
-from eval_pipeline.pipeline._model_processes import (
+from eval_pipeline.pipeline._model_processes import (  # the unit itself: workers, their fork
     MODEL_PROCESSES_ENV,
     PROCESSES_FROM_RUNS,
     use_workers,
@@ -59,7 +59,7 @@ def test_an_unknown_setting_is_an_error_naming_the_variable(monkeypatch):
 # pytest's has threads of its own (it would use the forkserver instead).
 FORKED_AHEAD = """
 import json, os, sys, threading
-from eval_pipeline.pipeline._model_processes import (
+from eval_pipeline.pipeline._model_processes import (  # the unit itself: workers forked ahead
     WorkerDied, dismiss_workers, prepare_workers, run_in_workers,
 )
 
@@ -131,7 +131,7 @@ def test_a_worker_forked_ahead_that_dies_fails_only_its_partition():
 # a fork handler, so it is pending at the moment the standard library's own handlers run.
 INTERRUPTED_WHILE_FORKING = """
 import os, signal, sys
-from eval_pipeline.pipeline import _model_processes as processes
+from eval_pipeline.pipeline import _model_processes as processes  # the unit itself: its fork
 
 os.register_at_fork(before=lambda: os.kill(os.getpid(), signal.SIGINT))
 try:

@@ -9,7 +9,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from eval_pipeline.pipeline import _new_suite, start_suite  # _new_suite: to make a lookup fail
+from eval_pipeline.pipeline import (
+    _new_suite,
+    start_suite,
+)  # the unit itself: _new_suite's lookup made to fail
 from eval_pipeline.suite import SuiteError, load_suite
 
 OPENAI_ONLY = {"OPENAI_API_KEY": "sk-test"}

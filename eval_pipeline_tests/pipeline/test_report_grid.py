@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from eval_pipeline.pipeline._report import pass_fail_grid
+from eval_pipeline.pipeline._report import pass_fail_grid  # the unit itself: the report's grid
 from eval_pipeline.store import StateFolder, ensure_database, write_rows
 
 DAY = date(2026, 2, 3)

@@ -116,7 +116,7 @@ def test_new_grading_code_turns_the_grades_stale(small_suite, instance, monkeypa
     # What a release or an edited checkout does: the grading code's version moves.
     import eval_pipeline.defs.assets.grades as grades_assets
 
-    monkeypatch.setattr(grades_assets, "GRADING_CODE_VERSION", "another-version")
+    monkeypatch.setattr(grades_assets, "grading_code", lambda: "another-version")
     moved = small_suite.definitions()
     stale, causes = status(moved, instance, "grades", MODELS[0])
     assert stale is StaleStatus.STALE

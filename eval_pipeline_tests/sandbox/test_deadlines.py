@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from eval_pipeline.sandbox._deadlines import call_after
+from eval_pipeline.sandbox._deadlines import call_after  # the unit itself: the watchdog
 
 
 def test_due_calls_run_in_deadline_order_and_cancelled_ones_never() -> None:

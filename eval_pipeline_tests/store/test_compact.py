@@ -27,7 +27,7 @@ from eval_pipeline.store import (
     read_latest,
     write_rows,
 )
-from eval_pipeline.viewer._reader import StoreReader
+from eval_pipeline.viewer import StoreReader
 from eval_pipeline_tests.store.conftest import DAY, grade
 
 PAST = datetime(2026, 6, 1, 12, tzinfo=UTC)
@@ -270,7 +270,7 @@ def test_readers_and_writers_during_compactions_never_fail_nor_lose_a_row(layout
         import duckdb, datetime, time
         from pathlib import Path
         from eval_pipeline.store import StateFolder, connect, read_latest
-        from eval_pipeline.viewer._reader import StoreReader
+        from eval_pipeline.viewer import StoreReader
         layout = StateFolder(Path({str(layout.root)!r}))
         viewer = StoreReader(layout)
         print("ready", flush=True)  # imported: the writers start now

@@ -13,8 +13,15 @@ from eval_pipeline.store import (
     try_file_lock,
     updating_partition,
 )
-from eval_pipeline.store._files import Journal, abandoned_journals
-from eval_pipeline.store._locks import compaction_lock, deleting_files, publishing_lock
+from eval_pipeline.store._files import (  # the unit itself: a journal left by a dead writer
+    Journal,
+    abandoned_journals,
+)
+from eval_pipeline.store._locks import (  # the unit itself: which locks exclude which
+    compaction_lock,
+    deleting_files,
+    publishing_lock,
+)
 
 DAY = date(2026, 6, 1)
 

@@ -24,7 +24,10 @@ from eval_pipeline.store import (
     table_names,
     write_rows,
 )
-from eval_pipeline.store._locks import next_publication, publishing_lock
+from eval_pipeline.store._locks import (  # the unit itself: publications racing each other
+    next_publication,
+    publishing_lock,
+)
 from eval_pipeline_tests.store.conftest import DAY, grade
 from eval_pipeline_tests.store.older_duckdb import DuckDBCli
 

@@ -9,7 +9,9 @@ import duckdb
 import pytest
 
 from eval_pipeline.store import QueryTooSlow, ReadLimits, StateFolder, fetch_read_only
-from eval_pipeline.store._sandbox import _fetch_interruptibly
+from eval_pipeline.store._sandbox import (  # the unit itself: an interrupt before the query starts
+    _fetch_interruptibly,
+)
 
 ENDLESS = "SELECT * FROM range(1e12::BIGINT) t(x) ORDER BY x DESC LIMIT 1"
 

@@ -17,12 +17,14 @@ from eval_pipeline.store import (
     StateFolder,
     ensure_database,
     fetch,
+    journal_files,
     one_connection,
     query,
+    read_journals,
     read_latest,
     write_rows,
 )
-from eval_pipeline.store._files import Journal, journal_files, read_journals
+from eval_pipeline.store._files import Journal  # the unit itself: journals written by hand
 from eval_pipeline_tests.store.conftest import DAY, grade
 
 

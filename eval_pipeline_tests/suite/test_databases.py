@@ -84,7 +84,7 @@ def test_allow_privileged_role_is_read_and_off_by_default(make_suite):
     [
         (
             "databases:\n  - {name: a, type: oracle, url: x}\n",
-            "eval_config.yaml:2: databases[0].type: expected 'duckdb', 'postgres' or 'mysql'",
+            "eval_config.yaml:2: databases[0].type: expected 'duckdb', 'postgres', 'mysql' (MySQL and MariaDB), 'snowflake', 'clickhouse' or 'bigquery'",
         ),
         (
             "databases:\n  - {name: a, type: postgres, url: 'mysql://u@h/d'}\n",
@@ -112,7 +112,7 @@ def test_allow_privileged_role_is_read_and_off_by_default(make_suite):
         ),
         (
             "databases:\n  - {name: a, type: duckdb, path: a.duckdb, allow_privileged_role: true}\n",
-            "databases[0].allow_privileged_role: only a server database (postgres, mysql)",
+            "databases[0].allow_privileged_role: only a server database (postgres, mysql, snowflake, clickhouse, bigquery)",
         ),
     ],
 )

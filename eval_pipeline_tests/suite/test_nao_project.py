@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 
 from eval_pipeline.suite import (
+    ENGINES,
+    Engine,
     MissingSecret,
     SuiteError,
     find_suite_root,
     load_agent_context,
     load_config,
     load_suite,
+    register_engine,
     to_model_id,
+    unregister_engine,
 )
 from eval_pipeline_tests.suite.nao_project import (
     KEY_VARIABLE,
@@ -151,9 +156,9 @@ def test_problems_name_nao_config_and_the_line(project):
         """\
         project_name: shop
         databases:
-          - name: bq
-            type: bigquery
-            project_id: p
+          - name: lake
+            type: databricks
+            server_hostname: dbc.example.com
         llm:
           providers:
             - provider: openaiCompatible/vllm
@@ -164,8 +169,8 @@ def test_problems_name_nao_config_and_the_line(project):
         """,
     )
     assert problems == [
-        "nao_config.yaml:4: databases[0].type: 'bigquery' databases are not supported yet; "
-        "use duckdb, postgres or mysql",
+        "nao_config.yaml:4: databases[0].type: 'databricks' databases are not supported yet; "
+        "use duckdb, postgres, mysql, snowflake, clickhouse or bigquery",
         "nao_config.yaml:8: llm.providers[0].base_url: openaiCompatible/vllm needs the "
         "base_url of its OpenAI-compatible server",
         "nao_config.yaml:11: test.models: invalid model 'gpt-4.1', expected "
@@ -264,3 +269,98 @@ def test_a_nao_server_database_missing_a_field_names_it_with_its_line(project):
         "nao_config.yaml:2: databases[0].database: is required (a non-empty string)",
         "nao_config.yaml:6: databases[0].port: expected a port number, got 'many'",
     ]
+
+
+@pytest.fixture
+def warehouse_engine() -> Iterator[Engine]:
+    """A server engine that reads nao's fields its own way (`Engine.nao_url`), as an
+    account-based warehouse does: account and warehouse, no host."""
+
+    def nao_url(fields: dict[str, str]) -> str:
+        login = fields["user"] + (f":{fields['password']}" if "password" in fields else "")
+        return f"acme://{login}@{fields['account']}/{fields['database']}?wh={fields.get('warehouse', '')}"
+
+    engine = Engine(
+        name="acme",
+        label="Acme",
+        dialect="snowflake",
+        connect=lambda database: None,
+        catalogue_sql="SELECT 1",
+        url_schemes=("acme",),
+        nao_type="acme",
+        nao_url=nao_url,
+    )
+    register_engine(engine)
+    yield engine
+    unregister_engine(engine.name)
+
+
+def test_an_engine_reads_its_own_nao_fields_into_its_url(project, monkeypatch, warehouse_engine):
+    (project / "nao_config.yaml").write_text(
+        textwrap.dedent(
+            """\
+            databases:
+              - name: sf
+                type: acme
+                account: xy-123
+                user: reader
+                password: "{{ env('ACME_PASSWORD') }}"
+                database: analytics
+                warehouse: small wh
+                schema_name: marts
+            test:
+              models: [openai:gpt-4.1]
+            """
+        )
+    )
+    (sf,) = load_config(project).databases
+    assert (sf.type, sf.schema) == ("acme", "marts")
+    monkeypatch.setenv("ACME_PASSWORD", "p@ss")
+    assert sf.resolve_url() == "acme://reader:p%40ss@xy-123/analytics?wh=small%20wh"
+    problems = _problems(
+        project,
+        """\
+        databases:
+          - name: sf
+            type: acme
+            account: xy-123
+        test:
+          models: [openai:gpt-4.1]
+        """,
+    )
+    assert problems == ["nao_config.yaml:3: databases[0].user: required for Acme databases"]
+
+
+#: The engines nao connects to that no engine of ours reads (nao's cli/nao_core/config/databases/).
+NAO_ONLY_ENGINES = [
+    "athena",
+    "databricks",
+    "ducklake",
+    "motherduck",
+    "mssql",
+    "powerbi_xmla",
+    "redshift",
+    "starrocks",
+    "trino",
+]
+
+
+@pytest.mark.parametrize("kind", NAO_ONLY_ENGINES)
+def test_a_nao_database_of_an_engine_we_lack_is_one_line_naming_it_and_ours(project, kind):
+    problems = _problems(
+        project,
+        f"""\
+        databases:
+          - name: lake
+            type: {kind}
+            host: h
+        test:
+          models: [openai:gpt-4.1]
+        """,
+    )
+    ours = [e.nao_type for e in ENGINES.all() if e.nao_type is not None]
+    assert len(problems) == 1
+    assert problems[0].startswith(
+        f"nao_config.yaml:3: databases[0].type: {kind!r} databases are not supported yet; use "
+    )
+    assert all(name in problems[0] for name in ours)

@@ -14,7 +14,7 @@ from eval_pipeline.suite import (
     MAX_DEPTH,
     SuiteError,
     YamlRefused,
-    _yaml,
+    _yaml,  # the unit itself: both YAML loaders, C and Python
     load_config,
     load_suite,
     load_yaml,

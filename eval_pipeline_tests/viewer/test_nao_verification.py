@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from eval_pipeline.store import write_rows
-from eval_pipeline.viewer._data import run_id
+from eval_pipeline.viewer import run_id
 from eval_pipeline_tests.viewer.conftest import fetch, start
 from eval_pipeline_tests.viewer.history import CASES, DAY3, GPT, _run_and_grade, build_store
 

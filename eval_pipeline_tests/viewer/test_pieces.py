@@ -1,16 +1,22 @@
-"""The viewer's pieces without a server: escaping, diff highlighting, agreement, the labels table."""
+"""The viewer's pieces without a server: escaping, diff highlighting, agreement, SQL layout."""
 
 from __future__ import annotations
 
-from datetime import date
-
-from eval_pipeline.store import StateFolder, ensure_database, query
-
 # The viewer's internal pieces, each tested on its own (the face is the server and export).
-from eval_pipeline.viewer._diffs import diff_marks, map_columns
-from eval_pipeline.viewer._html import Markup, el, esc, join
-from eval_pipeline.viewer._labels import add_label, agreement_rows, parse_label_form
-from eval_pipeline.viewer._sql import pretty_sql
+from eval_pipeline.viewer._diffs import (  # the unit itself: which cells a diff marks
+    diff_marks,
+    map_columns,
+)
+from eval_pipeline.viewer._html import (  # the unit itself: escaping of every value
+    Markup,
+    el,
+    esc,
+    join,
+)
+from eval_pipeline.viewer._labels import (  # the unit itself: agreement of labels and grades
+    agreement_rows,
+)
+from eval_pipeline.viewer._sql import pretty_sql  # the unit itself: SQL layout
 from eval_pipeline_tests.viewer.history import HOSTILE
 
 
@@ -81,32 +87,6 @@ def test_agreement_pairs_labels_with_the_grade_each_check_and_each_evaluator():
     assert (overall.n, overall.agreements, overall.judge_fail_human_pass) == (3, 2, 1)
     tone = by_name["tone"].result
     assert (tone.n, tone.raw, tone.kappa) == (3, 1.0, 1.0)
-
-
-def test_label_form_is_validated():
-    assert parse_label_form({"verdict": ["failed"], "note": ["  why  "]}) == (False, "why", "")
-    for bad in ({"verdict": ["yes"]}, {}, {"verdict": ["passed"], "author": ["x" * 200]}):
-        try:
-            parse_label_form(bad)
-        except ValueError:
-            continue
-        raise AssertionError(f"accepted {bad}")
-
-
-def test_labels_table_keeps_every_label_and_labels_latest_the_newest_per_run(tmp_path):
-    layout = StateFolder(tmp_path / ".eval")
-    ensure_database(layout)
-    run = {"run_key": "k1", "name": "t", "model": "m", "run_date": date(2026, 6, 1), "attempt": 0}
-    add_label(layout, run, passed=True, note="first")
-    add_label(layout, run, passed=False, note="second thoughts")
-    add_label(layout, {**run, "attempt": 1}, passed=True, note="")
-    assert query(layout, "SELECT count(*) AS n FROM labels").n[0] == 3
-    assert query(layout, "SELECT count(*) AS n FROM labels_history").n[0] == 3
-    latest = query(
-        layout, "SELECT attempt, passed, coalesce(note, '-') FROM labels_latest ORDER BY attempt"
-    )
-    assert latest.values.tolist() == [[0, False, "second thoughts"], [1, True, "-"]]
-    assert len(list(layout.table_dir("labels").glob("*.parquet"))) == 3 + 1  # + the schema file
 
 
 def test_sql_is_pretty_printed_or_left_as_written():

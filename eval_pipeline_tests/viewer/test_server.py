@@ -168,6 +168,35 @@ def test_a_label_posted_is_stored_with_history_and_counted_in_agreement(fresh):
     assert ">1<" in evaluator and "100.0%" in evaluator
 
 
+def test_a_label_form_is_checked_and_its_note_trimmed(fresh):
+    layout, server = fresh
+    for bad in ({"verdict": "yes"}, {}, {"verdict": "passed", "author": "x" * 200}):
+        assert post_label(server, TOP_FAIL, bad).status == 400, bad
+    assert post_label(server, TOP_FAIL, {"verdict": "failed", "note": "  why  "}).status == 303
+    stored = query(layout, "SELECT passed, note, coalesce(author, '') FROM labels")
+    assert stored.values.tolist() == [[False, "why", ""]]
+
+
+def test_every_label_is_kept_and_the_newest_of_each_run_is_its_label(fresh):
+    layout, server = fresh
+    for ident, verdict, note in (
+        (TOP_FAIL, "passed", "first"),
+        (TOP_FAIL, "failed", "second thoughts"),
+        (POLITE_FAIL, "passed", ""),
+    ):
+        assert post_label(server, ident, {"verdict": verdict, "note": note}).status == 303
+    assert query(layout, "SELECT count(*) AS n FROM labels").n[0] == 3
+    assert query(layout, "SELECT count(*) AS n FROM labels_history").n[0] == 3
+    latest = query(
+        layout, "SELECT name, passed, coalesce(note, '-') FROM labels_latest ORDER BY name"
+    )
+    assert latest.values.tolist() == [
+        ["polite_clarification", True, "-"],
+        ["top_customers", False, "second thoughts"],
+    ]
+    assert len(list(layout.table_dir("labels").glob("*.parquet"))) == 3 + 1  # + the schema file
+
+
 def test_label_posts_that_are_refused(fresh):
     layout, server = fresh
     host, port = server.server_address[:2]

@@ -4,13 +4,11 @@ import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import follows_parents
 from eval_pipeline.defs.metadata import model_and_day, recorded, table_definition
-from eval_pipeline.defs.names import SuiteNames
-from eval_pipeline.defs.partitions import BY_DATE
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
-from eval_pipeline.grading import GRADING_CODE_VERSION
+from eval_pipeline.defs.stage_graph import StageGraph
+from eval_pipeline.grading import grading_code
 from eval_pipeline.pipeline import stages
 
 
@@ -29,33 +27,22 @@ class GradesConfig(dg.Config):
     )
 
 
-def grades_asset(
-    model_day: dg.PartitionsDefinition,
-    agent_runs: dg.AssetsDefinition,
-    reference_results: dg.AssetsDefinition,
-    warehouse_variants: dg.AssetsDefinition,
-    inputs: SuiteAssets,
-    names: SuiteNames,
-) -> dg.AssetsDefinition:
+def grades_asset(graph: StageGraph) -> dg.AssetsDefinition:
     """`grades`, per model and day, from the partition's runs and the day's references."""
+    names = graph.names
 
     @dg.asset(
-        key=names.key("grades"),
+        key=graph.key("grades"),
         group_name=names.group(groups.EVALUATION),
         required_resource_keys={names.resource(SUITE_KEY)},
-        partitions_def=model_day,
-        deps=[
-            agent_runs,
-            dg.AssetDep(reference_results, partition_mapping=BY_DATE),
-            inputs.test_cases,
-            inputs.grading_rules,
-            warehouse_variants,
-        ],
-        code_version=GRADING_CODE_VERSION,
+        partitions_def=graph.partitions_def("grades"),
+        deps=graph.deps("grades"),
+        code_version=grading_code(),  # an added check's edit makes the grades unsynced too
         kinds={"duckdb", "python"},
         metadata=table_definition("grades"),
         automation_condition=follows_parents(
-            [agent_runs.key, reference_results.key], caches=[warehouse_variants.key]
+            [graph.key("agent_runs"), graph.key("reference_results")],
+            caches=[graph.key("warehouse_variants")],
         ),
         description="The grade of every run: passed, failed (the agent was wrong) or error. "
         "Grading reads stored runs and never calls the agent under test; new grading rules "
@@ -64,7 +51,7 @@ def grades_asset(
     def grades(context: dg.AssetExecutionContext, config: GradesConfig) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         model, day = model_and_day(context)
-        done = suite.replayed("grades", model=model, day=day) or stages.grades(
+        done = stages.grades(
             suite.load(),
             model,
             day,

@@ -6,32 +6,29 @@ from datetime import date
 import dagster as dg
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import references_condition
 from eval_pipeline.defs.metadata import recorded, table_definition
-from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
+from eval_pipeline.defs.stage_graph import StageGraph
 from eval_pipeline.pipeline import stages
 
 
 def reference_results_asset(
-    daily: dg.PartitionsDefinition,
-    warehouse_keys: Sequence[dg.AssetKey],
-    inputs: SuiteAssets,
-    names: SuiteNames,
+    graph: StageGraph, warehouse_keys: Sequence[dg.AssetKey]
 ) -> dg.AssetsDefinition:
     """`reference_results`, per day, downstream of the dbt models `warehouse_keys`."""
-    key = names.key("reference_results")
+    names = graph.names
+    key = graph.key("reference_results")
 
     @dg.asset(
         key=key,
         group_name=names.group(groups.EVALUATION),
         required_resource_keys={names.resource(SUITE_KEY)},
-        partitions_def=daily,
-        deps=[inputs.test_cases, *warehouse_keys],
+        partitions_def=graph.partitions_def("reference_results"),
+        deps=graph.deps("reference_results", *warehouse_keys),
         kinds={"duckdb", "sql"},
         metadata=table_definition("reference_results"),
-        automation_condition=references_condition(names.key("agent_runs")),
+        automation_condition=references_condition(graph.key("agent_runs")),
         description="Each test's reference SQL run on the warehouse, kept per day.",
         check_specs=[
             dg.AssetCheckSpec(
@@ -46,9 +43,6 @@ def reference_results_asset(
     def reference_results(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         day = date.fromisoformat(context.partition_key)
-        done = suite.replayed("reference_results", day=day) or stages.reference_results(
-            suite.load(), day, suite.store()
-        )
-        return recorded(context, done)
+        return recorded(context, stages.reference_results(suite.load(), day, suite.store()))
 
     return reference_results

@@ -1,15 +1,17 @@
 """The agent runs of a (model, day) partition: what changed runs, the rest is reused."""
 
 from collections.abc import Sequence
+from datetime import date
 
 import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import SuiteAssets
+from eval_pipeline.defs.launched import EVALUATE_NEW_TAG, asks_for_new_evaluations
 from eval_pipeline.defs.metadata import model_and_day, recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
+from eval_pipeline.defs.stage_graph import StageGraph
 from eval_pipeline.pipeline import stages
 
 
@@ -35,19 +37,17 @@ class AgentRunsConfig(dg.Config):
 
 
 def agent_runs_asset(
-    model_day: dg.PartitionsDefinition,
-    warehouse_keys: Sequence[dg.AssetKey],
-    inputs: SuiteAssets,
-    names: SuiteNames,
+    graph: StageGraph, warehouse_keys: Sequence[dg.AssetKey]
 ) -> dg.AssetsDefinition:
     """`agent_runs`, per model and day, reading the dbt models `warehouse_keys`."""
+    names = graph.names
 
     @dg.asset(
-        key=names.key("agent_runs"),
+        key=graph.key("agent_runs"),
         group_name=names.group(groups.EVALUATION),
         required_resource_keys={names.resource(SUITE_KEY)},
-        partitions_def=model_day,
-        deps=[inputs.test_cases, inputs.agent_context, *warehouse_keys],
+        partitions_def=graph.partitions_def("agent_runs"),
+        deps=graph.deps("agent_runs", *warehouse_keys),
         kinds={"duckdb", "python"},
         metadata=table_definition("agent_runs"),
         description="Every agent run of the model on the day. Completed runs whose key (test, "
@@ -58,6 +58,7 @@ def agent_runs_asset(
     ) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         model, day = model_and_day(context)
+        _refuse_unasked_new_partition(context, model, day, names)
         options = stages.RunOptions(
             select=config.select,
             no_cache=config.no_cache,
@@ -67,9 +68,35 @@ def agent_runs_asset(
             threads=config.threads,
             budget_round=config.budget_round,
         )
-        done = suite.replayed("agent_runs", model=model, day=day) or stages.agent_runs(
+        done = stages.agent_runs(
             suite.load(), model, day, suite.store(), suite.agent_context(), options
         )
         return recorded(context, done)
 
     return agent_runs
+
+
+def _refuse_unasked_new_partition(
+    context: dg.AssetExecutionContext, model: str, day: date, names: SuiteNames
+) -> None:
+    """Fail before any model is called when the partition was never evaluated (nothing in
+    the instance) and the run did not ask for a new evaluation (`asks_for_new_evaluations`):
+    "Materialize unsynced" would otherwise run every test on every day of every model."""
+    if asks_for_new_evaluations(context.run):
+        return
+    done = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=context.asset_key, asset_partitions=[context.partition_key]
+        ),
+        limit=1,
+    )
+    if done.records:
+        return
+    raise dg.Failure(
+        description=f"{model} on {day} was never evaluated, and a run of the asset graph "
+        "launched from the UI, a backfill of assets or automation never starts a new "
+        "evaluation (each calls the model for every test). To evaluate it, launch the "
+        f"{names.scoped('evaluate_model_day')} job for this partition (or backfill that job), run "
+        f"`eval-pipeline test --date {day}`, or add the tag {EVALUATE_NEW_TAG}=true to the launch.",
+        allow_retries=False,
+    )

@@ -3,6 +3,7 @@
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -10,6 +11,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.metadata import recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
+from eval_pipeline.defs.stage_graph import StageGraph
 from eval_pipeline.grading import GradingRules
 from eval_pipeline.pipeline import stages
 from eval_pipeline.suite import AgentContext, Suite
@@ -31,19 +33,56 @@ def _changes_text(changed: dict[str, list[str]]) -> str:
     return "; ".join(parts) or "nothing changed"
 
 
-def _hashes(done: stages.Materialized, key: str) -> dict[str, str]:
-    value = done.metadata[key]
-    assert isinstance(value, stages.Value)
-    return dict(value.value)
+def _hashes(metadata: Mapping[str, Any] | None, key: str) -> dict[str, str] | None:
+    """The per-item hashes a materialization recorded under `key`, as a stage or Dagster
+    gives them (None: none recorded)."""
+    value = (metadata or {}).get(key)
+    value = getattr(value, "value", None)
+    return dict(value) if isinstance(value, Mapping) else None
 
 
-def _previous_hashes(context: dg.AssetExecutionContext, key: str) -> dict[str, str] | None:
-    """The per-item hashes the asset's previous materialization recorded (None before one)."""
-    event = context.instance.get_latest_materialization_event(context.asset_key)
+#: Per suite input asset: the metadata key of its per-item hashes.
+_HASHES = {
+    "test_cases": "case_hashes",
+    "agent_context": "file_hashes",
+    "grading_rules": "rule_digests",
+}
+
+
+def what_changed(
+    asset: str, done: stages.Materialized, previous: Mapping[str, Any] | None
+) -> stages.Metadata:
+    """What a reader of a new data version of a suite input asset (`test_cases`,
+    `agent_context`, `grading_rules`) wants to know first: what changed since its previous
+    materialization, whose metadata is `previous` (None before one), shown before the
+    stage's own metadata. Empty for any other asset."""
+    if asset not in _HASHES:
+        return {}
+    before, after = _hashes(previous, _HASHES[asset]), _hashes(done.metadata, _HASHES[asset])
+    assert after is not None, f"{asset} records no {_HASHES[asset]}"
+    if asset == "grading_rules":
+        return {
+            "changed_rules": ", ".join(GradingRules.changed(before, after)) or "nothing changed"
+        }
+    changed = changes(before, after)
+    name = "changed_tests" if asset == "test_cases" else "changed_files"
+    return {name: _changes_text(changed), "changes": stages.as_json(changed)}
+
+
+def previous_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> Mapping[str, Any] | None:
+    """The metadata of the asset's latest materialization (None before one)."""
+    event = instance.get_latest_materialization_event(key)
     if event is None or event.asset_materialization is None:
         return None
-    value = event.asset_materialization.metadata.get(key)
-    return dict(value.value) if isinstance(value, dg.JsonMetadataValue) else None
+    return event.asset_materialization.metadata
+
+
+def _read(context: dg.AssetExecutionContext, asset: str, done: stages.Materialized):
+    first = what_changed(asset, done, previous_metadata(context.instance, context.asset_key))
+    context.log.info(
+        ", ".join(f"{key}: {value}" for key, value in first.items() if key != "changes")
+    )
+    return recorded(context, done, first=first)
 
 
 #: The observed files (source assets), by their bare names.
@@ -81,8 +120,9 @@ class SuiteAssets:
         return [self.test_files, self.context_files]
 
 
-def build_suite_assets(names: SuiteNames) -> SuiteAssets:
-    """The suite's input assets, keyed and grouped as `names` say."""
+def build_suite_assets(graph: StageGraph) -> SuiteAssets:
+    """The suite's input assets, keyed and grouped as `graph.names` say."""
+    names = graph.names
     group = names.group(groups.SUITE)
     resources = {names.resource(SUITE_KEY)}
 
@@ -139,9 +179,10 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     )
 
     @dg.asset(
-        key=names.key("test_cases"),
+        key=graph.key("test_cases"),
         group_name=group,
-        deps=[test_files],
+        partitions_def=graph.partitions_def("test_cases"),
+        deps=graph.deps("test_cases", test_files),
         required_resource_keys=resources,
         kinds={"yaml", "duckdb"},
         description="The suite's test files, validated. Its data version is the suite hash, so "
@@ -152,21 +193,13 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     )
     def test_cases(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        done = suite.replayed("test_cases") or stages.test_cases(suite.load(), suite.store())
-        # What changed since the previous materialization, which the instance holds.
-        changed = changes(_previous_hashes(context, "case_hashes"), _hashes(done, "case_hashes"))
-        context.log.info(f"changed tests: {_changes_text(changed)}")
-        return recorded(
-            context,
-            done,
-            # What a reader of "test_cases has a new data version" wants to know first.
-            first={"changed_tests": _changes_text(changed), "changes": stages.as_json(changed)},
-        )
+        return _read(context, "test_cases", stages.test_cases(suite.load(), suite.store()))
 
     @dg.asset(
-        key=names.key("agent_context"),
+        key=graph.key("agent_context"),
         group_name=group,
-        deps=[context_files],
+        partitions_def=graph.partitions_def("agent_context"),
+        deps=graph.deps("agent_context", context_files),
         required_resource_keys=resources,
         kinds={"markdown"},  # it reads dbt docs, but it is no dbt asset
         description="What the built-in agent is told besides the question: the configured context "
@@ -177,18 +210,13 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     )
     def agent_context(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        done = suite.replayed("agent_context") or stages.agent_context(suite.agent_context())
-        changed = changes(_previous_hashes(context, "file_hashes"), _hashes(done, "file_hashes"))
-        context.log.info(f"changed files: {_changes_text(changed)}")
-        return recorded(
-            context,
-            done,
-            first={"changed_files": _changes_text(changed), "changes": stages.as_json(changed)},
-        )
+        return _read(context, "agent_context", stages.agent_context(suite.agent_context()))
 
     @dg.asset(
-        key=names.key("grading_rules"),
+        key=graph.key("grading_rules"),
         group_name=group,
+        partitions_def=graph.partitions_def("grading_rules"),
+        deps=graph.deps("grading_rules"),
         required_resource_keys=resources,
         kinds={"yaml"},
         description="How runs are graded besides what each test says: the suite's comparison "
@@ -198,13 +226,7 @@ def build_suite_assets(names: SuiteNames) -> SuiteAssets:
     )
     def grading_rules(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        done = suite.replayed("grading_rules") or stages.grading_rules(suite.config())
-        parts = _hashes(done, "rule_digests")
-        changed = GradingRules.changed(_previous_hashes(context, "rule_digests"), parts)
-        context.log.info(f"changed grading rules: {', '.join(changed) or 'nothing'}")
-        return recorded(
-            context, done, first={"changed_rules": ", ".join(changed) or "nothing changed"}
-        )
+        return _read(context, "grading_rules", stages.grading_rules(suite.config()))
 
     return SuiteAssets(
         test_files=test_files,

@@ -7,16 +7,16 @@ import dagster as dg
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.conditions import follows_parents
 from eval_pipeline.defs.metadata import check_result, model_and_day, recorded, table_definition
-from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
+from eval_pipeline.defs.stage_graph import StageGraph
 from eval_pipeline.pipeline import stages
 
 
-def model_summaries_asset(
-    model_day: dg.PartitionsDefinition, grades: dg.AssetsDefinition, names: SuiteNames
-) -> dg.AssetsDefinition:
+def model_summaries_asset(graph: StageGraph) -> dg.AssetsDefinition:
     """`model_summaries`, per model and day, and its checks."""
-    key = names.key("model_summaries")
+    names = graph.names
+    key = graph.key("model_summaries")
+    model_day = graph.partitions_def("model_summaries")
     with warnings.catch_warnings():
         # Partitioned checks are a preview in Dagster 1.13; without them a check's history
         # cannot say which model and day a result belongs to.
@@ -47,10 +47,10 @@ def model_summaries_asset(
                 key,
                 group_name=names.group(groups.EVALUATION),
                 partitions_def=model_day,
-                deps=[grades],
+                deps=graph.deps("model_summaries"),
                 kinds={"duckdb", "python"},
                 metadata=table_definition("model_summaries"),
-                automation_condition=follows_parents([grades.key]),
+                automation_condition=follows_parents([graph.key("grades")]),
                 description="One row per model and day: pass rate (percent of runs passed), "
                 "counts, tokens, cost, latency.",
             )
@@ -64,9 +64,7 @@ def model_summaries_asset(
     def model_summaries(context: dg.AssetExecutionContext):
         suite = suite_of(context, names)
         model, day = model_and_day(context)
-        done = suite.replayed("model_summaries", model=model, day=day) or stages.model_summaries(
-            suite.load(), model, day, suite.store()
-        )
+        done = stages.model_summaries(suite.load(), model, day, suite.store())
         yield recorded(context, done, asset_key=key, with_checks=False)
         for check in done.checks:
             yield check_result(check)

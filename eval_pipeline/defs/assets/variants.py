@@ -5,24 +5,25 @@ from collections.abc import Sequence
 import dagster as dg
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.assets.suite import SuiteAssets
 from eval_pipeline.defs.conditions import cache_condition
 from eval_pipeline.defs.metadata import recorded
-from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, suite_of
+from eval_pipeline.defs.stage_graph import StageGraph
 from eval_pipeline.pipeline import stages
 
 
 def build_variants_asset(
-    warehouse_keys: Sequence[dg.AssetKey], inputs: SuiteAssets, names: SuiteNames
+    graph: StageGraph, warehouse_keys: Sequence[dg.AssetKey]
 ) -> dg.AssetsDefinition:
     """`warehouse_variants`, downstream of the warehouse's dbt models (`warehouse_keys`)."""
+    names = graph.names
 
     @dg.asset(
-        key=names.key("warehouse_variants"),
+        key=graph.key("warehouse_variants"),
         group_name=names.group(groups.EVALUATION),
         required_resource_keys={names.resource(SUITE_KEY)},
-        deps=[inputs.test_cases, *warehouse_keys],
+        partitions_def=graph.partitions_def("warehouse_variants"),
+        deps=graph.deps("warehouse_variants", *warehouse_keys),
         kinds={"duckdb"},
         automation_condition=cache_condition(),
         description="Perturbed copies of each DuckDB warehouse that tests with `semantic:` "
@@ -31,9 +32,6 @@ def build_variants_asset(
     )
     def warehouse_variants(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        done = suite.replayed("warehouse_variants") or stages.warehouse_variants(
-            suite.load(), suite.store()
-        )
-        return recorded(context, done)
+        return recorded(context, stages.warehouse_variants(suite.load(), suite.store()))
 
     return warehouse_variants
