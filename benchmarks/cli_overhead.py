@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -81,6 +82,9 @@ def timed(args: list[str], cwd: Path, *, check: bool = True) -> float:
 
 #: Seconds from each command's end until its Dagster record was in the instance.
 RECORDED_AFTER: list[float] = []
+#: The CPU seconds each command's recorder process used, as its log says.
+RECORDER_CPU: list[float] = []
+RECORDER_CPU_LINE = re.compile(r"the recorder used ([0-9.]+) s of CPU")
 
 
 def cli_test(suite: Path, *extra: str) -> float:
@@ -89,6 +93,9 @@ def cli_test(suite: Path, *extra: str) -> float:
     wall = timed([str(SCRIPT), "test", "-q", "--date", DAY, *extra], suite)
     if (recorded := wait_for_record(suite)) is not None:
         RECORDED_AFTER.append(recorded)
+        log = suite / ".eval" / "logs" / "eval-pipeline-record.log"
+        if found := RECORDER_CPU_LINE.findall(log.read_text(encoding="utf-8")):
+            RECORDER_CPU.append(float(found[-1]))
     return wall
 
 
@@ -203,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
                 "each command's Dagster record, written in the background once it ended, was "
                 f"in the instance {statistics.median(RECORDED_AFTER):.2f} s after (median of the "
                 f"{len(RECORDED_AFTER)} commands that left one; not part of the times above)"
+            )
+        if RECORDER_CPU:
+            print(
+                f"the recorder process used {statistics.median(RECORDER_CPU):.2f} s of CPU "
+                f"(median; {min(RECORDER_CPU):.2f}–{max(RECORDER_CPU):.2f} s), importing Dagster "
+                "and its storage included, on another core while the stages ran"
             )
         print(f"load average {os.getloadavg()[0]:.1f} at the end")
     finally:

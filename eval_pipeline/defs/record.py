@@ -57,7 +57,7 @@ from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi
 from dagster._core.instance.utils import RUNLESS_JOB_NAME
 
 from eval_pipeline.defs import LAUNCHED_BY_TAG, build_definitions
-from eval_pipeline.defs.assets.suite import previous_metadata, what_changed
+from eval_pipeline.defs.assets.suite import reads_previous, what_changed
 from eval_pipeline.defs.instance import DAGSTER_HOME_ENV, open_instance
 from eval_pipeline.defs.launched import CLI
 from eval_pipeline.defs.metadata import as_metadata, check_result
@@ -86,17 +86,26 @@ logger = logging.getLogger(__name__)
 
 def ready_to_record(home: Path, suite_root: Path, day: date) -> Callable[[], int]:
     """Load what recording an evaluation of `suite_root` for `day` needs (Dagster, the
-    suite's asset graph, the instance's storage) while its stages run; the function that
-    then records what is pending in `home` (`pipeline.Recorder` calls both)."""
+    suite's asset graph, the instance and its storage) while its stages run; the function
+    that then records what is pending in `home` (`pipeline.Recorder` calls both)."""
+    os.environ[DAGSTER_HOME_ENV] = str(home)
     graph = _asset_graph(suite_root, day)
-    open_instance(home, command_line=True).dispose()
-    return functools.partial(record_pending, home, loaded={(suite_root, day): graph})
+    instance = open_instance(home, command_line=True)
+    return functools.partial(
+        record_pending, home, loaded={(suite_root, day): graph}, instance=instance
+    )
 
 
-def record_pending(home: Path, *, loaded: Mapping[tuple[Path, date], Any] | None = None) -> int:
+def record_pending(
+    home: Path,
+    *,
+    loaded: Mapping[tuple[Path, date], Any] | None = None,
+    instance: dg.DagsterInstance | None = None,
+) -> int:
     """Record every pending record of the instance in `home`, oldest first; how many stage
     runs were recorded. Waits for another process recording them. `loaded`: the asset
-    graphs loaded ahead (`ready_to_record`), by suite folder and day."""
+    graphs loaded ahead (`ready_to_record`), by suite folder and day; `instance`: the
+    instance opened ahead, disposed of here."""
     # As a process recording in this instance expects (`open_instance`, `DagsterInstance.get`):
     # the command's own process never records, its recorder does.
     os.environ[DAGSTER_HOME_ENV] = str(home)
@@ -104,11 +113,13 @@ def record_pending(home: Path, *, loaded: Mapping[tuple[Path, date], Any] | None
     with file_lock(home / ".record.lock"):
         pending = pending_records(home)
         if not pending:
+            if instance is not None:
+                instance.dispose()
             return 0
-        with open_instance(home, command_line=True) as instance:
+        with instance or open_instance(home, command_line=True) as opened:
             for path in pending:
                 try:
-                    recorded += _record(instance, path, loaded or {})
+                    recorded += _record(opened, path, loaded or {})
                 except Exception:
                     # One record that cannot be recorded (its suite gone or no longer
                     # loading) must not hold back the others: it is set aside, named.
@@ -135,9 +146,10 @@ def _record(
     )
     # eval_config.yaml's grading and model settings, as the stages read them a moment ago.
     observe_settings(instance, load_config(root), document["models"], UNNAMED)
+    latest = _Latest(instance, graph)
     recorded = 0
     for run in document["runs"]:
-        if _recorded_before(instance, graph, run):
+        if _recorded_before(latest, graph, run):
             continue  # recorded before the record could be removed
         for asset in run["assets"]:
             key = UNNAMED.key(asset)
@@ -145,9 +157,62 @@ def _record(
             done = run["materialized"].get(_stage_key(graph, key, asset, run))
             if done is None:
                 break  # the stage that failed: Dagster records no materialization of it
-            _report(instance, graph, key, partition, stages.from_document(done), run, document)
+            _report(latest, graph, key, partition, stages.from_document(done), run, document)
         recorded += 1
     return recorded
+
+
+class _Latest:
+    """The instance's latest events of the assets a record reads, each read once and kept
+    current as the record reports more: Dagster's SQLite storage opens a database for every
+    read, and a record's stages read their parents' events again and again."""
+
+    def __init__(self, instance: dg.DagsterInstance, graph) -> None:
+        self.instance = instance
+        self._graph = graph
+        self._events: dict[tuple[dg.AssetKey, str | None], Any] = {}
+        self._observed: dict[dg.AssetKey, Any] = {}
+        self._entries: dict[dg.AssetKey, Any] | None = None
+
+    def materialization(self, key: dg.AssetKey, partition: str | None = None):
+        """The latest materialization record of the asset's `partition`, or of any
+        partition (None); None before one."""
+        if (key, partition) not in self._events:
+            if partition is None:
+                entry = self._asset_entries().get(key)
+                found = entry and entry.last_materialization_record
+            else:
+                records = self.instance.fetch_materializations(
+                    dg.AssetRecordsFilter(key, asset_partitions=[partition]), limit=1
+                ).records
+                found = records[0] if records else None
+            self._events[key, partition] = found
+        return self._events[key, partition]
+
+    def observation(self, key: dg.AssetKey):
+        """The latest observation record of an observable asset (None before one)."""
+        if key not in self._observed:
+            records = self.instance.fetch_observations(key, limit=1).records
+            self._observed[key] = records[0] if records else None
+        return self._observed[key]
+
+    def reported(self, key: dg.AssetKey, partition: str | None):
+        """The materialization just reported of the asset's `partition`, now its latest."""
+        [written] = self.instance.fetch_materializations(
+            dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None),
+            limit=1,
+        ).records
+        self._events[key, partition] = self._events[key, None] = written
+        return written
+
+    def _asset_entries(self) -> dict[dg.AssetKey, Any]:
+        if self._entries is None:  # one read for every asset of the graph
+            keys = sorted(self._graph.materializable_asset_keys, key=lambda k: k.to_user_string())
+            self._entries = {
+                record.asset_entry.asset_key: record.asset_entry
+                for record in self.instance.get_asset_records(keys)
+            }
+        return self._entries
 
 
 def _asset_graph(root: Path, day: date):
@@ -174,7 +239,7 @@ def _stage_key(graph, key: dg.AssetKey, asset: str, run: Mapping[str, Any]) -> s
     return stage_key(asset, model, day)
 
 
-def _recorded_before(instance: dg.DagsterInstance, graph, run: Mapping[str, Any]) -> bool:
+def _recorded_before(latest: _Latest, graph, run: Mapping[str, Any]) -> bool:
     """Whether the run's last materialization is already the instance's latest of its
     partition (the recorder stopped before it removed the record)."""
     done = [
@@ -183,17 +248,15 @@ def _recorded_before(instance: dg.DagsterInstance, graph, run: Mapping[str, Any]
     if not done:
         return False
     key = UNNAMED.key(done[-1])
-    partition = _partition(graph, key, run)
-    latest = instance.fetch_materializations(
-        dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None), limit=1
-    ).records
+    record = latest.materialization(key, _partition(graph, key, run))
     return (
-        bool(latest) and latest[0].asset_materialization.tags.get(EVALUATION_TAG) == run["run_id"]
+        record is not None
+        and record.asset_materialization.tags.get(EVALUATION_TAG) == run["run_id"]
     )
 
 
 def _report(
-    instance: dg.DagsterInstance,
+    latest: _Latest,
     graph,
     key: dg.AssetKey,
     partition: str | None,
@@ -202,12 +265,23 @@ def _report(
     document: Mapping[str, Any],
 ) -> None:
     """Report one stage's materialization and then its checks, as a run's step would."""
+    instance = latest.instance
     asset = key.path[-1]
-    first = what_changed(asset, done, previous_metadata(instance, key))
+    previous = None
+    if reads_previous(asset):
+        record = latest.materialization(key)
+        previous = record.asset_materialization.metadata if record else None
+    first = what_changed(asset, done, previous)
     node = graph.get(key)
     tags = {
         **reported_tags(
-            instance, graph, key, partition, done.data_version, node.code_version or run["run_id"]
+            instance,
+            graph,
+            key,
+            partition,
+            done.data_version,
+            node.code_version or run["run_id"],
+            latest=latest,
         ),
         LAUNCHED_BY_TAG: CLI,
         EVALUATION_TAG: run["run_id"],
@@ -219,11 +293,9 @@ def _report(
     instance.report_runless_asset_event(
         dg.AssetMaterialization(asset_key=key, partition=partition, metadata=metadata, tags=tags)
     )
+    written = latest.reported(key, partition)
     if not done.checks:
         return
-    [written] = instance.fetch_materializations(
-        dg.AssetRecordsFilter(key, asset_partitions=[partition] if partition else None), limit=1
-    ).records
     target = AssetCheckEvaluationTargetMaterializationData(
         storage_id=written.storage_id, run_id=written.run_id, timestamp=written.timestamp
     )
@@ -248,15 +320,16 @@ def _report(
             continue
         # Dagster's storage keeps one runless result per check and partition (its unique
         # index counts the missing run as one run): a partition evaluated again could not
-        # be recorded. The result is stored as the runless one is, under the evaluation's
-        # id, so every evaluation of a partition is in the check's history.
+        # be recorded. The result is stored as the runless one is, under the id of the
+        # command's evaluation (one database of SQLite's storage for all its results), so
+        # every evaluation of a partition is in the check's history.
         instance.report_dagster_event(
             dg.DagsterEvent(
                 event_type_value=dg.DagsterEventType.ASSET_CHECK_EVALUATION.value,
                 event_specific_data=evaluation,
                 job_name=RUNLESS_JOB_NAME,
             ),
-            run_id=run["run_id"],
+            run_id=document.get("evaluation_id") or run["run_id"],
         )
 
 
@@ -267,35 +340,33 @@ def reported_tags(
     partition: str | None,
     data_version: str | None,
     code_version: str,
+    *,
+    latest: _Latest | None = None,
 ) -> dict[str, str]:
     """The tags a step of a run gives the asset's materialization of `partition`: its code
     version, each input's data version and event as the instance holds them now, and its
     data version (`data_version`, else Dagster's logical one from the code version and the
-    inputs' versions), with the partition's dimensions of a multi-partitioned asset."""
+    inputs' versions), with the partition's dimensions of a multi-partitioned asset.
+    `latest`: the instance's events as a record has read them so far."""
+    latest = latest or _Latest(instance, graph)
     inputs: dict[dg.AssetKey, dg.DataVersion] = {}
     tags = {CODE_VERSION_TAG: code_version}
-    parents = sorted(graph.get(key).parent_keys, key=lambda k: k.to_user_string())
-    records = {
-        record.asset_entry.asset_key: record for record in instance.get_asset_records(parents)
-    }
-    for parent in parents:
-        entry = records[parent].asset_entry if parent in records else None
+    for parent in sorted(graph.get(key).parent_keys, key=lambda k: k.to_user_string()):
         # The version Dagster's staleness reads back (`CachingInstanceQueryer`): an observable
         # source's last observation (which SQLite's asset entry does not hold), else the
         # last materialization; an external asset that cannot be observed stays INITIAL.
         if graph.get(parent).is_observable:
-            observed = instance.fetch_observations(parent, limit=1).records
-            latest = observed[0] if observed else None
+            record = latest.observation(parent)
         else:
-            latest = entry and entry.last_materialization_record
-        if latest is None:
+            record = latest.materialization(parent)
+        if record is None:
             version, pointer = DEFAULT_DATA_VERSION, NULL_EVENT_POINTER
         else:
-            event = latest.asset_materialization or latest.asset_observation
+            event = record.asset_materialization or record.asset_observation
             version = dg.DataVersion(event.tags.get(DATA_VERSION_TAG) or DEFAULT_DATA_VERSION.value)
-            pointer = str(latest.storage_id)
+            pointer = str(record.storage_id)
             if partition is not None and graph.get(parent).is_partitioned:
-                version = _partitions_version(instance, graph, key, parent, partition)
+                version = _partitions_version(latest, graph, key, parent, partition)
         inputs[parent] = version
         tags[get_input_data_version_tag(parent)] = version.value
         tags[get_input_event_pointer_tag(parent)] = pointer
@@ -310,20 +381,18 @@ def reported_tags(
 
 
 def _partitions_version(
-    instance: dg.DagsterInstance, graph, key: dg.AssetKey, parent: dg.AssetKey, partition: str
+    latest: _Latest, graph, key: dg.AssetKey, parent: dg.AssetKey, partition: str
 ) -> dg.DataVersion:
     """The data version of the parent's partitions the child's `partition` reads, as a step
     computes it: a digest of their data versions, in the order of their keys."""
-    with dg.partition_loading_context(dynamic_partitions_store=instance):
+    with dg.partition_loading_context(dynamic_partitions_store=latest.instance):
         mapped = graph.get_parent_partition_keys_for_child(partition, parent, key)
         keys = sorted(mapped.partitions_subset.get_partition_keys())
     versions = []
     for part in keys:
-        latest = instance.fetch_materializations(
-            dg.AssetRecordsFilter(parent, asset_partitions=[part]), limit=1
-        ).records
-        if latest and DATA_VERSION_TAG in latest[0].asset_materialization.tags:
-            versions.append(latest[0].asset_materialization.tags[DATA_VERSION_TAG])
+        record = latest.materialization(parent, part)
+        if record and DATA_VERSION_TAG in record.asset_materialization.tags:
+            versions.append(record.asset_materialization.tags[DATA_VERSION_TAG])
     return dg.DataVersion(hashlib.sha256("".join(versions).encode()).hexdigest())
 
 

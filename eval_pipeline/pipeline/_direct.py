@@ -111,6 +111,8 @@ class StageRecord:
     observed: dict[str, str] = field(default_factory=dict)
     runs: list[StageRun] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
+    #: The id of this evaluation, under which its check results are stored.
+    evaluation_id: str = field(default_factory=lambda: str(uuid.uuid4()))
 
     def save(self, home: Path) -> Path:
         """Write the record among the home's pending ones (`pending_records`)."""
@@ -123,6 +125,7 @@ class StageRecord:
             "models": list(self.models),
             "observed": self.observed,
             "created_at": self.created_at,
+            "evaluation_id": self.evaluation_id,
             "runs": [run.to_document() for run in self.runs],
         }
         partial = folder / f".{name}.{os.getpid()}"

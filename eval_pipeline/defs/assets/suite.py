@@ -69,6 +69,11 @@ def what_changed(
     return {name: _changes_text(changed), "changes": stages.as_json(changed)}
 
 
+def reads_previous(asset: str) -> bool:
+    """Whether `what_changed` reads the asset's previous metadata (a suite input asset)."""
+    return asset in _HASHES
+
+
 def previous_metadata(instance: dg.DagsterInstance, key: dg.AssetKey) -> Mapping[str, Any] | None:
     """The metadata of the asset's latest materialization (None before one)."""
     event = instance.get_latest_materialization_event(key)
