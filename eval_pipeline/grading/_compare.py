@@ -52,6 +52,9 @@ __all__ = ["DIFF_ROW_LIMIT", "Comparison", "compare_results", "exact_match", "sa
 DIFF_ROW_LIMIT = 1_000
 """At most this many differing rows per side are kept in `Comparison.diff`."""
 
+#: Past this many cells, a result with a column of Python objects takes the full comparison
+#: even when it is identical: checking each object costs about what normalising it does.
+_EXACT_OBJECT_CELLS = 100_000
 _MAX_ASSIGNMENTS = 120  # column assignments tried when matching columns by values
 _ASSIGNMENT_CELL_BUDGET = 50_000_000  # ... and fewer when each try compares many cells
 
@@ -187,16 +190,28 @@ def same_cells(
 
 def exact_match(actual: pd.DataFrame, expected: pd.DataFrame) -> Comparison | None:
     """The passing verdict when the two frames are the same cell for cell (`same_cells`),
-    else None: the comparison has to look closer."""
-    if actual.shape != expected.shape:
+    else None: the comparison has to look closer.
+
+    Column by column, stopping at the first that differs: a column of one NumPy dtype on
+    both sides compares as arrays (NaN and NaT differ from themselves there too); a column
+    of Python objects or of an extension dtype compares cell by cell, and only in a small
+    result (`_EXACT_OBJECT_CELLS`): in a large one that would cost more than the full
+    comparison it might save.
+    """
+    if actual.shape != expected.shape or list(actual.columns) != list(expected.columns):
         return None
-    if not same_cells(
-        list(actual.columns),
-        actual.to_numpy(dtype=object).tolist(),
-        list(expected.columns),
-        expected.to_numpy(dtype=object).tolist(),
-    ):
-        return None
+    rows = actual.shape[0]
+    for position in range(actual.shape[1]):
+        a, e = actual.iloc[:, position], expected.iloc[:, position]
+        if a.dtype != e.dtype:
+            return None
+        if isinstance(a.dtype, np.dtype) and a.dtype.kind in "biufcmM":
+            if not np.array_equal(a.to_numpy(), e.to_numpy()):
+                return None
+        elif rows * actual.shape[1] > _EXACT_OBJECT_CELLS or not same_cells(
+            [0], [[value] for value in a.tolist()], [0], [[value] for value in e.tolist()]
+        ):
+            return None
     return _passed([str(c) for c in expected.columns], "match")
 
 

@@ -401,3 +401,17 @@ def test_only_results_the_same_cell_for_cell_take_the_exact_shortcut():
     assert same is not None and same.passed and same.message == "match" and same.diff.empty
     assert exact_match(frame(n=obj(1, 2)), frame(n=obj(2, 1))) is None
     assert compare_results(frame(n=obj(1, 2)), frame(n=obj(2, 1))).passed  # the full rules
+    # Columns of one NumPy dtype compare as arrays, with the same rules: 1 is not 1.0 there,
+    # and NaN or NaT is not itself.
+    assert exact_match(frame(n=[1, 2], x=[0.5, 1.5]), frame(n=[1, 2], x=[0.5, 1.5])) is not None
+    assert exact_match(frame(n=[1, 2]), frame(n=[1.0, 2.0])) is None
+    assert exact_match(frame(x=[0.5, np.nan]), frame(x=[0.5, np.nan])) is None
+    times = pd.to_datetime(["2026-01-01", None])
+    assert exact_match(frame(t=times), frame(t=times)) is None
+    assert compare_results(frame(x=[0.5, np.nan]), frame(x=[0.5, np.nan])).passed
+    # A large result with a column of objects takes the full comparison: checking each
+    # object would cost what the comparison does.
+    many = frame(n=list(range(60_000)), s=[f"v{i}" for i in range(60_000)])
+    assert exact_match(many, many.copy()) is None
+    assert exact_match(many[["n"]], many[["n"]].copy()) is not None
+    assert compare_results(many, many.sample(frac=1.0, random_state=1)).passed
