@@ -27,6 +27,14 @@ from eval_pipeline.cli._sql import cmd_sql
 from eval_pipeline.cli._test_command import add_arguments as add_test_arguments
 from eval_pipeline.cli._test_command import cmd_test
 from eval_pipeline.cli._ui import cmd_ui
+from eval_pipeline.cli._usage import (
+    add_promote_arguments,
+    add_recommend_arguments,
+    add_usage_arguments,
+    cmd_promote,
+    cmd_recommend,
+    cmd_usage,
+)
 from eval_pipeline.suite import (
     import_csv,
     load_config,
@@ -385,6 +393,23 @@ def build_parser() -> argparse.ArgumentParser:
         "--host", default="127.0.0.1", help="default 127.0.0.1: only this machine can connect"
     )
     server.add_argument("--no-open", action="store_true", help="do not open a browser")
+
+    usage = add(
+        "usage",
+        cmd_usage,
+        "import production conversations (OpenTelemetry GenAI traces, or JSONL) into the store",
+    )
+    add_usage_arguments(usage)
+    recommend = add(
+        "recommend",
+        cmd_recommend,
+        "what production usage says to change: friction clustered, ranked, each naming a file",
+    )
+    add_recommend_arguments(recommend)
+    promote = add(
+        "promote", cmd_promote, "draft a test from a recommendation or a conversation, in cases/"
+    )
+    add_promote_arguments(promote)
 
     ui = add("ui", cmd_ui, "start the Dagster UI on the project's instance")
     ui.add_argument("--port", type=port_number, default=3000)

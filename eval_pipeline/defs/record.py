@@ -207,7 +207,7 @@ class _Latest:
 
     def _asset_entries(self) -> dict[dg.AssetKey, Any]:
         if self._entries is None:  # one read for every asset of the graph
-            keys = sorted(self._graph.materializable_asset_keys, key=lambda k: k.to_user_string())
+            keys = sorted(self._graph.get_all_asset_keys(), key=lambda k: k.to_user_string())
             self._entries = {
                 record.asset_entry.asset_key: record.asset_entry
                 for record in self.instance.get_asset_records(keys)

@@ -12,6 +12,7 @@ as if the jobs had run there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -178,11 +179,20 @@ def run_stages(
     """
     record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
     try:
-        return _run(suite, request, home, record, on_stage)
-    finally:
+        result = _run(suite, request, home, record, on_stage)
+    except BaseException:
         dismiss_workers()  # forked for partitions that did not run (unchanged, a failure)
         if record.runs:
-            record.save(home)
+            # The failure in flight is what the user must read: a record that cannot be
+            # saved as well (the same full disk) costs the Dagster view of a failed
+            # evaluation, whose results the store keeps.
+            with contextlib.suppress(OSError):
+                record.save(home)
+        raise
+    dismiss_workers()
+    if record.runs:
+        record.save(home)
+    return result
 
 
 def _run(

@@ -301,6 +301,66 @@ TABLES: dict[str, TableSpec] = {
             latest_by=("context_hash",),
         ),
         TableSpec(
+            "usage_conversations",
+            "date",
+            pa.schema(
+                [
+                    ("conversation_id", pa.string()),
+                    ("source", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("started_at", _TS),
+                    # A pseudonym (keyed hash) of the user's id, never the id.
+                    ("user_key", pa.string()),
+                    ("model", pa.string()),
+                    ("question", pa.string()),
+                    _json("turns"),  # [{role, text, at, tool_calls, feedback, …}]
+                    ("content_hash", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "Production conversations imported by `eval-pipeline usage import`, per day they "
+            "started: the first question, every turn with its tool calls and the user's votes; "
+            "personal data masked.",
+        ),
+        TableSpec(
+            "usage_signals",
+            "date",
+            pa.schema(
+                [
+                    ("conversation_id", pa.string()),
+                    ("run_date", pa.date32()),
+                    ("kind", pa.string()),
+                    ("turn", pa.int32()),
+                    ("user_key", pa.string()),
+                    ("model", pa.string()),
+                    ("question", pa.string()),
+                    ("tables", pa.list_(pa.string())),
+                    ("error", pa.string()),
+                    ("detail", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "The friction found in each day's production conversations, one row per signal: "
+            "kind (tool_error, negative_feedback, correction, no_answer, inconsistent, "
+            "uncovered), the tables its SQL touched, the error, and why it counts.",
+        ),
+        TableSpec(
+            "recommendation_status",
+            "append",
+            pa.schema(
+                [
+                    ("recommendation_id", pa.string()),
+                    ("status", pa.string()),
+                    ("note", pa.string()),
+                    ("changed_at", _TS),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "Each change of a recommendation's status (new, acknowledged, dismissed, done); "
+            "`recommendation_status_latest` holds the current one.",
+            latest_by=("recommendation_id",),
+        ),
+        TableSpec(
             "model_spellings",
             "append",
             pa.schema(

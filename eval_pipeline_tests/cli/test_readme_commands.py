@@ -91,6 +91,20 @@ EXCUSED = {
         ],
         "agents of the user's or live models (test_cli_budget.py runs a budget on scripted ones)",
     ),
+    # docs/usage.md and the README's table: the user's own production traces; usage/test_import.py
+    # and usage/test_recommend.py run these commands on a generated month of traces.
+    **dict.fromkeys(
+        [
+            "eval-pipeline usage import traces/*.jsonl",
+            "eval-pipeline recommend",
+            "eval-pipeline promote r_3f2a9c81d0",
+            "eval-pipeline usage import PATH... [--source otel|jsonl]",
+            "eval-pipeline recommend [--since D] [--format table|json]",
+            "eval-pipeline promote ID [--name NAME]",
+        ],
+        "the user's production traces (usage/test_import.py, test_recommend.py run them on "
+        "generated ones)",
+    ),
     "eval-pipeline import-csv FILE": (
         "FILE is the user's Calibrate CSV; the sample suite ships none (test_cli_exit_codes.py)"
     ),

@@ -1,0 +1,49 @@
+"""Production usage, the online half of the loop: conversations imported from traces or logs, the friction in them, recommendations of what context to change, and tests drawn from them."""
+
+from eval_pipeline.usage._conversation import Conversation, ToolCall, Turn, UsageProblem
+from eval_pipeline.usage._history import (
+    STATUSES,
+    ImportReport,
+    Source,
+    import_usage,
+    refresh_signals,
+    set_status,
+    sniff_source,
+    statuses,
+    stored_conversations,
+    stored_days,
+    stored_signals,
+)
+from eval_pipeline.usage._privacy import Privacy
+from eval_pipeline.usage._promote import TestDraft, draft_test, write_draft
+from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
+from eval_pipeline.usage._signals import SIGNAL_KINDS, Signal, SignalKind, signals_of
+
+__all__ = [
+    "SIGNAL_KINDS",
+    "STATUSES",
+    "ContextFiles",
+    "Conversation",
+    "ImportReport",
+    "Privacy",
+    "Recommendation",
+    "Signal",
+    "SignalKind",
+    "Source",
+    "TestDraft",
+    "ToolCall",
+    "Turn",
+    "UsageProblem",
+    "draft_test",
+    "import_usage",
+    "recommend",
+    "refresh_signals",
+    "set_status",
+    "signals_of",
+    "sniff_source",
+    "statuses",
+    "stored_conversations",
+    "stored_days",
+    "stored_signals",
+    "write_draft",
+]
