@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 from eval_pipeline.cli._exit import ExitCode
@@ -13,24 +12,21 @@ from eval_pipeline.cli._options import parse_day, suite_root
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Problem, Suite, SuiteError, load_suite, printable
 from eval_pipeline.usage import (
+    WINDOW_DAYS,
     ContextFiles,
     Privacy,
     draft_test,
     import_usage,
+    rank,
     recommend,
-    refresh_signals,
     set_status,
-    statuses,
     stored_conversations,
-    stored_days,
     stored_signals,
     write_draft,
 )
 
 #: Problems listed one per line; the rest are counted.
 _SHOWN_PROBLEMS = 20
-#: `recommend` looks this far back from the latest stored day by default.
-DEFAULT_WINDOW_DAYS = 30
 
 
 def add_usage_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +44,7 @@ def add_recommend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--since",
         metavar="YYYY-MM-DD",
-        help=f"the first day to read (default: {DEFAULT_WINDOW_DAYS} days before the latest)",
+        help=f"the first day to read (default: {WINDOW_DAYS} days before the latest)",
     )
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.add_argument("--limit", type=int, default=20, help="recommendations shown (table)")
@@ -118,15 +114,11 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     suite, layout = _layout_and_suite(args)
-    days = stored_days(layout)
-    if not days:
+    since = parse_day(args.since, "--since") if args.since else None
+    ranking = rank(layout, suite.root, _prompts(suite), since=since)
+    if ranking.latest is None:
         print("no production usage in the store yet: run `eval-pipeline usage import PATH`")
         return ExitCode.OK
-    # The suite may have gained tests since the import: a question one asks is covered now.
-    refresh_signals(layout, _prompts(suite))
-    found = recommend(
-        stored_signals(layout), ContextFiles.of_folder(suite.root), statuses=statuses(layout)
-    )
     changes = [
         (ident, status)
         for status, idents in (
@@ -138,7 +130,10 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         for ident in idents
     ]
     if changes:
-        known = {r.id for r in found}
+        # Any recommendation ever made can be marked, not only this window's.
+        known = {
+            r.id for r in recommend(stored_signals(layout), ContextFiles.of_folder(suite.root))
+        }
         unknown = [ident for ident, _ in changes if ident not in known]
         if unknown:
             raise SuiteError(
@@ -149,30 +144,21 @@ def cmd_recommend(args: argparse.Namespace) -> int:
             set_status(layout, ident, status, args.note)  # type: ignore[arg-type]
             print(f"{ident}: {status}")
         return ExitCode.OK
-    since = (
-        parse_day(args.since, "--since")
-        if args.since
-        else days[-1] - timedelta(days=DEFAULT_WINDOW_DAYS)
-    )
-    window = recommend(
-        stored_signals(layout, since=since),
-        ContextFiles.of_folder(suite.root),
-        statuses=statuses(layout),
-        latest=days[-1],
-    )
-    shown = [r for r in window if args.all or r.status not in ("dismissed", "done")]
+    shown = [
+        r for r in ranking.recommendations if args.all or r.status not in ("dismissed", "done")
+    ]
     if args.format == "json":
         json.dump([r.to_json() for r in shown], sys.stdout, indent=2, ensure_ascii=False)
         print()
         return ExitCode.OK
     if not shown:
-        print(f"no friction found since {since}")
+        print(f"no friction found since {ranking.since}")
         return ExitCode.OK
-    for rank, item in enumerate(shown[: args.limit], start=1):
+    for position, item in enumerate(shown[: args.limit], start=1):
         status = "" if item.status == "new" else f" [{item.status}]"
         print(
             printable(
-                f"{rank:>2}. {item.id}  {item.kind:<17} score {item.score:>7.2f}  "
+                f"{position:>2}. {item.id}  {item.kind:<17} score {item.score:>7.2f}  "
                 f"{len(item.conversations)} conversation(s)  → {item.file}{status}"
             )
         )
@@ -180,8 +166,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     if len(shown) > args.limit:
         print(f"… {len(shown) - args.limit} more (--limit, or --format json)")
     print(
-        f"\n{len(shown)} recommendation(s) since {since}; `eval-pipeline promote ID` drafts a "
-        "test from one, --ack/--dismiss/--done ID records what you did"
+        f"\n{len(shown)} recommendation(s) since {ranking.since}; `eval-pipeline promote ID` "
+        "drafts a test from one, --ack/--dismiss/--done ID records what you did"
     )
     return ExitCode.OK
 

@@ -13,6 +13,7 @@ import dagster as dg
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.assets.evaluation import build_evaluation_assets
 from eval_pipeline.defs.assets.suite import build_suite_assets
+from eval_pipeline.defs.assets.usage import build_usage_assets, usage_partitions
 from eval_pipeline.defs.assets.variants import build_variants_asset
 from eval_pipeline.defs.assets.warehouse_reads import models_read
 from eval_pipeline.defs.automation import build_automation
@@ -203,6 +204,13 @@ def build_definitions(
     compaction, compaction_schedule = build_compaction(names)
     jobs.append(compaction)
     schedules.append(compaction_schedule)
+    if from_day is None:  # a recorder records the evaluation's stages, never usage
+        usage = build_usage_assets(
+            names, usage_partitions(config), inputs.test_cases.key, config.usage.schedule
+        )
+        assets += usage.assets
+        jobs.append(usage.job)
+        schedules.append(usage.schedule)
     sensors.append(
         build_tag_run_launcher(
             names.scoped("tag_run_launcher"),

@@ -4,3 +4,4 @@ SUITE = "suite"  # what the user writes: test cases, the agent's context, the gr
 WAREHOUSE = "warehouse"  # the suite's dbt models, keyed `warehouse/<model>`
 EVALUATION = "evaluation"  # references, runs, grades, summaries, leaderboard, report
 HISTORY = "history"  # the history marts (dbt over the results), keyed `history/<model>`
+USAGE = "usage"  # production conversations, their friction, recommendations, test drafts

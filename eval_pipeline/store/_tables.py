@@ -345,6 +345,30 @@ TABLES: dict[str, TableSpec] = {
             "uncovered), the tables its SQL touched, the error, and why it counts.",
         ),
         TableSpec(
+            "recommendations",
+            "none",
+            pa.schema(
+                [
+                    ("recommendation_id", pa.string()),
+                    ("rank", pa.int32()),
+                    ("kind", pa.string()),
+                    ("score", pa.float64()),
+                    ("file", pa.string()),
+                    ("summary", pa.string()),
+                    ("conversations", pa.list_(pa.string())),
+                    ("users", pa.int64()),
+                    ("tables", pa.list_(pa.string())),
+                    ("error", pa.string()),
+                    ("first_seen", pa.date32()),
+                    ("last_seen", pa.date32()),
+                    ("status", pa.string()),
+                    *_WRITE_COLUMNS,
+                ]
+            ),
+            "The recommendations of the last 30 days of production usage as last ranked "
+            "(`eval-pipeline recommend`, the `recommendations` asset), best first.",
+        ),
+        TableSpec(
             "recommendation_status",
             "append",
             pa.schema(

@@ -37,6 +37,7 @@ from eval_pipeline.suite._config import (
     Templated,
     TestDefaults,
     ThresholdMode,
+    UsageConfig,
     WarehouseConfig,
     recording_name_problem,
 )
@@ -168,6 +169,7 @@ __all__ = [
     "ThresholdMode",
     "Tolerance",
     "ToolCallAssertion",
+    "UsageConfig",
     "WarehouseConfig",
     "YamlRefused",
     "dbt_doc_files",

@@ -354,6 +354,20 @@ class DatabaseConfig:
 
 
 @dataclass(frozen=True)
+class UsageConfig:
+    """`usage:`: where the daily usage assets read production conversations (docs/usage.md)."""
+
+    #: Globs of trace or JSONL files, relative to the suite folder.
+    traces: tuple[str, ...] = ()
+    #: `otel` or `jsonl`; None: each file's first record tells.
+    source: str | None = None
+    #: The cron of the `usage_daily` schedule (it starts stopped).
+    schedule: str = "0 7 * * *"
+    #: Mask e-mail addresses, phone and card numbers in what is stored.
+    mask_text: bool = True
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     """The whole configuration, with every relative path resolved against the suite folder."""
 
@@ -374,6 +388,7 @@ class SuiteConfig:
     state_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
     store: StoreConfig | None = None  # None: the results stay in state_path (the default)
+    usage: UsageConfig = field(default_factory=UsageConfig)
     # Where test files and results files live: `cases/` and `outputs/` in our layout,
     # `tests/` and `tests/outputs/` in a nao project (suite/_nao.py).
     cases_dirname: str = "cases"

@@ -26,6 +26,7 @@ from eval_pipeline.suite._config import (
     SuiteConfig,
     Templated,
     TestDefaults,
+    UsageConfig,
     WarehouseConfig,
     config_path,
     first_duckdb_warehouse,
@@ -52,6 +53,7 @@ _TOP_KEYS = (
     "state_dir",
     "limits",
     "store",
+    "usage",
 )
 _TEST_KEYS = (
     "models",
@@ -126,6 +128,7 @@ def read_config_file(root: Path) -> SuiteConfig:
         state_dir=_state_dir(r, data, root) if data.get("state_dir") else None,
         limits=read_limits(r, data) if data.get("limits") is not None else Limits(),
         store=read_store(r, data) if data.get("store") is not None else None,
+        usage=_usage(r, data) if data.get("usage") is not None else UsageConfig(),
     )
     config = _with_databases(r, data, config)
     if r.problems:
@@ -399,6 +402,32 @@ def _warehouse(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None
             r.line_of(block, "dbt_project"),
         )
     return WarehouseConfig(type="duckdb", path=config_path(root, path), dbt_project=dbt_path)
+
+
+def _usage(r: FieldReader, data: dict) -> UsageConfig:
+    block = r.mapping(data, "usage", "usage", ("traces", "source", "schedule", "mask_text"))
+    if block is None:
+        return UsageConfig()
+    values: dict[str, Any] = {}
+    if "traces" in block:
+        values["traces"] = _string_list(r, block, "traces", "usage.traces")
+    if "source" in block:
+        values["source"] = r.choice(block, "source", "usage.source", ("otel", "jsonl"))
+    if "schedule" in block:
+        schedule = r.text(block, "schedule", "usage.schedule")
+        if schedule is not None and not is_cron(schedule):
+            r.problem(
+                "usage.schedule",
+                f"{schedule!r} is not a cron expression; expected 5 fields, e.g. '0 7 * * *'",
+                r.line_of(block, "schedule"),
+            )
+        elif schedule is not None:
+            values["schedule"] = schedule
+    if "mask_text" in block:
+        masked = r.boolean(block, "mask_text", "usage.mask_text")
+        if masked is not None:
+            values["mask_text"] = masked
+    return UsageConfig(**values)
 
 
 def _context(r: FieldReader, data: dict, root: Path) -> tuple[Path, ...]:

@@ -3,9 +3,12 @@
 from eval_pipeline.usage._conversation import Conversation, ToolCall, Turn, UsageProblem
 from eval_pipeline.usage._history import (
     STATUSES,
+    WINDOW_DAYS,
     ImportReport,
+    Ranking,
     Source,
     import_usage,
+    rank,
     refresh_signals,
     set_status,
     sniff_source,
@@ -13,6 +16,8 @@ from eval_pipeline.usage._history import (
     stored_conversations,
     stored_days,
     stored_signals,
+    trace_files,
+    write_recommendations,
 )
 from eval_pipeline.usage._privacy import Privacy
 from eval_pipeline.usage._promote import TestDraft, draft_test, write_draft
@@ -22,10 +27,12 @@ from eval_pipeline.usage._signals import SIGNAL_KINDS, Signal, SignalKind, signa
 __all__ = [
     "SIGNAL_KINDS",
     "STATUSES",
+    "WINDOW_DAYS",
     "ContextFiles",
     "Conversation",
     "ImportReport",
     "Privacy",
+    "Ranking",
     "Recommendation",
     "Signal",
     "SignalKind",
@@ -36,6 +43,7 @@ __all__ = [
     "UsageProblem",
     "draft_test",
     "import_usage",
+    "rank",
     "recommend",
     "refresh_signals",
     "set_status",
@@ -45,5 +53,7 @@ __all__ = [
     "stored_conversations",
     "stored_days",
     "stored_signals",
+    "trace_files",
     "write_draft",
+    "write_recommendations",
 ]

@@ -6,7 +6,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -21,13 +21,17 @@ from eval_pipeline.usage._conversation import Conversation, UsageProblem
 from eval_pipeline.usage._jsonl import read_jsonl
 from eval_pipeline.usage._otel import read_otlp
 from eval_pipeline.usage._privacy import Privacy
+from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
 from eval_pipeline.usage._signals import Signal, signals_of
 
 __all__ = [
     "STATUSES",
+    "WINDOW_DAYS",
     "ImportReport",
+    "Ranking",
     "Source",
     "import_usage",
+    "rank",
     "refresh_signals",
     "set_status",
     "sniff_source",
@@ -35,6 +39,8 @@ __all__ = [
     "stored_conversations",
     "stored_days",
     "stored_signals",
+    "trace_files",
+    "write_recommendations",
 ]
 
 Source = Literal["otel", "jsonl"]
@@ -71,20 +77,27 @@ def import_usage(
     *,
     source: Source | None = None,
     prompts: Sequence[str] = (),
+    days: Iterable[date] | None = None,
+    refresh: bool = True,
 ) -> ImportReport:
     """Read every file (`source`, or each file's own by `sniff_source`) and store its
     conversations by the day each started; a conversation stored before is replaced by its
     new reading (the same id from the same source), kept as it was when unchanged. Then the
     signals are refreshed against the suite's `prompts` (`refresh_signals`). Records that
-    cannot be read are in the report's problems, and the rest is stored all the same."""
+    cannot be read are in the report's problems, and the rest is stored all the same.
+    `days`: only the conversations that started on these days (a day's partition);
+    `refresh=False` leaves the signals to the caller (the `usage_signals` asset)."""
     report = ImportReport()
     by_day: dict[date, dict[tuple[str, str], Conversation]] = {}
+    wanted = set(days) if days is not None else None
     for path in paths:
         kind = source or sniff_source(path)
         reader = read_otlp(path, privacy) if kind == "otel" else read_jsonl(path, privacy)
         for item in reader:
             if isinstance(item, UsageProblem):
                 report.problems.append(item)
+                continue
+            if wanted is not None and item.day not in wanted:
                 continue
             report.read += 1
             by_day.setdefault(item.day, {})[(item.source, item.id)] = item
@@ -108,7 +121,7 @@ def import_usage(
         if changed:
             write_rows(layout, "usage_conversations", _sorted(rows.values()), run_date=day)
             report.days.append(day)
-    if report.days:
+    if report.days and refresh:
         report.signals = refresh_signals(layout, prompts)
     return report
 
@@ -219,3 +232,70 @@ def set_status(layout: StateFolder, ident: str, status: Status, note: str | None
     moment = datetime.now(UTC)
     row = {"recommendation_id": ident, "status": status, "note": note, "changed_at": moment}
     write_rows(layout, "recommendation_status", [row], written_at=moment)
+
+
+def trace_files(root: Path, globs: Sequence[str]) -> list[Path]:
+    """The files `usage.traces` names (globs relative to the suite folder), in name order."""
+    found: set[Path] = set()
+    for pattern in globs:
+        found |= {path for path in root.glob(pattern) if path.is_file()}
+    return sorted(found)
+
+
+def write_recommendations(layout: StateFolder, ranked: Sequence[Recommendation]) -> None:
+    """Store `ranked` (best first) as the `recommendations` table's current rows."""
+    ensure_schema_files(layout)
+    rows = [
+        {
+            "recommendation_id": r.id,
+            "rank": rank,
+            "kind": r.kind,
+            "score": r.score,
+            "file": r.file,
+            "summary": r.summary,
+            "conversations": list(r.conversations),
+            "users": r.users,
+            "tables": list(r.tables),
+            "error": r.error,
+            "first_seen": r.first_seen,
+            "last_seen": r.last_seen,
+            "status": r.status,
+        }
+        for rank, r in enumerate(ranked, start=1)
+    ]
+    write_rows(layout, "recommendations", rows)
+
+
+#: Recommendations read this far back from the latest stored day by default.
+WINDOW_DAYS = 30
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The recommendations of a window of days, best first (empty with no usage stored)."""
+
+    recommendations: list[Recommendation]
+    since: date | None
+    latest: date | None
+
+
+def rank(
+    layout: StateFolder, suite_root: Path, prompts: Sequence[str], *, since: date | None = None
+) -> Ranking:
+    """Bring the signals up to date with the suite's `prompts` (a question a new test asks is
+    covered now), rank the recommendations of the days from `since` (default: `WINDOW_DAYS`
+    before the latest stored day) with their statuses, and store them as the
+    `recommendations` table."""
+    days = stored_days(layout)
+    if not days:
+        return Ranking([], None, None)
+    refresh_signals(layout, prompts)
+    since = since or days[-1] - timedelta(days=WINDOW_DAYS)
+    ranked = recommend(
+        stored_signals(layout, since=since),
+        ContextFiles.of_folder(suite_root),
+        statuses=statuses(layout),
+        latest=days[-1],
+    )
+    write_recommendations(layout, ranked)
+    return Ranking(ranked, since, days[-1])

@@ -19,6 +19,7 @@ from eval_pipeline.viewer._reader import StoreReader
 from eval_pipeline.viewer._run_page import run_body
 from eval_pipeline.viewer._runs_page import runs_body
 from eval_pipeline.viewer._theme import content_security_policy, new_nonce, page
+from eval_pipeline.viewer._usage_page import read_recommendations, recommendations_body
 
 MAX_PARAM = 300
 STATUSES = ("passed", "failed", "error")
@@ -105,7 +106,8 @@ def _day(value: str | None, name: str = "date") -> date | None:
 
 
 class ViewerApp:
-    """Routes: `/` overview, `/runs`, `/run/<id>`, POST `/run/<id>/label`, `/trends`, `/labels`."""
+    """Routes: `/` overview, `/runs`, `/run/<id>`, POST `/run/<id>/label`, `/trends`, `/labels`,
+    `/recommendations`."""
 
     def __init__(self, layout: StateFolder) -> None:
         self.layout = layout
@@ -151,6 +153,8 @@ class ViewerApp:
             return self.trends(params)
         if path == "/labels":
             return self.labels()
+        if path == "/recommendations":
+            return self.recommendations()
         match = RUN_ROUTE.fullmatch(path)
         if match:
             return self.run(match.group(1), params)
@@ -280,6 +284,12 @@ class ViewerApp:
             agreement_rows(labelled), labelled, waiting, total_labels=total, look=look
         )
         return html(200, "Labels", body, active="labels")
+
+    def recommendations(self) -> Response:
+        with self.reader.cursor() as con:
+            ranked, conversations = read_recommendations(con)
+        body = recommendations_body(ranked, conversations)
+        return html(200, "Recommendations", body, active="recommendations")
 
     def post_label(self, request: Request, ident: str) -> Response:
         _check_same_origin(request)

@@ -237,7 +237,12 @@ FAVICON = (
     "fill='none'/%3E%3C/svg%3E"
 )
 
-NAV = (("overview", "/", "Overview"), ("runs", "/runs", "Runs"), ("trends", "/trends", "Trends"))
+NAV = (
+    ("overview", "/", "Overview"),
+    ("runs", "/runs", "Runs"),
+    ("trends", "/trends", "Trends"),
+    ("recommendations", "/recommendations", "Recommendations"),
+)
 NAV_LABELS = ("labels", "/labels", "Labels")
 
 

@@ -397,10 +397,12 @@ def generate_month(
             batch = []
 
 
-def write_month(path: Path, conversations: int = 10_000, *, seed: int = 7) -> Path:
+def write_month(
+    path: Path, conversations: int = 10_000, *, seed: int = 7, first_day: date = date(2026, 10, 1)
+) -> Path:
     """The generated month as a collector's file exporter writes it: one request per line."""
     with path.open("w", encoding="utf-8") as file:
-        for request in generate_month(conversations, seed=seed):
+        for request in generate_month(conversations, seed=seed, first_day=first_day):
             file.write(json.dumps(request) + "\n")
     return path
 
