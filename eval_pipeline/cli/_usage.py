@@ -34,9 +34,10 @@ def add_usage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files to import")
     parser.add_argument(
         "--source",
-        choices=("otel", "jsonl"),
-        help="what the files hold: OpenTelemetry GenAI traces as OTLP/JSON, or the "
-        "documented JSONL of conversations (default: told by each file's first record)",
+        choices=("otel", "nao", "jsonl"),
+        help="what the files hold: OpenTelemetry GenAI traces as OTLP/JSON, a nao backend's "
+        "SQLite database (read-only), or the documented JSONL of conversations (default: "
+        "told by each file's first bytes)",
     )
 
 

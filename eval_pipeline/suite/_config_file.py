@@ -412,7 +412,7 @@ def _usage(r: FieldReader, data: dict) -> UsageConfig:
     if "traces" in block:
         values["traces"] = _string_list(r, block, "traces", "usage.traces")
     if "source" in block:
-        values["source"] = r.choice(block, "source", "usage.source", ("otel", "jsonl"))
+        values["source"] = r.choice(block, "source", "usage.source", ("otel", "nao", "jsonl"))
     if "schedule" in block:
         schedule = r.text(block, "schedule", "usage.schedule")
         if schedule is not None and not is_cron(schedule):

@@ -41,7 +41,7 @@ class ToolCall:
     @property
     def sql(self) -> str | None:
         """The SQL the call ran, where its arguments hold one."""
-        for key in ("sql", "query", "statement"):
+        for key in ("sql", "sql_query", "query", "statement"):
             value = self.arguments.get(key)
             if isinstance(value, str) and value.strip():
                 return value

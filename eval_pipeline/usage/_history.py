@@ -19,6 +19,7 @@ from eval_pipeline.store import (
 )
 from eval_pipeline.usage._conversation import Conversation, UsageProblem
 from eval_pipeline.usage._jsonl import read_jsonl
+from eval_pipeline.usage._nao import SQLITE_HEADER, read_nao_database
 from eval_pipeline.usage._otel import read_otlp
 from eval_pipeline.usage._privacy import Privacy
 from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
@@ -43,7 +44,7 @@ __all__ = [
     "write_recommendations",
 ]
 
-Source = Literal["otel", "jsonl"]
+Source = Literal["otel", "jsonl", "nao"]
 Status = Literal["new", "acknowledged", "dismissed", "done"]
 STATUSES: tuple[Status, ...] = ("new", "acknowledged", "dismissed", "done")
 
@@ -62,7 +63,11 @@ class ImportReport:
 
 
 def sniff_source(path: Path) -> Source:
-    """`otel` for OTLP/JSON export requests, else `jsonl`, by the file's first record."""
+    """`nao` for a SQLite database (a nao backend's), `otel` for OTLP/JSON export requests,
+    else `jsonl`, by the file's first bytes or record."""
+    with path.open("rb") as head:
+        if head.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
+            return "nao"
     with path.open(encoding="utf-8", errors="replace") as lines:
         for line in lines:
             if line.strip():
@@ -92,7 +97,12 @@ def import_usage(
     wanted = set(days) if days is not None else None
     for path in paths:
         kind = source or sniff_source(path)
-        reader = read_otlp(path, privacy) if kind == "otel" else read_jsonl(path, privacy)
+        if kind == "nao":
+            reader = read_nao_database(path, privacy)
+        elif kind == "otel":
+            reader = read_otlp(path, privacy)
+        else:
+            reader = read_jsonl(path, privacy)
         for item in reader:
             if isinstance(item, UsageProblem):
                 report.problems.append(item)

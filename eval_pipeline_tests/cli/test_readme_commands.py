@@ -98,7 +98,7 @@ EXCUSED = {
             "eval-pipeline usage import traces/*.jsonl",
             "eval-pipeline recommend",
             "eval-pipeline promote r_3f2a9c81d0",
-            "eval-pipeline usage import PATH... [--source otel|jsonl]",
+            "eval-pipeline usage import PATH... [--source otel|nao|jsonl]",
             "eval-pipeline recommend [--since D] [--format table|json]",
             "eval-pipeline promote ID [--name NAME]",
         ],
