@@ -23,16 +23,20 @@ _VOTES = {
 
 
 class _Bad(ValueError):
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, line: int | None = None) -> None:
         super().__init__(message)
         self.field = field
+        self.line = line
 
 
 def read_jsonl(
     path: Path, privacy: Privacy, *, source: str = "jsonl"
 ) -> Iterator[Conversation | UsageProblem]:
     """Each line's conversation, or the problem that line has (its number and field); a
-    blank line is skipped, a bad line never stops the others."""
+    blank line is skipped, a bad line never stops the others. A line holding one exchange of
+    the agent protocol (`request` and `reply`) is gathered with the other exchanges of its
+    conversation, which is yielded once the file is read."""
+    exchanges: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     with path.open(encoding="utf-8", errors="replace") as lines:
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -43,17 +47,97 @@ def read_jsonl(
                 yield UsageProblem(str(path), number, None, f"not JSON ({error.msg})")
                 continue
             try:
+                if isinstance(document, dict) and "request" in document:
+                    exchanges.setdefault(_ident(document), []).append((number, document))
+                    continue
                 yield _conversation(document, privacy, source)
             except _Bad as bad:
                 yield UsageProblem(str(path), number, bad.field, str(bad))
+    for ident, lines_of in exchanges.items():
+        try:
+            yield _from_exchanges(ident, lines_of, privacy, source)
+        except _Bad as bad:
+            yield UsageProblem(str(path), bad.line, bad.field, str(bad))
+
+
+def _ident(document: dict[str, Any]) -> str:
+    ident = document.get("conversation_id", document.get("id"))
+    if not isinstance(ident, str | int) or isinstance(ident, bool) or not str(ident).strip():
+        raise _Bad("conversation_id", "missing: every conversation needs its id")
+    return str(ident).strip()
+
+
+def _from_exchanges(
+    ident: str, lines: list[tuple[int, dict[str, Any]]], privacy: Privacy, source: str
+) -> Conversation:
+    """One conversation from its exchanges of the agent protocol, in the order of their `at`
+    (else of their lines): each request's messages past those seen before (the user's new
+    question), then its reply as the agent's turn, with its tool calls, its queries that
+    failed, and the vote on it."""
+    turns: list[Turn] = []
+    seen = 0
+    first_at = None
+    user = model = None
+    for number, document in sorted(lines, key=lambda item: (str(item[1].get("at") or ""), item[0])):
+        request, reply = document.get("request"), document.get("reply")
+        messages = request.get("messages") if isinstance(request, dict) else None
+        if not isinstance(messages, list) or not messages:
+            raise _Bad("request.messages", "expected the request's list of messages", number)
+        if not isinstance(reply, dict) or not isinstance(reply.get("text", ""), str):
+            raise _Bad("reply.text", "expected the reply of the agent protocol (its text)", number)
+        try:
+            at = parse_time(document["at"]) if document.get("at") is not None else None
+        except ValueError as error:
+            raise _Bad("at", str(error), number) from None
+        first_at = first_at or at
+        user = user or document.get("user") or document.get("user_id")
+        model = model or document.get("model")
+        for index, message in enumerate(messages[seen:], start=seen):
+            try:
+                turns.append(_turn(message, index, privacy))
+            except _Bad as bad:
+                raise _Bad(f"request.{bad.field}", str(bad), number) from None
+        calls = list(reply.get("tool_calls") or [])
+        for query in reply.get("queries") or ():
+            if isinstance(query, dict) and query.get("error"):
+                calls.append(
+                    {
+                        "name": "execute_sql",
+                        "arguments": {"sql": query.get("sql")},
+                        "error": query["error"],
+                    }
+                )
+        answer = {
+            "role": "assistant",
+            "content": reply.get("text") or "",
+            "tool_calls": calls,
+            **{
+                k: document[k]
+                for k in ("feedback", "feedback_comment", "regenerated")
+                if k in document
+            },
+        }
+        try:
+            turns.append(_turn(answer, len(messages), privacy))
+        except _Bad as bad:
+            raise _Bad(f"reply.{bad.field}", str(bad), number) from None
+        seen = len(messages) + 1
+    if first_at is None:
+        raise _Bad("at", "missing: give each exchange's time", lines[0][0])
+    return Conversation(
+        id=ident,
+        source=source,
+        started_at=first_at,
+        turns=tuple(turns),
+        user=privacy.pseudonym(user),
+        model=str(model) if model else None,
+    )
 
 
 def _conversation(document: Any, privacy: Privacy, source: str) -> Conversation:
     if not isinstance(document, dict):
         raise _Bad("", "expected an object per line")
-    ident = document.get("conversation_id", document.get("id"))
-    if not isinstance(ident, str | int) or isinstance(ident, bool) or not str(ident).strip():
-        raise _Bad("conversation_id", "missing: every conversation needs its id")
+    ident = _ident(document)
     messages = document.get("messages")
     if not isinstance(messages, list) or not messages:
         raise _Bad("messages", "expected a non-empty list of messages")
@@ -67,7 +151,7 @@ def _conversation(document: Any, privacy: Privacy, source: str) -> Conversation:
         raise _Bad("started_at", str(error)) from None
     model = document.get("model")
     return Conversation(
-        id=str(ident).strip(),
+        id=ident,
         source=source,
         started_at=started_at,
         turns=tuple(turns),

@@ -166,3 +166,56 @@ def test_a_file_that_does_not_exist_is_named_and_nothing_is_imported(project):
     assert done.returncode == 2
     assert "nowhere.jsonl: no such file" in done.stderr
     assert not (project / ".eval" / "store").exists() or not conversations(project)
+
+
+def test_an_agents_protocol_exchanges_are_gathered_into_its_conversations(project):
+    """An agent that speaks our agent protocol logs one line per exchange: the request it got
+    and the reply it gave. The exchanges of one conversation become one conversation, each
+    reply an answer with its tool calls, its failed queries as failed calls, and its vote."""
+    first = {
+        "conversation_id": "a1",
+        "user": "ana@example.com",
+        "at": "2026-10-01T10:00:00Z",
+        "request": {
+            "test": "live",
+            "messages": [{"role": "user", "content": "Revenue in October?"}],
+        },
+        "reply": {
+            "text": "It was 10.",
+            "tool_calls": [
+                {"name": "execute_sql", "arguments": {"sql_query": "SELECT 1 FROM orders"}}
+            ],
+            "queries": [{"id": "q1", "sql": "SELECT x FROM refunds", "error": "no column x"}],
+        },
+        "feedback": "down",
+    }
+    second = {
+        "conversation_id": "a1",
+        "at": "2026-10-01T10:01:00Z",
+        "request": {
+            "messages": [
+                {"role": "user", "content": "Revenue in October?"},
+                {"role": "assistant", "content": "It was 10."},
+                {"role": "user", "content": "That's wrong, refunds count."},
+            ]
+        },
+        "reply": {"text": "It was 8."},
+    }
+    broken = {"conversation_id": "a2", "at": "2026-10-01T11:00:00Z", "request": {}, "reply": {}}
+    source = write_jsonl(project / "agent.jsonl", [second, broken, first])  # any order
+    done = run_cli("usage", "import", str(source), cwd=project)
+    assert done.returncode == 2
+    assert f"{source}:2: request.messages: expected the request's list of messages" in done.stderr
+    [conversation] = conversations(project).values()
+    assert [(t.role, t.text) for t in conversation.turns] == [
+        ("user", "Revenue in October?"),
+        ("assistant", "It was 10."),
+        ("user", "That's wrong, refunds count."),
+        ("assistant", "It was 8."),
+    ]
+    reply = conversation.turns[1]
+    assert reply.feedback == "down"
+    assert [(c.sql, c.error) for c in reply.tool_calls] == [
+        ("SELECT 1 FROM orders", None),
+        ("SELECT x FROM refunds", "no column x"),
+    ]
