@@ -9,6 +9,7 @@ from pathlib import Path
 
 from eval_pipeline.cli._exit import ExitCode
 from eval_pipeline.cli._options import parse_day, suite_root
+from eval_pipeline.pipeline import current_recommendations
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Problem, Suite, SuiteError, load_suite, printable
 from eval_pipeline.usage import (
@@ -17,7 +18,6 @@ from eval_pipeline.usage import (
     Privacy,
     draft_test,
     import_usage,
-    rank,
     recommend,
     set_status,
     stored_conversations,
@@ -62,6 +62,11 @@ def add_recommend_arguments(parser: argparse.ArgumentParser) -> None:
         "--reopen", action="append", default=[], metavar="ID", help="mark new again"
     )
     parser.add_argument("--note", help="a note stored with the status change")
+    parser.add_argument(
+        "--rejudge",
+        action="store_true",
+        help="ask the judge model for its summaries again instead of using its cached ones",
+    )
 
 
 def add_promote_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,7 +121,7 @@ def cmd_usage(args: argparse.Namespace) -> int:
 def cmd_recommend(args: argparse.Namespace) -> int:
     suite, layout = _layout_and_suite(args)
     since = parse_day(args.since, "--since") if args.since else None
-    ranking = rank(layout, suite.root, _prompts(suite), since=since)
+    ranking = current_recommendations(suite, layout, since=since, rejudge=args.rejudge)
     if ranking.latest is None:
         print("no production usage in the store yet: run `eval-pipeline usage import PATH`")
         return ExitCode.OK

@@ -110,6 +110,7 @@ from eval_pipeline.pipeline._unchanged import (
     LastEvaluation,
     partition_unchanged,
 )
+from eval_pipeline.pipeline._usage_summaries import current_recommendations
 
 __all__ = [
     "BY_RULES",
@@ -162,6 +163,7 @@ __all__ = [
     "check_partition",
     "compare_results",
     "count_changes",
+    "current_recommendations",
     "decode_run_rows",
     "default_instance_yaml",
     "detectable_difference",

@@ -362,6 +362,8 @@ TABLES: dict[str, TableSpec] = {
                     ("first_seen", pa.date32()),
                     ("last_seen", pa.date32()),
                     ("status", pa.string()),
+                    # `rules`, or the judge model that wrote the summary.
+                    ("summarized_by", pa.string()),
                     *_WRITE_COLUMNS,
                 ]
             ),

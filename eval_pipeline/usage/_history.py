@@ -270,6 +270,7 @@ def write_recommendations(layout: StateFolder, ranked: Sequence[Recommendation])
             "first_seen": r.first_seen,
             "last_seen": r.last_seen,
             "status": r.status,
+            "summarized_by": r.summarized_by,
         }
         for rank, r in enumerate(ranked, start=1)
     ]
@@ -290,12 +291,17 @@ class Ranking:
 
 
 def rank(
-    layout: StateFolder, suite_root: Path, prompts: Sequence[str], *, since: date | None = None
+    layout: StateFolder,
+    suite_root: Path,
+    prompts: Sequence[str],
+    *,
+    since: date | None = None,
+    write: bool = True,
 ) -> Ranking:
     """Bring the signals up to date with the suite's `prompts` (a question a new test asks is
     covered now), rank the recommendations of the days from `since` (default: `WINDOW_DAYS`
     before the latest stored day) with their statuses, and store them as the
-    `recommendations` table."""
+    `recommendations` table (unless `write=False`: the caller stores them)."""
     days = stored_days(layout)
     if not days:
         return Ranking([], None, None)
@@ -307,5 +313,6 @@ def rank(
         statuses=statuses(layout),
         latest=days[-1],
     )
-    write_recommendations(layout, ranked)
+    if write:
+        write_recommendations(layout, ranked)
     return Ranking(ranked, since, days[-1])

@@ -53,6 +53,8 @@ class Recommendation:
     examples: tuple[str, ...]
     status: str = "new"
     note: str | None = None
+    #: Who wrote `summary`: `rules` (this module), or the judge model that summed it up.
+    summarized_by: str = "rules"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +72,7 @@ class Recommendation:
             "examples": list(self.examples),
             "status": self.status,
             "note": self.note,
+            "summarized_by": self.summarized_by,
         }
 
 

@@ -124,3 +124,44 @@ def test_recommend_before_any_import_says_how_to_start(tmp_path):
     done = run_cli("recommend", cwd=root)
     assert done.returncode == 0
     assert "eval-pipeline usage import" in done.stdout
+
+
+JUDGE_CONFIG = """\
+test:
+  models: [replay:demo]
+  judge_model: judge:summarizer
+llm:
+  providers:
+    - {{provider: judge, base_url: "{url}", api_key: sk-test, timeout_s: 30}}
+"""
+
+
+def test_with_a_judge_the_top_recommendations_are_summed_up_once_and_cached(tmp_path):
+    from eval_pipeline_tests.agents.servers import ScriptedServer
+    from eval_pipeline_tests.agents.steps import answer, error, repeat
+
+    paragraph = "Users asking about refunds hit a column that does not exist: document amount_usd."
+    with ScriptedServer("openai", script=repeat(answer(paragraph))) as server:
+        root = write_project(tmp_path / "judged")
+        (root / "eval_config.yaml").write_text(JUDGE_CONFIG.format(url=server.base_url))
+        traces = write_month(root / "traces.jsonl", 1_000, seed=4)
+        assert run_cli("usage", "import", str(traces), cwd=root).returncode == 0
+        items = recommendations(root)
+        asked = len(server.requests)
+        assert asked == 10
+        assert [r["summarized_by"] for r in items[:10]] == ["judge:summarizer"] * 10
+        assert all(r["summary"] == paragraph for r in items[:10])
+        assert all(r["summarized_by"] == "rules" for r in items[10:])
+        # What the judge read: the cluster's finding and its conversations, masked as stored.
+        prompt = server.requests[0].messages[-1]["content"]
+        assert "File to change:" in prompt and "conversation conv-" in prompt
+        assert "@example.com" not in prompt
+        recommendations(root)  # nothing changed: the cached answers, no request
+        assert len(server.requests) == asked
+
+    with ScriptedServer("openai", script=repeat(error(400, "bad request"))) as broken:
+        (root / "eval_config.yaml").write_text(JUDGE_CONFIG.format(url=broken.base_url))
+        items = recommendations(root, "--rejudge")
+    # A judge that does not answer leaves the rules' text, and the command goes on.
+    assert all(r["summarized_by"] == "rules" for r in items)
+    assert all(r["summary"] != paragraph for r in items)

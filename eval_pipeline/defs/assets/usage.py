@@ -11,6 +11,7 @@ from eval_pipeline.defs import groups
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, SCHEDULE, UI
 from eval_pipeline.defs.names import SuiteNames
 from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
+from eval_pipeline.pipeline import current_recommendations
 from eval_pipeline.store import StateFolder, read_latest
 from eval_pipeline.suite import SuiteConfig
 from eval_pipeline.usage import (
@@ -147,16 +148,18 @@ def build_usage_assets(
     )
     def recommendations(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        ranking = rank(suite.store(), suite.path, _prompts(suite))
+        ranking = current_recommendations(suite.load(), suite.store())
         top = [
-            [i, r.id, r.kind, f"{r.score:.1f}", len(r.conversations), f"`{r.file}`", r.status]
+            [i, r.id, r.kind, f"{r.score:.1f}", len(r.conversations), f"`{r.file}`", r.summary]
             for i, r in enumerate(ranking.recommendations[:TOP], start=1)
         ]
         return dg.MaterializeResult(
             metadata={
                 "recommendations": len(ranking.recommendations),
                 "since": str(ranking.since),
-                "top": _table(top, ["#", "id", "kind", "score", "conversations", "file", "status"]),
+                "top": _table(
+                    top, ["#", "id", "kind", "score", "conversations", "file", "summary"]
+                ),
             }
         )
 
@@ -173,7 +176,7 @@ def build_usage_assets(
     def test_candidates(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         layout = suite.store()
-        ranked = rank(layout, suite.path, _prompts(suite)).recommendations[:TOP]
+        ranked = rank(layout, suite.path, _prompts(suite), write=False).recommendations[:TOP]
         conversations = {c.id: c for c in stored_conversations(layout)}
         rows = []
         for r in ranked:
