@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["Conversation", "ToolCall", "Turn", "UsageProblem", "parse_time"]
+__all__ = ["Conversation", "ToolCall", "Turn", "UsageProblem", "json_lines", "parse_time"]
 
 Role = Literal["user", "assistant"]
 Vote = Literal["up", "down"]
@@ -161,3 +163,15 @@ def parse_time(value: Any) -> datetime:
         raise ValueError(f"expected an ISO 8601 time, got {type(value).__name__}")
     parsed = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def json_lines(path: Path, lines: Iterable[str]) -> Iterator[tuple[int, Any] | UsageProblem]:
+    """Each non-blank line's JSON value with its line number, or the problem of a line that
+    is not JSON (a truncated last line, say): one bad line never stops the others."""
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as error:
+            yield UsageProblem(str(path), number, None, f"not JSON ({error.msg})")

@@ -7,7 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.usage._conversation import Conversation, ToolCall, Turn, UsageProblem, parse_time
+from eval_pipeline.usage._conversation import (
+    Conversation,
+    ToolCall,
+    Turn,
+    UsageProblem,
+    json_lines,
+    parse_time,
+)
 from eval_pipeline.usage._privacy import Privacy
 
 __all__ = ["read_jsonl"]
@@ -38,14 +45,11 @@ def read_jsonl(
     conversation, which is yielded once the file is read."""
     exchanges: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
+        for item in json_lines(path, lines):
+            if isinstance(item, UsageProblem):
+                yield item
                 continue
-            try:
-                document = json.loads(line)
-            except json.JSONDecodeError as error:
-                yield UsageProblem(str(path), number, None, f"not JSON ({error.msg})")
-                continue
+            number, document = item
             try:
                 if isinstance(document, dict) and "request" in document:
                     exchanges.setdefault(_ident(document), []).append((number, document))

@@ -19,7 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eval_pipeline.usage._conversation import Conversation, ToolCall, Turn, UsageProblem
+from eval_pipeline.usage._conversation import (
+    Conversation,
+    ToolCall,
+    Turn,
+    UsageProblem,
+    json_lines,
+)
 from eval_pipeline.usage._privacy import Privacy
 
 __all__ = ["read_otlp"]
@@ -98,14 +104,11 @@ def _requests(path: Path, problems: list[UsageProblem]) -> Iterator[tuple[int, d
         except json.JSONDecodeError:
             pass
         lines = text.splitlines()
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
+    for item in json_lines(path, lines):
+        if isinstance(item, UsageProblem):
+            problems.append(item)
             continue
-        try:
-            request = json.loads(line)
-        except json.JSONDecodeError as error:
-            problems.append(UsageProblem(str(path), number, None, f"not JSON ({error.msg})"))
-            continue
+        number, request = item
         if not isinstance(request, dict):
             problems.append(UsageProblem(str(path), number, None, "expected an export request"))
             continue
