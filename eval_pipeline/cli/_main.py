@@ -6,11 +6,13 @@ import argparse
 import atexit
 import contextlib
 import os
+import signal
 import sys
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from eval_pipeline.cli._exit import ERROR_LOG, ExitCode, report_error
 from eval_pipeline.cli._init_command import add_arguments as add_init_arguments
@@ -431,15 +433,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; its exit code is one of `ExitCode` (README "Exit codes")."""
     parser = build_parser()
     args = parser.parse_args(argv)  # a malformed command line exits 2 here, as argparse does
+    interrupted = threading.Event()
+    restore = _note_interrupts(interrupted)
     try:
         return int(args.handler(args))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return ExitCode.INTERRUPTED
     except Exception as error:
+        if interrupted.is_set():
+            # Ctrl-C came, and a library turned it into an error of its own (DuckDB's "Query
+            # interrupted" when it arrives during a query): the user stopped the command.
+            print("interrupted", file=sys.stderr)
+            return ExitCode.INTERRUPTED
         if args.debug:
             traceback.print_exc()  # and still the exit code a CI gate reads
         return report_error(error, command=args.command, log=_error_log(args))
+    finally:
+        restore()
+
+
+def _note_interrupts(interrupted: threading.Event) -> Callable[[], None]:
+    """While the command runs, Ctrl-C still raises KeyboardInterrupt, and is noted in
+    `interrupted`; the function that puts Python's own handler back. Nothing is changed
+    off the main thread, or when a handler other than Python's is in place."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        return lambda: None
+
+    def noted(number: int, frame: Any) -> None:
+        interrupted.set()
+        signal.default_int_handler(number, frame)
+
+    signal.signal(signal.SIGINT, noted)
+    return lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run() -> None:

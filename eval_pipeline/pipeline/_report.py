@@ -18,7 +18,7 @@ from eval_pipeline.pipeline._comparisons import (
     model_intervals,
     write_comparisons,
 )
-from eval_pipeline.store import StateFolder, query
+from eval_pipeline.store import StateFolder, query, writing_below
 from eval_pipeline.suite import redact
 
 
@@ -184,7 +184,8 @@ def write_report(layout: StateFolder, day: date) -> tuple[Path, str]:
         ]
     )
     path = layout.report_file(day)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = redact(text)  # the store is redacted; older rows may predate a secret's registration
-    path.write_text(text + "\n", encoding="utf-8")
+    with writing_below(layout.root):  # a full disk names the state folder, as the store does
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n", encoding="utf-8")
     return path, text

@@ -43,7 +43,7 @@ from eval_pipeline.pipeline._nao_format import (
     nao_tool_calls,
     pass_metrics,
 )
-from eval_pipeline.store import StateFolder, decode_json, query
+from eval_pipeline.store import StateFolder, decode_json, query, writing_below
 from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
 
 
@@ -404,12 +404,12 @@ def write_results_file(document: ResultsDocument, folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"results_{document.run_date:%Y%m%d}_{document.timestamp:%H%M%S}"
     text = readable_json(redact_value(document.to_json(), keep=IDENTITY_FIELDS))
-    with tempfile.NamedTemporaryFile(
-        "w", encoding="utf-8", dir=folder, prefix=f".{stem}.", suffix=".tmp", delete=False
-    ) as handle:
-        handle.write(text)
-    aside = Path(handle.name)
+    with writing_below(folder):  # a full disk names the results folder
+        descriptor, name = tempfile.mkstemp(dir=folder, prefix=f".{stem}.", suffix=".tmp")
+    aside = Path(name)
     try:
+        with writing_below(folder), os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(text)
         number = 1
         while True:
             path = folder / (f"{stem}.json" if number == 1 else f"{stem}_{number}.json")

@@ -20,6 +20,7 @@ from eval_pipeline.store._database import (
     table_names,
     view_statements,
 )
+from eval_pipeline.store._disk import StoreFull, writing_below
 from eval_pipeline.store._files import (
     JournaledPartition,
     current_generation,
@@ -78,6 +79,7 @@ __all__ = [
     "QueryTooSlow",
     "ReadLimits",
     "StateFolder",
+    "StoreFull",
     "TableSpec",
     "awaiting_rerun",
     "compact_store",
@@ -121,4 +123,5 @@ __all__ = [
     "view_statements",
     "with_recovery",
     "write_rows",
+    "writing_below",
 ]

@@ -59,3 +59,29 @@ def test_a_background_command_stops_on_sigterm_while_its_models_run(tmp_path):
                     os.killpg(process.pid, signal.SIGKILL)
     assert code == -signal.SIGTERM, log.read_text()
     assert stopped_after < AGENT_DELAY_S / 3, stopped_after
+
+
+def test_ctrl_c_that_a_library_turns_into_its_own_error_still_ends_as_interrupted(
+    monkeypatch, capsys
+):
+    """DuckDB answers a Ctrl-C that arrives during a query with its own error ("Query
+    interrupted"), not KeyboardInterrupt: the command still ends as interrupted (130, one
+    line), not as a failure to run (3, "could not run")."""
+    import os
+    import signal
+    import time
+
+    from eval_pipeline.cli import _main  # the unit itself: the command's dispatch
+
+    def stopped(_args):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # Ctrl-C arrives here
+        except KeyboardInterrupt:
+            raise RuntimeError("Query interrupted") from None  # as DuckDB turns it
+        raise AssertionError("no Ctrl-C came")
+
+    monkeypatch.setattr(_main, "cmd_list", stopped)
+    assert _main.main(["list"]) == 130
+    assert capsys.readouterr().err.strip() == "interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
