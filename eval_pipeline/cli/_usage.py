@@ -120,11 +120,6 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 def cmd_recommend(args: argparse.Namespace) -> int:
     suite, layout = _layout_and_suite(args)
-    since = parse_day(args.since, "--since") if args.since else None
-    ranking = current_recommendations(suite, layout, since=since, rejudge=args.rejudge)
-    if ranking.latest is None:
-        print("no production usage in the store yet: run `eval-pipeline usage import PATH`")
-        return ExitCode.OK
     changes = [
         (ident, status)
         for status, idents in (
@@ -135,20 +130,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         )
         for ident in idents
     ]
-    if changes:
-        # Any recommendation ever made can be marked, not only this window's.
-        known = {
-            r.id for r in recommend(stored_signals(layout), ContextFiles.of_folder(suite.root))
-        }
-        unknown = [ident for ident, _ in changes if ident not in known]
-        if unknown:
-            raise SuiteError(
-                [Problem("recommend", ident, "no such recommendation") for ident in unknown],
-                headline="no status changed",
-            )
-        for ident, status in changes:
-            set_status(layout, ident, status, args.note)  # type: ignore[arg-type]
-            print(f"{ident}: {status}")
+    if changes:  # recorded as asked, with no ranking (nor judge) spent on it
+        return _set_statuses(suite, layout, changes, args.note)
+    since = parse_day(args.since, "--since") if args.since else None
+    ranking = current_recommendations(suite, layout, since=since, rejudge=args.rejudge)
+    if ranking.latest is None:
+        print("no production usage in the store yet: run `eval-pipeline usage import PATH`")
         return ExitCode.OK
     shown = [
         r for r in ranking.recommendations if args.all or r.status not in ("dismissed", "done")
@@ -175,6 +162,23 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         f"\n{len(shown)} recommendation(s) since {ranking.since}; `eval-pipeline promote ID` "
         "drafts a test from one, --ack/--dismiss/--done ID records what you did"
     )
+    return ExitCode.OK
+
+
+def _set_statuses(
+    suite: Suite, layout: StateFolder, changes: list[tuple[str, str]], note: str | None
+) -> int:
+    # Any recommendation ever made can be marked, not only this window's.
+    known = {r.id for r in recommend(stored_signals(layout), ContextFiles.of_folder(suite.root))}
+    unknown = [ident for ident, _ in changes if ident not in known]
+    if unknown:
+        raise SuiteError(
+            [Problem("recommend", ident, "no such recommendation") for ident in unknown],
+            headline="no status changed",
+        )
+    for ident, status in changes:
+        set_status(layout, ident, status, note)  # type: ignore[arg-type]
+        print(f"{ident}: {status}")
     return ExitCode.OK
 
 
