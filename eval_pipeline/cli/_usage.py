@@ -18,6 +18,7 @@ from eval_pipeline.usage import (
     Privacy,
     draft_test,
     import_usage,
+    prompts_of,
     recommend,
     set_status,
     stored_conversations,
@@ -79,10 +80,6 @@ def _layout_and_suite(args: argparse.Namespace) -> tuple[Suite, StateFolder]:
     return suite, StateFolder.of(suite.config)
 
 
-def _prompts(suite: Suite) -> list[str]:
-    return [case.prompt or "" for case in suite.cases if case.prompt]
-
-
 def cmd_usage(args: argparse.Namespace) -> int:
     paths = [Path(p) for p in args.paths]
     missing = [p for p in paths if not p.is_file()]
@@ -93,7 +90,9 @@ def cmd_usage(args: argparse.Namespace) -> int:
         )
     suite, layout = _layout_and_suite(args)
     privacy = Privacy.of_folder(layout.root / "usage")
-    report = import_usage(paths, layout, privacy, source=args.source, prompts=_prompts(suite))
+    report = import_usage(
+        paths, layout, privacy, source=args.source, prompts=prompts_of(suite.cases)
+    )
     days = (
         f" over {len(report.days)} day(s), {report.days[0]} to {report.days[-1]}"
         if report.days

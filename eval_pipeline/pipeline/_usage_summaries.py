@@ -15,6 +15,7 @@ from eval_pipeline.usage import (
     Conversation,
     Ranking,
     Recommendation,
+    prompts_of,
     rank,
     stored_conversations,
     write_recommendations,
@@ -45,13 +46,19 @@ Name tables, columns and definitions where the conversations show them. No pream
 
 
 def current_recommendations(
-    suite: Suite, layout: StateFolder, *, since: date | None = None, rejudge: bool = False
+    suite: Suite,
+    layout: StateFolder,
+    *,
+    since: date | None = None,
+    rejudge: bool = False,
+    refresh: bool = True,
 ) -> Ranking:
-    """The recommendations of the days from `since` (`usage.rank`), stored as the
-    `recommendations` table; with `test.judge_model` configured, the first `SUMMARIZED` carry
-    the judge's paragraph as their summary (the rules' text where the judge did not answer).
-    `rejudge` asks the judge again instead of using its cached answers."""
-    prompts = [case.prompt for case in suite.cases if case.prompt]
+    """The recommendations of the days from `since` (`usage.rank`, the signals first brought
+    up to date with the suite's tests unless `refresh=False`: a caller just did), stored as
+    the `recommendations` table; with `test.judge_model` configured, the first `SUMMARIZED`
+    carry the judge's paragraph as their summary (the rules' text where the judge did not
+    answer). `rejudge` asks the judge again instead of using its cached answers."""
+    prompts = prompts_of(suite.cases) if refresh else None
     ranking = rank(layout, suite.root, prompts, since=since, write=False)
     judge_id = suite.config.test.judge_model
     if judge_id is not None and ranking.recommendations:

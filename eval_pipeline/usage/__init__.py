@@ -22,7 +22,7 @@ from eval_pipeline.usage._history import (
 from eval_pipeline.usage._privacy import Privacy
 from eval_pipeline.usage._promote import TestDraft, draft_test, write_draft
 from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
-from eval_pipeline.usage._signals import SIGNAL_KINDS, Signal, SignalKind, signals_of
+from eval_pipeline.usage._signals import SIGNAL_KINDS, Signal, SignalKind, prompts_of, signals_of
 
 __all__ = [
     "SIGNAL_KINDS",
@@ -43,6 +43,7 @@ __all__ = [
     "UsageProblem",
     "draft_test",
     "import_usage",
+    "prompts_of",
     "rank",
     "recommend",
     "refresh_signals",

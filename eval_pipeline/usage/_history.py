@@ -293,19 +293,21 @@ class Ranking:
 def rank(
     layout: StateFolder,
     suite_root: Path,
-    prompts: Sequence[str],
+    prompts: Sequence[str] | None,
     *,
     since: date | None = None,
     write: bool = True,
 ) -> Ranking:
     """Bring the signals up to date with the suite's `prompts` (a question a new test asks is
-    covered now), rank the recommendations of the days from `since` (default: `WINDOW_DAYS`
-    before the latest stored day) with their statuses, and store them as the
-    `recommendations` table (unless `write=False`: the caller stores them)."""
+    covered now; None: the stored signals are current, a caller refreshed them), rank the
+    recommendations of the days from `since` (default: `WINDOW_DAYS` before the latest
+    stored day) with their statuses, and store them as the `recommendations` table (unless
+    `write=False`: the caller stores them)."""
     days = stored_days(layout)
     if not days:
         return Ranking([], None, None)
-    refresh_signals(layout, prompts)
+    if prompts is not None:
+        refresh_signals(layout, prompts)
     since = since or days[-1] - timedelta(days=WINDOW_DAYS)
     ranked = recommend(
         stored_signals(layout, since=since),

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from eval_pipeline.usage._signals import Signal, SignalKind
-from eval_pipeline.usage._words import mentioned, overlap, words
+from eval_pipeline.usage._words import WordGroups, mentioned, words
 
 __all__ = ["ContextFiles", "Recommendation", "recommend"]
 
@@ -169,7 +169,7 @@ def recommend(
 def _clusters(signals: Sequence[Signal]) -> list[_Cluster]:
     ordered = sorted(signals, key=lambda s: (s.day, s.conversation_id, s.turn, s.kind))
     by_key: dict[tuple[str, str], _Cluster] = {}
-    topics: dict[SignalKind, list[_Cluster]] = {}
+    topics: dict[SignalKind, tuple[WordGroups, list[_Cluster]]] = {}
     for signal in ordered:
         table = _main_table(signal)
         if signal.kind == "tool_error":
@@ -187,13 +187,12 @@ def _clusters(signals: Sequence[Signal]) -> list[_Cluster]:
             cluster.signals.append(signal)
             continue
         asked = words(signal.question)
-        candidates = topics.setdefault(signal.kind, [])
-        cluster = max(candidates, key=lambda c: overlap(asked, c.topic), default=None)
-        if cluster is None or overlap(asked, cluster.topic) < _SAME_TOPIC_AT:
-            cluster = _Cluster(signal.kind, "q:" + " ".join(sorted(asked)), [], asked)
-            candidates.append(cluster)
-        cluster.signals.append(signal)
-    return [*by_key.values(), *(c for cs in topics.values() for c in cs)]
+        grouping, clusters = topics.setdefault(signal.kind, (WordGroups(_SAME_TOPIC_AT), []))
+        group = grouping.place(asked)
+        if group == len(clusters):
+            clusters.append(_Cluster(signal.kind, "q:" + " ".join(sorted(asked)), [], asked))
+        clusters[group].signals.append(signal)
+    return [*by_key.values(), *(c for _, cs in topics.values() for c in cs)]
 
 
 def _main_table(signal: Signal) -> str | None:

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, Literal
 
+from eval_pipeline.suite import Case
 from eval_pipeline.usage._conversation import Conversation, Turn
-from eval_pipeline.usage._words import error_shape, numbers_in, overlap, tables_in, words
+from eval_pipeline.usage._words import (
+    WordGroups,
+    error_shape,
+    numbers_in,
+    overlap,
+    tables_in,
+    words,
+)
 
-__all__ = ["COVERED_AT", "SIGNAL_KINDS", "Signal", "SignalKind", "is_correction", "signals_of"]
+__all__ = [
+    "COVERED_AT",
+    "SIGNAL_KINDS",
+    "Signal",
+    "SignalKind",
+    "is_correction",
+    "prompts_of",
+    "signals_of",
+]
 
 SignalKind = Literal[
     "tool_error", "negative_feedback", "correction", "inconsistent", "uncovered", "no_answer"
@@ -121,6 +137,11 @@ def signals_of(conversations: Sequence[Conversation], prompts: Sequence[str]) ->
     met = {signal.conversation_id for signal in found}
     found += _uncovered([c for c in conversations if c.id not in met], prompts)
     return found
+
+
+def prompts_of(cases: Iterable[Case]) -> list[str]:
+    """What the suite's tests ask: the prompts a question is `uncovered` against."""
+    return [case.prompt for case in cases if case.prompt]
 
 
 def is_correction(text: str) -> bool:
@@ -250,8 +271,8 @@ def _inconsistent(conversations: Sequence[Conversation]) -> list[Signal]:
     """The same question (alike by `_SAME_QUESTION_AT`, no relative time in it) whose first
     answers state other figures on different days: one signal per conversation of the days
     that disagree with the most common figures."""
-    groups: list[tuple[frozenset[str], list[tuple[Conversation, int, tuple[str, ...]]]]] = []
-    by_word: dict[str, list[int]] = {}
+    grouping = WordGroups(_SAME_QUESTION_AT)
+    groups: list[list[tuple[Conversation, int, tuple[str, ...]]]] = []
     for conversation in conversations:
         question = conversation.question
         if not question or _RELATIVE_TIME.search(question):
@@ -268,11 +289,12 @@ def _inconsistent(conversations: Sequence[Conversation]) -> list[Signal]:
         )
         if not figures:
             continue
-        asked = words(question)
-        group = _group_of(asked, groups, by_word, _SAME_QUESTION_AT)
-        groups[group][1].append((conversation, answer, figures))
+        group = grouping.place(words(question))
+        if group == len(groups):
+            groups.append([])
+        groups[group].append((conversation, answer, figures))
     found: list[Signal] = []
-    for _, members in groups:
+    for members in groups:
         days = {c.day for c, _, _ in members}
         answers = {figures for _, _, figures in members}
         if len(days) < 2 or len(answers) < 2:
@@ -297,41 +319,16 @@ def _inconsistent(conversations: Sequence[Conversation]) -> list[Signal]:
     return found
 
 
-def _group_of(
-    asked: frozenset[str],
-    groups: list[tuple[frozenset[str], list[Any]]],
-    by_word: dict[str, list[int]],
-    alike: float,
-) -> int:
-    """The group whose first question `asked` is alike, found through the groups sharing a
-    word with it; a new group when none is."""
-    seen: set[int] = set()
-    for word in asked:
-        for group in by_word.get(word, ()):
-            if group not in seen:
-                seen.add(group)
-                if overlap(asked, groups[group][0]) >= alike:
-                    return group
-    groups.append((asked, []))
-    for word in asked:
-        by_word.setdefault(word, []).append(len(groups) - 1)
-    return len(groups) - 1
-
-
 def _uncovered(conversations: Sequence[Conversation], prompts: Sequence[str]) -> list[Signal]:
-    tests = [words(p) for p in prompts]
-    by_word: dict[str, list[int]] = {}
-    for i, test in enumerate(tests):
-        for word in test:
-            by_word.setdefault(word, []).append(i)
+    tests = WordGroups(COVERED_AT)
+    for prompt in prompts:
+        tests.add(words(prompt))  # each prompt apart, however alike two are
     found: list[Signal] = []
     for conversation in conversations:
         question = conversation.question
         if not question:
             continue
-        asked = words(question)
-        candidates = {i for word in asked for i in by_word.get(word, ())}
-        best = max((overlap(asked, tests[i]) for i in candidates), default=0.0)
+        _, best = tests.best(words(question))
         if best >= COVERED_AT:
             continue
         first = next((i for i, t in enumerate(conversation.turns) if t.role == "user"), 0)

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 
 __all__ = [
+    "WordGroups",
     "error_shape",
     "numbers_in",
     "overlap",
@@ -83,3 +84,37 @@ def mentioned(names: Iterable[str], text: str) -> list[str]:
     """The `names` that `text` mentions as words."""
     lowered = text.lower()
     return [n for n in names if re.search(rf"\b{re.escape(n.lower())}\b", lowered)]
+
+
+class WordGroups:
+    """Questions grouped by their words: a question joins the group whose first question is
+    most alike it (`overlap`; the earliest group on a tie) when at least `alike`, else starts
+    a group of its own. Only the groups sharing a word with it are compared, through an
+    index of their words."""
+
+    def __init__(self, alike: float) -> None:
+        self.alike = alike
+        self.firsts: list[frozenset[str]] = []
+        self._by_word: dict[str, list[int]] = {}
+
+    def best(self, asked: frozenset[str]) -> tuple[int | None, float]:
+        """The group most alike `asked` among those sharing a word with it, and how alike
+        (None and 0 when none shares one)."""
+        best, best_overlap = None, 0.0
+        for group in sorted({g for word in asked for g in self._by_word.get(word, ())}):
+            alike = overlap(asked, self.firsts[group])
+            if best is None or alike > best_overlap:
+                best, best_overlap = group, alike
+        return best, best_overlap
+
+    def add(self, first: frozenset[str]) -> int:
+        """A new group, `first` its first question; its index."""
+        self.firsts.append(first)
+        for word in first:
+            self._by_word.setdefault(word, []).append(len(self.firsts) - 1)
+        return len(self.firsts) - 1
+
+    def place(self, asked: frozenset[str]) -> int:
+        """The index of the group `asked` belongs to (a new one when none is alike)."""
+        group, alike = self.best(asked)
+        return group if group is not None and alike >= self.alike else self.add(asked)

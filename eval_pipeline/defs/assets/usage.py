@@ -10,7 +10,7 @@ import dagster as dg
 from eval_pipeline.defs import groups
 from eval_pipeline.defs.launched import LAUNCHED_BY_TAG, SCHEDULE, UI
 from eval_pipeline.defs.names import SuiteNames
-from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
+from eval_pipeline.defs.resources import SUITE_KEY, suite_of
 from eval_pipeline.pipeline import current_recommendations
 from eval_pipeline.store import StateFolder, read_latest
 from eval_pipeline.suite import SuiteConfig
@@ -19,6 +19,7 @@ from eval_pipeline.usage import (
     Privacy,
     draft_test,
     import_usage,
+    prompts_of,
     rank,
     refresh_signals,
     stored_conversations,
@@ -55,10 +56,6 @@ def usage_partitions(config: SuiteConfig) -> dg.DailyPartitionsDefinition:
     first = datetime.now(UTC).date() - timedelta(days=365)
     first = min(first, days[0]) if days else first
     return dg.DailyPartitionsDefinition(start_date=first.isoformat(), end_offset=1)
-
-
-def _prompts(suite: SuiteResource) -> list[str]:
-    return [case.prompt for case in suite.load().cases if case.prompt]
 
 
 def _table(rows: list[list[object]], header: list[str]) -> dg.MetadataValue:
@@ -130,7 +127,7 @@ def build_usage_assets(
     def usage_signals(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         layout = suite.store()
-        refresh_signals(layout, _prompts(suite))
+        refresh_signals(layout, prompts_of(suite.load().cases))
         day = date.fromisoformat(context.partition_key)
         rows = read_latest(layout, "usage_signals", run_date=day)
         counts = {kind: sum(1 for r in rows if r["kind"] == kind) for kind in SIGNAL_KINDS}
@@ -148,7 +145,8 @@ def build_usage_assets(
     )
     def recommendations(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
-        ranking = current_recommendations(suite.load(), suite.store())
+        # usage_signals, upstream, brought the signals up to date with the tests just now.
+        ranking = current_recommendations(suite.load(), suite.store(), refresh=False)
         top = [
             [i, r.id, r.kind, f"{r.score:.1f}", len(r.conversations), f"`{r.file}`", r.summary]
             for i, r in enumerate(ranking.recommendations[:TOP], start=1)
@@ -176,7 +174,7 @@ def build_usage_assets(
     def test_candidates(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         suite = suite_of(context, names)
         layout = suite.store()
-        ranked = rank(layout, suite.path, _prompts(suite), write=False).recommendations[:TOP]
+        ranked = rank(layout, suite.path, None, write=False).recommendations[:TOP]
         conversations = {c.id: c for c in stored_conversations(layout)}
         rows = []
         for r in ranked:
