@@ -88,7 +88,6 @@ def ready_to_record(home: Path, suite_root: Path, day: date) -> Callable[[], int
     """Load what recording an evaluation of `suite_root` for `day` needs (Dagster, the
     suite's asset graph, the instance and its storage) while its stages run; the function
     that then records what is pending in `home` (`pipeline.Recorder` calls both)."""
-    os.environ[DAGSTER_HOME_ENV] = str(home)
     graph = _asset_graph(suite_root, day)
     instance = open_instance(home, command_line=True)
     return functools.partial(

@@ -178,21 +178,19 @@ def run_stages(
         StageFailed: a stage failed; nothing after it ran.
     """
     record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
+    failed = True
     try:
         result = _run(suite, request, home, record, on_stage)
-    except BaseException:
+        failed = False
+        return result
+    finally:
         dismiss_workers()  # forked for partitions that did not run (unchanged, a failure)
         if record.runs:
-            # The failure in flight is what the user must read: a record that cannot be
-            # saved as well (the same full disk) costs the Dagster view of a failed
+            # After a failure, the failure is what the user must read: a record that cannot
+            # be saved as well (the same full disk) costs the Dagster view of a failed
             # evaluation, whose results the store keeps.
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError) if failed else contextlib.nullcontext():
                 record.save(home)
-        raise
-    dismiss_workers()
-    if record.runs:
-        record.save(home)
-    return result
 
 
 def _run(
