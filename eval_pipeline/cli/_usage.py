@@ -16,6 +16,7 @@ from eval_pipeline.usage import (
     WINDOW_DAYS,
     ContextFiles,
     Privacy,
+    Recommendation,
     draft_test,
     import_usage,
     prompts_of,
@@ -164,11 +165,17 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
+def _ever_made(suite: Suite, layout: StateFolder) -> dict[str, Recommendation]:
+    """Every recommendation the stored signals make, by id, not only the window's: any can
+    be marked or promoted."""
+    signals = stored_signals(layout)
+    return {r.id: r for r in recommend(signals, ContextFiles.of_folder(suite.root))}
+
+
 def _set_statuses(
     suite: Suite, layout: StateFolder, changes: list[tuple[str, str]], note: str | None
 ) -> int:
-    # Any recommendation ever made can be marked, not only this window's.
-    known = {r.id for r in recommend(stored_signals(layout), ContextFiles.of_folder(suite.root))}
+    known = set(_ever_made(suite, layout))
     unknown = [ident for ident, _ in changes if ident not in known]
     if unknown:
         raise SuiteError(
@@ -188,9 +195,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     if ident in conversations:
         chosen = [conversations[ident]]
     else:
-        found = {
-            r.id: r for r in recommend(stored_signals(layout), ContextFiles.of_folder(suite.root))
-        }
+        found = _ever_made(suite, layout)
         if ident not in found:
             raise SuiteError(
                 [Problem("promote", "ID", f"{ident!r} is no recommendation or conversation id")],
