@@ -40,9 +40,6 @@ from eval_pipeline.pipeline import (
     EvaluationSession,
     NothingGraded,
     StageFailed,
-    planned_attempts,
-    require_day,
-    subscribe,
     today,
 )
 from eval_pipeline.suite import (
@@ -257,11 +254,9 @@ def _request(suite: Suite, args: argparse.Namespace) -> EvaluationRequest:
             [Problem(str(suite.cases_dir), None, "no test to evaluate; add a test file")],
             headline="nothing to evaluate",
         )
-    run_date = _run_date(args.date)
-    require_day(run_date)
     return EvaluationRequest(
         models=models,
-        run_date=run_date,
+        run_date=_run_date(args.date),
         select=select,
         k=args.k,
         threads=args.threads,
@@ -395,17 +390,15 @@ def _evaluate_and_report(args: argparse.Namespace, session: EvaluationSession) -
     warnings.insert(0, replayed_judge_warning(suite.config.test.judge_model, request.models))
     for warning in filter(None, warnings):
         plain_console(stderr=True).print(warning, markup=False, highlight=False, soft_wrap=True)
-    # Under a budget, the runs it may spend (its rounds stop sooner once decided).
-    planned = len(planned_attempts(suite, request))
-    total = request.budget.runs or planned if request.budget else planned
     # A model as the user spelled it, everywhere it is shown (the store keeps our ids).
     label = partial(request.model_label, fallback=suite.config.model_label)
-    with Progress(progress_console, total, quiet=args.quiet, label=label) as progress:
-        # Each run and grade is shown as it ends, whichever process made it.
-        unsubscribe = subscribe(progress)
+    with Progress(
+        progress_console, session.planned_runs, quiet=args.quiet, label=label
+    ) as progress:
         try:
             evaluation = session.evaluate(
                 on_stage=progress.stage,
+                on_result=progress,
                 min_accuracy=args.min_accuracy,
                 threshold_mode=args.threshold_mode,
                 allow_errors=args.allow_errors,
@@ -416,8 +409,6 @@ def _evaluate_and_report(args: argparse.Namespace, session: EvaluationSession) -
             raise CouldNotRun(str(error)) from error
         except StageFailed as error:  # the machinery, not the agent: exit 3
             raise CouldNotRun(str(error), details=error.details) from error
-        finally:
-            unsubscribe()
     gate = evaluation.gate
 
     if args.format == "json":

@@ -32,13 +32,11 @@ from eval_pipeline.pipeline._evaluate import (
     Evaluation,
     NothingGraded,
     evaluate,
-    planned_attempts,
 )
 from eval_pipeline.pipeline._evaluation import (
     EvaluationRequest,
     EvaluationResult,
     Runner,
-    require_day,
     today,
 )
 from eval_pipeline.pipeline._gates import (
@@ -64,7 +62,6 @@ from eval_pipeline.pipeline._loaded_suite import (
 )
 from eval_pipeline.pipeline._model_processes import dismiss_workers
 from eval_pipeline.pipeline._new_suite import URL_VARIABLE, NewSuite, start_suite
-from eval_pipeline.pipeline._progress import subscribe
 from eval_pipeline.pipeline._recorder import RECORDERS, Recorder
 from eval_pipeline.pipeline._references import (
     EXPECTED_EMPTY_TAG,
@@ -181,14 +178,12 @@ __all__ = [
     "nao_verdict",
     "partition_unchanged",
     "pending_records",
-    "planned_attempts",
     "queued_unserved",
     "read_results_file",
     "read_run_rows",
     "references_by_database",
     "regressions_sql",
     "remember_suite",
-    "require_day",
     "results_entries",
     "round_size",
     "run_agents",
@@ -203,7 +198,6 @@ __all__ = [
     "stages_of",
     "start_suite",
     "stored_budget",
-    "subscribe",
     "suite_files_digest",
     "summarize_grades",
     "summarize_partition",

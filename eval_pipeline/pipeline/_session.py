@@ -23,9 +23,10 @@ from typing import Protocol
 
 from eval_pipeline.pipeline._dagster_home import DAGSTER_HOME_ENV, instance_home, queued_unserved
 from eval_pipeline.pipeline._direct import prepare_model_workers, run_stages
-from eval_pipeline.pipeline._evaluate import Evaluation, evaluate
-from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult
+from eval_pipeline.pipeline._evaluate import Evaluation, evaluate, planned_attempts
+from eval_pipeline.pipeline._evaluation import EvaluationRequest, EvaluationResult, require_day
 from eval_pipeline.pipeline._model_processes import dismiss_workers
+from eval_pipeline.pipeline._progress import Listener, subscribe
 from eval_pipeline.pipeline._recorder import Recorder
 from eval_pipeline.store import StateFolder
 from eval_pipeline.suite import Suite, SuiteConfig, ThresholdMode
@@ -54,6 +55,8 @@ class EvaluationSession:
     """One evaluation with its processes (see the module's docstring)."""
 
     def __init__(self, suite: Suite, request: EvaluationRequest, orchestrator: Orchestrator):
+        # A day that cannot hold results is refused before any process is forked.
+        require_day(request.run_date)
         self.suite, self.request, self._orchestrator = suite, request, orchestrator
         self._recorder: Recorder | None = None
         self._ran = False  # whether stages ran: their record is pending
@@ -75,27 +78,42 @@ class EvaluationSession:
         )
         return self
 
+    @property
+    def planned_runs(self) -> int:
+        """The runs the evaluation plans; under an attempt budget, the runs it may spend
+        (its rounds stop sooner once decided)."""
+        planned = len(planned_attempts(self.suite, self.request))
+        budget = self.request.budget
+        return (budget.runs or planned) if budget is not None else planned
+
     def evaluate(
         self,
         *,
         on_stage: Callable[[str], None],
+        on_result: Listener | None = None,
         min_accuracy: float | None = None,
         threshold_mode: ThresholdMode | None = None,
         allow_errors: bool | None = None,
         models_from: str = "--model",
     ) -> Evaluation:
         """`pipeline.evaluate` with the stages in this process; its notices name the runs
-        the instance's queue holds with no daemon to start them (`queued_unserved`)."""
-        evaluation = evaluate(
-            self.suite,
-            self.request,
-            runner=self._run_stages,
-            on_stage=on_stage,
-            min_accuracy=min_accuracy,
-            threshold_mode=threshold_mode,
-            allow_errors=allow_errors,
-            models_from=models_from,
-        )
+        the instance's queue holds with no daemon to start them (`queued_unserved`).
+        `on_result` is told of each run and grade as it ends, whichever process made it."""
+        unsubscribe = subscribe(on_result) if on_result is not None else None
+        try:
+            evaluation = evaluate(
+                self.suite,
+                self.request,
+                runner=self._run_stages,
+                on_stage=on_stage,
+                min_accuracy=min_accuracy,
+                threshold_mode=threshold_mode,
+                allow_errors=allow_errors,
+                models_from=models_from,
+            )
+        finally:
+            if unsubscribe is not None:
+                unsubscribe()
         # Whether or not stages ran: an unchanged rerun is where a user who launched runs
         # from the UI looks next.
         notice = queued_unserved(instance_home(self.suite.config, create=False))
