@@ -60,6 +60,17 @@ def asks_for_new_evaluations(run: dg.DagsterRun) -> bool:
     return not any(tag in run.tags for tag in _LAUNCHED_BY_DAGSTER)
 
 
+def launched_alone_from_ui(run: dg.DagsterRun, key: dg.AssetKey) -> bool:
+    """Whether a run of the asset graph materializes `key` alone, one partition, launched
+    from the UI ("Materialize…" on the asset's page or in the lineage), not by a backfill."""
+    return (
+        run.job_name.startswith(ASSET_JOB_PREFIX)
+        and run.tags.get("dagster/from_ui") == "true"
+        and "dagster/backfill" not in run.tags
+        and run.asset_selection == frozenset({key})
+    )
+
+
 def build_tag_run_launcher(
     name: str, *, jobs: Collection[str], assets: Collection[dg.AssetKey]
 ) -> dg.RunStatusSensorDefinition:

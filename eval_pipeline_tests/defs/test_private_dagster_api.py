@@ -17,6 +17,7 @@ from __future__ import annotations
 import uuid
 import warnings
 from datetime import UTC, datetime
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -36,7 +37,7 @@ from dagster._core.definitions.data_version import (
 from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
 from dagster._core.instance.utils import RUNLESS_JOB_NAME
 
-from eval_pipeline.defs.record import reported_tags
+from eval_pipeline.defs.reporting import reported_tags
 
 CHECKED_ON = (1, 13)
 
@@ -262,3 +263,39 @@ def test_a_partitions_check_result_is_kept_for_each_evaluation_only_under_its_ow
         assert instance.get_runs() == []
         [materialization] = instance.fetch_materializations(key, limit=1).records
         assert history[0].event.job_name == materialization.event_log_entry.job_name
+
+
+@pytest.mark.slow  # records to an instance
+def test_an_instance_opened_for_a_record_skips_only_the_stamp_check_of_stamped_shards(tmp_path):
+    """`open_instance(command_line=True)` marks the asset index and the runless shard as made
+    (`_initialized_dbs`, the storage's folder by `path_for_shard`) when their files hold an
+    Alembic stamp, which saves a parse of every migration script per shard; everything is
+    written as before, and a shard made later (an evaluation's own) is still made."""
+    from dagster._core.events import EngineEventData
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
+
+    from eval_pipeline.defs.instance import default_instance_yaml, open_instance
+
+    (tmp_path / "dagster.yaml").write_text(default_instance_yaml())
+    key = dg.AssetKey("model_runs")
+    with open_instance(tmp_path, command_line=True) as instance:
+        assert "" not in instance.event_log_storage._initialized_dbs  # not made yet
+        instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=DAY))
+    with open_instance(tmp_path, command_line=True) as instance:
+        storage = instance.event_log_storage
+        assert {INDEX_SHARD_NAME, ""} <= storage._initialized_dbs
+        assert Path(storage.path_for_shard(INDEX_SHARD_NAME)).is_file()
+        instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=FIRST))
+        evaluation_id = str(uuid.uuid4())
+        instance.report_dagster_event(
+            dg.DagsterEvent(
+                event_type_value=dg.DagsterEventType.ENGINE_EVENT.value,
+                job_name=RUNLESS_JOB_NAME,
+                message="made in its own shard",
+                event_specific_data=EngineEventData(),
+            ),
+            run_id=evaluation_id,
+        )
+        assert Path(storage.path_for_shard(evaluation_id)).is_file()
+        done = instance.fetch_materializations(key, limit=10).records
+        assert sorted(record.partition_key for record in done) == [FIRST, DAY]

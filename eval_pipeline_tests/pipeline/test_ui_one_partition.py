@@ -1,11 +1,11 @@
-"""One (model, day) materialized from the asset page of `agent_runs`, with Dagster's webserver and daemon running: the rest of its chain is two runs.
+"""One (model, day) materialized from the asset page of `agent_runs`, with Dagster's webserver and daemon running: one run does its whole chain.
 
 Both models are evaluated today, with the day's leaderboard and report. Then
 `dagster-webserver` and `dagster-daemon` run over the suite's instance, and the run the asset
 page's "Materialize…" launches for one partition (the asset alone, in the asset graph's job,
-tagged as the UI tags it) is sent to the webserver's GraphQL. The daemon's automation grades
-and summarizes that partition in one run and writes the day's leaderboard and report in one
-run; nothing else runs.
+tagged as the UI tags it) is sent to the webserver's GraphQL. That run grades and summarizes
+the partition and writes the day's leaderboard and report, each recorded with its provenance
+and the run's id; the daemon's automation launches nothing after it.
 """
 
 from __future__ import annotations
@@ -20,19 +20,21 @@ import pytest
 from eval_pipeline.defs.instance import default_instance_yaml
 from eval_pipeline.defs.names import UNNAMED
 from eval_pipeline.defs.partitions import model_day_key
+from eval_pipeline.defs.reporting import EVALUATION_TAG
 from eval_pipeline.defs.watch import observe_settings
 from eval_pipeline.pipeline import today
 from eval_pipeline.suite import load_config
-from eval_pipeline_tests.pipeline.automation import watch_tick
+from eval_pipeline_tests.pipeline.automation import fresh, watch_tick
 from eval_pipeline_tests.pipeline.services import LAUNCH_RUN, dagster_services, graphql, wait_for
 from eval_pipeline_tests.pipeline.small_suite import MODELS, evaluate, materialize, prepare
 
 pytestmark = pytest.mark.slow
 
+LEADERBOARD = ("leaderboard", "report")  # daily; the others by model and day
 TICKS = "Checking for new runs for sensor: evaluation_automation"
 
 
-def test_one_partition_from_the_asset_page_is_followed_by_two_runs(small_suite, tmp_path: Path):
+def test_one_partition_from_the_asset_page_is_one_run(small_suite, tmp_path: Path):
     day = today().isoformat()
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -113,6 +115,23 @@ def test_one_partition_from_the_asset_page_is_followed_by_two_runs(small_suite, 
         )
         time.sleep(5)
         runs = [run for run in instance.get_runs() if run.run_id not in before]
+        latest = {
+            asset: instance.fetch_materializations(
+                dg.AssetRecordsFilter(
+                    asset_key=dg.AssetKey(asset),
+                    asset_partitions=[day if asset in LEADERBOARD else partition],
+                ),
+                limit=1,
+            ).records[0]
+            for asset in ("grades", "model_summaries", "leaderboard", "report")
+        }
+        # As the UI shows them: not unsynced, their lineage read from the reported events.
+        defs = small_suite.definitions()
+        unsynced = [
+            asset
+            for asset in latest
+            if not fresh(defs, instance, asset, day if asset in LEADERBOARD else partition)
+        ]
         made = {
             run.run_id: sorted(
                 record.event_log_entry.dagster_event.asset_key.to_user_string()
@@ -124,8 +143,13 @@ def test_one_partition_from_the_asset_page_is_followed_by_two_runs(small_suite, 
         }
 
     assert {r.status for r in runs} == {dg.DagsterRunStatus.SUCCESS}, runs
-    assert sorted((r.tags.get("dagster/partition"), made[r.run_id]) for r in runs) == [
-        (day, ["leaderboard", "report"]),
+    assert [(r.tags.get("dagster/partition"), made[r.run_id]) for r in runs] == [
         (partition, ["agent_runs"]),
-        (partition, ["grades", "model_summaries"]),
     ]
+    [run] = runs
+    # The rest of the chain was done by that run, and says so.
+    assert {
+        asset: record.asset_materialization.tags.get(EVALUATION_TAG)
+        for asset, record in latest.items()
+    } == dict.fromkeys(latest, run.run_id)
+    assert unsynced == []

@@ -1,18 +1,25 @@
 """The agent runs of a (model, day) partition: what changed runs, the rest is reused."""
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import date
 
 import dagster as dg
 from pydantic import Field
 
 from eval_pipeline.defs import groups
-from eval_pipeline.defs.launched import EVALUATE_NEW_TAG, asks_for_new_evaluations
-from eval_pipeline.defs.metadata import model_and_day, recorded, table_definition
+from eval_pipeline.defs.launched import (
+    EVALUATE_NEW_TAG,
+    LAUNCHED_BY_TAG,
+    UI,
+    asks_for_new_evaluations,
+    launched_alone_from_ui,
+)
+from eval_pipeline.defs.metadata import as_metadata, model_and_day, recorded, table_definition
 from eval_pipeline.defs.names import SuiteNames
-from eval_pipeline.defs.resources import SUITE_KEY, suite_of
+from eval_pipeline.defs.reporting import EVALUATION_TAG, Latest, partition_of, report_stage
+from eval_pipeline.defs.resources import SUITE_KEY, SuiteResource, suite_of
 from eval_pipeline.defs.stage_graph import StageGraph
-from eval_pipeline.pipeline import stages
+from eval_pipeline.pipeline import stages, stages_of
 
 
 class AgentRunsConfig(dg.Config):
@@ -55,7 +62,7 @@ def agent_runs_asset(
     )
     def agent_runs(
         context: dg.AssetExecutionContext, config: AgentRunsConfig
-    ) -> dg.MaterializeResult:
+    ) -> Iterator[dg.MaterializeResult]:
         suite = suite_of(context, names)
         model, day = model_and_day(context)
         _refuse_unasked_new_partition(context, model, day, names)
@@ -71,9 +78,55 @@ def agent_runs_asset(
         done = stages.agent_runs(
             suite.load(), model, day, suite.store(), suite.agent_context(), options
         )
-        return recorded(context, done)
+        # Yielded first: the materialization is in the instance before the chain reads it.
+        yield recorded(context, done)
+        if launched_alone_from_ui(context.run, context.asset_key):
+            _finish_the_chain(context, graph, suite, model, day)
 
     return agent_runs
+
+
+def _finish_the_chain(
+    context: dg.AssetExecutionContext,
+    graph: StageGraph,
+    suite: SuiteResource,
+    model: str,
+    day: date,
+) -> None:
+    """What `evaluate_model_day` and `day_report` do after the runs, done by this step and
+    reported as the command line reports its work: launched alone from its asset page
+    ("Materialize…" on one partition, which launches only the asset shown), the runs step
+    would otherwise leave the grades, the summary and the day's report to two more runs of
+    the automation. One launch, one run; automation finds nothing left to do."""
+    layout, loaded = suite.store(), suite.load()
+    work: dict[str, Callable[[], stages.Materialized]] = {
+        "grades": lambda: stages.grades(loaded, model, day, layout, suite.agent_context()),
+        "model_summaries": lambda: stages.model_summaries(loaded, model, day, layout),
+        "leaderboard": lambda: stages.leaderboard(layout, day),
+        "report": lambda: stages.report(layout, day),
+    }
+    assets = context.repository_def.asset_graph
+    latest = Latest(context.instance, assets)
+    for declared in (*stages_of("model"), *stages_of("report")):
+        if declared.asset not in work:
+            continue  # the runs, just materialized
+        done = work[declared.asset]()
+        for level, line in done.log:
+            getattr(context.log, level)(line)
+        key = graph.key(declared.asset)
+        partition = partition_of(assets, key, model, day.isoformat())
+        report_stage(
+            latest,
+            assets,
+            key,
+            partition,
+            done,
+            tags={LAUNCHED_BY_TAG: UI, EVALUATION_TAG: context.run_id},
+            metadata=as_metadata(done.metadata),
+            work_id=context.run_id,
+            checks_run_id=context.run_id,
+        )
+        context.log.info(f"{key.to_user_string()} {partition or ''} reported by this run")
 
 
 def _refuse_unasked_new_partition(
