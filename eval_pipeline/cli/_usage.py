@@ -140,6 +140,12 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     shown = [
         r for r in ranking.recommendations if args.all or r.status not in ("dismissed", "done")
     ]
+    if ranking.left_out:  # a diagnostic: stdout may carry the JSON list
+        print(
+            f"the judge found {ranking.left_out} correction(s) in the users' words to be none; "
+            "left out (usage.confirm_corrections)",
+            file=sys.stderr,
+        )
     if args.format == "json":
         json.dump([r.to_json() for r in shown], sys.stdout, indent=2, ensure_ascii=False)
         print()

@@ -1,10 +1,10 @@
-"""The recommendations of production usage as a command or an asset shows them: ranked, and with the suite's judge model configured, each of the top ones summed up in a paragraph from its conversations (cached like the judge's verdicts)."""
+"""The recommendations of production usage as a command or an asset shows them: ranked, and with the suite's judge model configured, each of the top ones summed up in a paragraph from its conversations (cached like the judge's verdicts) and, when asked for (`usage.confirm_corrections`), each correction found in a user's words confirmed by the judge first."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 
 from eval_pipeline.agents import AgentError, AgentFactory, ChatMessage, ProviderPool
@@ -15,9 +15,11 @@ from eval_pipeline.usage import (
     Conversation,
     Ranking,
     Recommendation,
+    Signal,
     prompts_of,
     rank,
     stored_conversations,
+    worded_correction,
     write_recommendations,
 )
 
@@ -44,6 +46,18 @@ Write one paragraph of at most 90 words, in plain text: what the users were tryi
 what went wrong, and what is missing, wrong or unclear in {file} that would have prevented it. \
 Name tables, columns and definitions where the conversations show them. No preamble."""
 
+_CONFIRM = """\
+An analytics agent answered a user's question, and the user wrote again. Decide whether that \
+next message says the answer was wrong, incomplete or not what was asked (a correction, or the \
+same question asked again because the answer did not serve), or is something else (a new \
+question, a follow-up building on a good answer, thanks).
+
+Question: {question}
+Answer: {answer}
+The user's next message: {follow_up}
+
+Reply with one word: CORRECTION or OTHER."""
+
 
 def current_recommendations(
     suite: Suite,
@@ -59,8 +73,10 @@ def current_recommendations(
     carry the judge's paragraph as their summary (the rules' text where the judge did not
     answer). `rejudge` asks the judge again instead of using its cached answers."""
     prompts = prompts_of(suite.cases) if refresh else None
-    ranking = rank(layout, suite.root, prompts, since=since, write=False)
     judge_id = suite.config.test.judge_model
+    confirm = judge_id is not None and suite.config.usage.confirm_corrections
+    keep = _confirmed_by_judge(suite, layout, rejudge) if confirm else None
+    ranking = rank(layout, suite.root, prompts, since=since, write=False, keep=keep)
     if judge_id is not None and ranking.recommendations:
         conversations = {c.id: c for c in stored_conversations(layout, since=ranking.since)}
         paragraphs = asyncio.run(
@@ -75,6 +91,68 @@ def current_recommendations(
         ranking = dataclasses.replace(ranking, recommendations=ranked)
     write_recommendations(layout, ranking.recommendations)
     return ranking
+
+
+def _confirmed_by_judge(
+    suite: Suite, layout: StateFolder, rejudge: bool
+) -> Callable[[list[Signal]], list[Signal]]:
+    """The signals less the corrections found in a user's words that the judge says are no
+    correction; where it does not answer, or answers something else, the rules' finding
+    stands. Its answers are cached like its verdicts."""
+
+    def keep(signals: list[Signal]) -> list[Signal]:
+        worded = [s for s in signals if s.kind == "correction"]
+        if not worded:
+            return signals
+        since = min(s.day for s in worded)
+        conversations = {c.id: c for c in stored_conversations(layout, since=since)}
+        asked = {
+            index: (signal, found)
+            for index, signal in enumerate(signals)
+            if (c := conversations.get(signal.conversation_id)) is not None
+            and (found := worded_correction(signal, c)) is not None
+        }
+        if not asked:
+            return signals
+        verdicts = asyncio.run(_confirm(suite, layout, asked, rejudge))
+        return [s for index, s in enumerate(signals) if verdicts.get(index, True)]
+
+    return keep
+
+
+async def _confirm(
+    suite: Suite,
+    layout: StateFolder,
+    asked: Mapping[int, tuple[Signal, tuple[str, str]]],
+    rejudge: bool,
+) -> dict[int, bool]:
+    async with ProviderPool(suite.config, concurrency=4) as pool:
+        factory = AgentFactory(suite.config, pool, context=load_agent_context(suite.config))
+        try:
+            judge = judge_model(factory, suite.config.test.judge_model, layout, rejudge=rejudge)
+            assert judge is not None
+
+            async def one(index: int, signal: Signal, answer: str, follow_up: str):
+                prompt = _CONFIRM.format(
+                    question=signal.question[:600],
+                    answer=answer[:600],
+                    follow_up=follow_up[:600],
+                )
+                try:
+                    completion = await judge.complete(
+                        [ChatMessage("user", prompt)], tools=(), max_tokens=16
+                    )
+                except AgentError:
+                    return index, True  # no answer: the rules' finding stands
+                said = completion.text.strip().upper()
+                return index, not said.startswith("OTHER")
+
+            answers = await asyncio.gather(
+                *(one(index, signal, *found) for index, (signal, found) in asked.items())
+            )
+        finally:
+            factory.close()
+    return dict(answers)
 
 
 async def _summaries(

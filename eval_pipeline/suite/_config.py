@@ -365,6 +365,9 @@ class UsageConfig:
     schedule: str = "0 7 * * *"
     #: Mask e-mail addresses, phone and card numbers in what is stored.
     mask_text: bool = True
+    #: Ask `test.judge_model` whether each correction found in a user's words is one (a
+    #: judge call each, cached); those it says are not leave the recommendations.
+    confirm_corrections: bool = False
 
 
 @dataclass(frozen=True)

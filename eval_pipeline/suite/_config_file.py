@@ -405,7 +405,12 @@ def _warehouse(r: FieldReader, data: dict, root: Path) -> WarehouseConfig | None
 
 
 def _usage(r: FieldReader, data: dict) -> UsageConfig:
-    block = r.mapping(data, "usage", "usage", ("traces", "source", "schedule", "mask_text"))
+    block = r.mapping(
+        data,
+        "usage",
+        "usage",
+        ("traces", "source", "schedule", "mask_text", "confirm_corrections"),
+    )
     if block is None:
         return UsageConfig()
     values: dict[str, Any] = {}
@@ -423,10 +428,11 @@ def _usage(r: FieldReader, data: dict) -> UsageConfig:
             )
         elif schedule is not None:
             values["schedule"] = schedule
-    if "mask_text" in block:
-        masked = r.boolean(block, "mask_text", "usage.mask_text")
-        if masked is not None:
-            values["mask_text"] = masked
+    for name in ("mask_text", "confirm_corrections"):
+        if name in block:
+            flag = r.boolean(block, name, f"usage.{name}")
+            if flag is not None:
+                values[name] = flag
     return UsageConfig(**values)
 
 

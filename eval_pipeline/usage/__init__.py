@@ -22,7 +22,14 @@ from eval_pipeline.usage._history import (
 from eval_pipeline.usage._privacy import Privacy
 from eval_pipeline.usage._promote import TestDraft, draft_test, write_draft
 from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
-from eval_pipeline.usage._signals import SIGNAL_KINDS, Signal, SignalKind, prompts_of, signals_of
+from eval_pipeline.usage._signals import (
+    SIGNAL_KINDS,
+    Signal,
+    SignalKind,
+    prompts_of,
+    signals_of,
+    worded_correction,
+)
 
 __all__ = [
     "SIGNAL_KINDS",
@@ -55,6 +62,7 @@ __all__ = [
     "stored_days",
     "stored_signals",
     "trace_files",
+    "worded_correction",
     "write_draft",
     "write_recommendations",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -288,6 +288,8 @@ class Ranking:
     recommendations: list[Recommendation]
     since: date | None
     latest: date | None
+    #: Signals of the window that `keep` left out (corrections the judge did not confirm).
+    left_out: int = 0
 
 
 def rank(
@@ -297,24 +299,28 @@ def rank(
     *,
     since: date | None = None,
     write: bool = True,
+    keep: Callable[[list[Signal]], list[Signal]] | None = None,
 ) -> Ranking:
     """Bring the signals up to date with the suite's `prompts` (a question a new test asks is
     covered now; None: the stored signals are current, a caller refreshed them), rank the
     recommendations of the days from `since` (default: `WINDOW_DAYS` before the latest
     stored day) with their statuses, and store them as the `recommendations` table (unless
-    `write=False`: the caller stores them)."""
+    `write=False`: the caller stores them). `keep`: the signals that count, of the window's
+    (a judge's confirmation); every one by default."""
     days = stored_days(layout)
     if not days:
         return Ranking([], None, None)
     if prompts is not None:
         refresh_signals(layout, prompts)
     since = since or days[-1] - timedelta(days=WINDOW_DAYS)
+    found = stored_signals(layout, since=since)
+    kept = keep(found) if keep is not None else found
     ranked = recommend(
-        stored_signals(layout, since=since),
+        kept,
         ContextFiles.of_folder(suite_root),
         statuses=statuses(layout),
         latest=days[-1],
     )
     if write:
         write_recommendations(layout, ranked)
-    return Ranking(ranked, since, days[-1])
+    return Ranking(ranked, since, days[-1], left_out=len(found) - len(kept))

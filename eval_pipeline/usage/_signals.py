@@ -45,6 +45,7 @@ SIGNAL_KINDS: tuple[SignalKind, ...] = (
 COVERED_AT = 0.5
 #: A follow-up at least this alike the question before it asks it again (a rephrase).
 _REPHRASED_AT = 0.6
+_REGENERATED = "the user had the answer regenerated"
 #: Questions at least this alike are the same question (inconsistency across days).
 _SAME_QUESTION_AT = 0.8
 
@@ -144,6 +145,21 @@ def prompts_of(cases: Iterable[Case]) -> list[str]:
     return [case.prompt for case in cases if case.prompt]
 
 
+def worded_correction(signal: Signal, conversation: Conversation) -> tuple[str, str] | None:
+    """(the answer, the user's next message) of a correction found in the user's words (a
+    judge may confirm it); None for any other signal, a regenerated answer included: the
+    user pressed the button, nothing is left to read."""
+    if signal.kind != "correction" or signal.detail == _REGENERATED:
+        return None
+    turns = conversation.turns
+    if not 0 <= signal.turn < len(turns):
+        return None
+    after = next((t for t in turns[signal.turn + 1 :] if t.role == "user"), None)
+    if after is None:
+        return None
+    return turns[signal.turn].text, after.text
+
+
 def is_correction(text: str) -> bool:
     """Whether a user's follow-up says the answer before it was wrong."""
     return _CORRECTION.search(text) is not None
@@ -240,7 +256,7 @@ def _own_signals(conversation: Conversation) -> list[Signal]:
                     "correction",
                     index,
                     tables=tables,
-                    detail="the user had the answer regenerated",
+                    detail=_REGENERATED,
                 )
             )
         last_answer = index

@@ -165,3 +165,78 @@ def test_with_a_judge_the_top_recommendations_are_summed_up_once_and_cached(tmp_
     # A judge that does not answer leaves the rules' text, and the command goes on.
     assert all(r["summarized_by"] == "rules" for r in items)
     assert all(r["summary"] != paragraph for r in items)
+
+
+def test_with_confirm_corrections_the_judge_keeps_only_the_corrections_it_confirms(tmp_path):
+    from eval_pipeline_tests.agents.servers import ScriptedServer
+    from eval_pipeline_tests.agents.steps import answer
+
+    def judge(request, _index):
+        prompt = request.messages[-1]["content"]
+        if "The user's next message:" not in prompt:
+            return answer("A paragraph.")  # a summary
+        return answer("OTHER" if "thanks" in prompt.split("next message:")[1] else "CORRECTION")
+
+    def conversation(ident: str, question: str, reply: str, follow_up: str) -> str:
+        return json.dumps(
+            {
+                "conversation_id": ident,
+                "user": f"{ident}@example.com",
+                "model": "gpt-4.1",
+                "started_at": "2026-11-03T09:00:00Z",
+                "messages": [
+                    {"role": "user", "content": question},
+                    {"role": "assistant", "content": reply},
+                    {"role": "user", "content": follow_up},
+                    {"role": "assistant", "content": "Noted."},
+                ],
+            }
+        )
+
+    with ScriptedServer("openai", script=judge) as server:
+        root = write_project(tmp_path / "confirmed")
+        (root / "eval_config.yaml").write_text(
+            JUDGE_CONFIG.format(url=server.base_url) + "usage:\n  confirm_corrections: true\n"
+        )
+        (root / "chats.jsonl").write_text(
+            conversation(
+                "refunds",
+                "What was net revenue in October?",
+                "Net revenue was 129,400.",
+                "That's wrong, net revenue excludes refunds.",
+            )
+            + "\n"
+            + conversation(
+                "thanks",
+                "How many orders were placed in October?",
+                "There were 1,204 orders.",
+                "No, that's all, thanks! Which region sold most?",
+            )
+            + "\n"
+        )
+        assert run_cli("usage", "import", "chats.jsonl", cwd=root).returncode == 0
+        done = run_cli("recommend", "--format", "json", cwd=root)
+        assert done.returncode == 0, done.stderr
+        items = json.loads(done.stdout)
+        corrections = [c for r in items if r["kind"] == "correction" for c in r["conversations"]]
+        # The rules flag both ("No, …" reads as a correction); the judge keeps one.
+        assert corrections == ["refunds"]
+        assert "found 1 correction(s) in the users' words to be none" in done.stderr
+        asked = [r for r in server.requests if "next message:" in r.messages[-1]["content"]]
+        assert len(asked) == 2
+        assert (
+            "excludes refunds"
+            in asked[0].messages[-1]["content"] + asked[1].messages[-1]["content"]
+        )
+        run_cli("recommend", "--format", "json", cwd=root)  # cached: nothing asked again
+        assert (
+            len([r for r in server.requests if "next message:" in r.messages[-1]["content"]]) == 2
+        )
+
+    # Without the setting, the judge is asked nothing of them and the rules decide.
+    root2 = write_project(tmp_path / "rules")
+    (root2 / "chats.jsonl").write_text((root / "chats.jsonl").read_text())
+    assert run_cli("usage", "import", "chats.jsonl", cwd=root2).returncode == 0
+    items = recommendations(root2)
+    corrections = sorted(c for r in items if r["kind"] == "correction" for c in r["conversations"])
+    assert corrections == ["refunds", "thanks"]
