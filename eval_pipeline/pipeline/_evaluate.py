@@ -44,6 +44,7 @@ from eval_pipeline.store import (
     awaiting_rerun,
     ensure_schema_files,
     one_connection,
+    quarantine_day,
 )
 from eval_pipeline.suite import Suite, ThresholdMode
 
@@ -166,6 +167,9 @@ def evaluate(
     layout = StateFolder.of(suite.config)
     ensure_schema_files(layout)  # a runner that stopped before its first write left none
     label = partial(request.model_label, fallback=suite.config.model_label)
+    # A damaged file of the day is set aside before anything reads it back, even a table no
+    # query below reads (the report's, the summaries').
+    quarantine_day(layout, request.run_date, request.models)
     with one_connection(layout):
         rows = read_run_rows(layout, request.models, request.run_date, list(names))
         store_spellings(layout, request.models, label)

@@ -204,6 +204,29 @@ def awaiting_rerun(
     return list(found.values())
 
 
+def quarantine_day(layout: StateFolder, run_date: date, models: Sequence[str]) -> list[DamagedFile]:
+    """Read the footer of the current file of each partition of `run_date` (its `models`'
+    among the model tables) and set aside the damaged ones: what an evaluation of the day
+    reads back, checked in a few milliseconds whatever the history holds (the views would
+    find them only when a query first reads their table). What was set aside now."""
+    found = []
+    for table, spec in TABLES.items():
+        if spec.partitioning == "date":
+            folders = [layout.partition_dir(table, run_date=run_date)]
+        elif spec.partitioning == "model_date":
+            folders = [layout.partition_dir(table, model=m, run_date=run_date) for m in models]
+        else:
+            continue
+        for folder in folders:
+            files = data_files(folder)
+            if not files:
+                continue
+            reason = parquet_problem(files[-1], full=False)
+            if reason is not None and (damaged := quarantine(layout, files[-1], reason)):
+                found.append(damaged)
+    return found
+
+
 def quarantine_damaged(layout: StateFolder, *, full: bool = True) -> list[DamagedFile]:
     """Read every store file (`full`: every page; else the footers) and set aside the
     damaged ones; what was set aside now."""

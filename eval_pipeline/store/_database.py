@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -212,25 +213,51 @@ def connect(
             connection.close()
 
 
-#: The connection `query` and `fetch` share in this context (`one_connection`), by layout.
-_SHARED: contextvars.ContextVar[tuple[StateFolder, duckdb.DuckDBPyConnection] | None] = (
-    contextvars.ContextVar("eval_pipeline_store_connection", default=None)
+class _Shared:
+    """The connection `query` and `fetch` share in a `one_connection` block, with the views
+    created so far: each is created when a statement first names it (creating one reads its
+    files' schemas, and most blocks read three or four of the tables), from the statements of
+    the store as the block found it."""
+
+    def __init__(self, layout: StateFolder, connection: duckdb.DuckDBPyConnection) -> None:
+        self.layout, self.connection = layout, connection
+        self._statements = view_statements(layout)
+        self._created: set[str] = set()
+        self._lock = threading.Lock()  # a block's tasks may run in threads of their own
+
+    def with_views(self, views: set[str] | None) -> duckdb.DuckDBPyConnection:
+        """A cursor of the connection once the `views` (None: all) exist."""
+        with self._lock:
+            for statement in self._statements:
+                created = _CREATED.match(statement)
+                name = created.group(1) if created else statement
+                if name in self._created or (views is not None and name not in views):
+                    continue
+                self.connection.execute(statement)
+                self._created.add(name)
+            return self.connection.cursor()
+
+
+#: The connection `query` and `fetch` share in this context (`one_connection`).
+_SHARED: contextvars.ContextVar[_Shared | None] = contextvars.ContextVar(
+    "eval_pipeline_store_connection", default=None
 )
 
 
 @contextlib.contextmanager
 def one_connection(layout: StateFolder) -> Iterator[None]:
-    """Within the block, `query` and `fetch` on `layout` share one connection with every
-    view, rather than each opening its own: DuckDB takes 15-20 ms to create the in-memory
-    database of a connection and close it, more than most of a report's queries take. Each
-    query still reads the store as it is when it runs (a view lists its files each time it
-    is read) and runs on a cursor of its own; the readers lock is held throughout. Blocks
-    nest (the outer connection serves); another thread opens its own connections."""
-    if (shared := _SHARED.get()) is not None and shared[0] == layout:
+    """Within the block, `query` and `fetch` on `layout` share one connection, rather than
+    each opening its own: DuckDB takes 15-20 ms to create the in-memory database of a
+    connection and close it, more than most of a report's queries take. A view is created
+    there when a statement first reads it. Each query still reads the store as it is when it
+    runs (a view lists its files each time it is read) and runs on a cursor of its own; the
+    readers lock is held throughout. Blocks nest (the outer connection serves); another
+    thread opens its own connections."""
+    if (shared := _SHARED.get()) is not None and shared.layout == layout:
         yield
         return
-    with connect(layout) as connection:
-        token = _SHARED.set((layout, connection))
+    with connect(layout, views=set()) as connection:
+        token = _SHARED.set(_Shared(layout, connection))
         try:
             yield
         finally:
@@ -240,13 +267,13 @@ def one_connection(layout: StateFolder) -> Iterator[None]:
 @contextlib.contextmanager
 def _reading(layout: StateFolder, sql: str) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection for one statement: a cursor of the shared one (`one_connection`), or
-    a connection of its own with the views `sql` names."""
+    a connection of its own, each with the views `sql` names."""
     shared = _SHARED.get()
-    if shared is None or shared[0] != layout:
+    if shared is None or shared.layout != layout:
         with connect(layout, views=named_views(sql)) as connection:
             yield connection
         return
-    cursor = shared[1].cursor()
+    cursor = shared.with_views(named_views(sql))
     try:
         yield cursor
     finally:
