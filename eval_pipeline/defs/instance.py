@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,46 +59,38 @@ def open_instance(home: Path, *, command_line: bool = False) -> dg.DagsterInstan
         # them); defs/test_private_dagster_api.py pins the Dagster minor it was checked on.
         from dagster._core.instance.ref import InstanceRef
 
+        _parse_migrations_once()
         overrides = {
             "compute_logs": {
                 "module": "dagster._core.storage.noop_compute_log_manager",
                 "class": "NoOpComputeLogManager",
             }
         }
-        instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
-    _trust_stamped_shards(instance)
-    return instance
+        return dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(home), overrides=overrides))
 
 
-def _trust_stamped_shards(instance: dg.DagsterInstance) -> None:
-    """Tell SQLite's event log storage that the shards every record writes to (the asset
-    index, the runless events) are already made: before its first write to a shard, the
-    storage asks Alembic for its migrations' head (it parses every migration script, about
-    50 ms each time) only to find the shard stamped, and does nothing then. A shard that
-    holds no stamp is left to the storage, which makes it as always."""
-    # Not public: the storage's folder and its set of shards made in this process
-    # (defs/test_private_dagster_api.py pins both with the Dagster minor checked on).
-    from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
-        INDEX_SHARD_NAME,
-        SqliteEventLogStorage,
-    )
+_PARSED: dict[str, object] = {}
 
-    storage = instance.event_log_storage
-    if not isinstance(storage, SqliteEventLogStorage):
+
+def _parse_migrations_once() -> None:
+    """Have Alembic parse Dagster's storage migrations once in this process. Dagster checks
+    each SQLite database it opens (the runs, the schedules, each event log shard) against
+    the head of its migrations, and Alembic's `ScriptDirectory.from_config` parses every
+    migration script for each check: about 50 ms, four or five times in a process that
+    records one evaluation. The scripts do not change while a process runs."""
+    from alembic.script import ScriptDirectory
+
+    if getattr(ScriptDirectory.from_config, "_eval_pipeline_once", False):
         return
-    for shard in (INDEX_SHARD_NAME, ""):
-        if _stamped(Path(storage.path_for_shard(shard))):
-            storage._initialized_dbs.add(shard)
+    parse = ScriptDirectory.from_config
 
+    def from_config(config, *args, **kwargs):
+        where = config.get_main_option("script_location")
+        if args or kwargs or where is None:
+            return parse(config, *args, **kwargs)
+        if where not in _PARSED:
+            _PARSED[where] = parse(config)
+        return _PARSED[where]
 
-def _stamped(database: Path) -> bool:
-    """Whether the SQLite file holds an Alembic revision (what Dagster's check reads)."""
-    if not database.is_file():
-        return False
-    try:
-        with closing(sqlite3.connect(f"{database.as_uri()}?mode=ro", uri=True)) as connection:
-            return (
-                connection.execute("SELECT version_num FROM alembic_version").fetchone() is not None
-            )
-    except sqlite3.Error:
-        return False
+    from_config._eval_pipeline_once = True  # type: ignore[attr-defined]
+    ScriptDirectory.from_config = staticmethod(from_config)  # type: ignore[method-assign]

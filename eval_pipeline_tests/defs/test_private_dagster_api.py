@@ -17,7 +17,6 @@ from __future__ import annotations
 import uuid
 import warnings
 from datetime import UTC, datetime
-from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -266,25 +265,27 @@ def test_a_partitions_check_result_is_kept_for_each_evaluation_only_under_its_ow
 
 
 @pytest.mark.slow  # records to an instance
-def test_an_instance_opened_for_a_record_skips_only_the_stamp_check_of_stamped_shards(tmp_path):
-    """`open_instance(command_line=True)` marks the asset index and the runless shard as made
-    (`_initialized_dbs`, the storage's folder by `path_for_shard`) when their files hold an
-    Alembic stamp, which saves a parse of every migration script per shard; everything is
-    written as before, and a shard made later (an evaluation's own) is still made."""
+def test_an_instance_opened_for_a_record_parses_the_storage_migrations_once(tmp_path):
+    """`open_instance(command_line=True)` has Alembic parse Dagster's migration scripts once
+    in the process (`ScriptDirectory.from_config` keeps what it parsed), where Dagster asks
+    for them for every SQLite database it checks; the heads are those a fresh parse finds,
+    and everything is written as before, a new shard included."""
+    from alembic.script import ScriptDirectory
     from dagster._core.events import EngineEventData
-    from dagster._core.storage.event_log.sqlite.sqlite_event_log import INDEX_SHARD_NAME
+    from dagster._core.storage.sql import get_alembic_config
 
     from eval_pipeline.defs.instance import default_instance_yaml, open_instance
 
     (tmp_path / "dagster.yaml").write_text(default_instance_yaml())
     key = dg.AssetKey("model_runs")
     with open_instance(tmp_path, command_line=True) as instance:
-        assert "" not in instance.event_log_storage._initialized_dbs  # not made yet
         instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=DAY))
+    config = get_alembic_config(dg.__file__)
+    parsed = ScriptDirectory.from_config(config)
+    assert ScriptDirectory.from_config(get_alembic_config(dg.__file__)) is parsed
+    fresh = ScriptDirectory(parsed.dir)
+    assert parsed.get_heads() == fresh.get_heads()
     with open_instance(tmp_path, command_line=True) as instance:
-        storage = instance.event_log_storage
-        assert {INDEX_SHARD_NAME, ""} <= storage._initialized_dbs
-        assert Path(storage.path_for_shard(INDEX_SHARD_NAME)).is_file()
         instance.report_runless_asset_event(dg.AssetMaterialization(key, partition=FIRST))
         evaluation_id = str(uuid.uuid4())
         instance.report_dagster_event(
@@ -296,6 +297,6 @@ def test_an_instance_opened_for_a_record_skips_only_the_stamp_check_of_stamped_s
             ),
             run_id=evaluation_id,
         )
-        assert Path(storage.path_for_shard(evaluation_id)).is_file()
+        assert len(instance.all_logs(evaluation_id)) == 1
         done = instance.fetch_materializations(key, limit=10).records
         assert sorted(record.partition_key for record in done) == [FIRST, DAY]
