@@ -19,9 +19,11 @@ from eval_pipeline.usage import (
     Recommendation,
     draft_test,
     import_usage,
+    is_database_url,
     prompts_of,
     recommend,
     set_status,
+    shown_url,
     stored_conversations,
     stored_signals,
     write_draft,
@@ -33,13 +35,19 @@ _SHOWN_PROBLEMS = 20
 
 def add_usage_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=("import",))
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files to import")
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files to import, or a nao backend's PostgreSQL database as its URL "
+        "(postgresql://user:password@host/db)",
+    )
     parser.add_argument(
         "--source",
         choices=("otel", "nao", "jsonl"),
         help="what the files hold: OpenTelemetry GenAI traces as OTLP/JSON, a nao backend's "
-        "SQLite database (read-only), or the documented JSONL of conversations (default: "
-        "told by each file's first bytes)",
+        "database (SQLite, or PostgreSQL by its URL; read-only), or the documented JSONL of "
+        "conversations (default: told by each file's first bytes)",
     )
 
 
@@ -82,13 +90,20 @@ def _layout_and_suite(args: argparse.Namespace) -> tuple[Suite, StateFolder]:
 
 
 def cmd_usage(args: argparse.Namespace) -> int:
-    paths = [Path(p) for p in args.paths]
-    missing = [p for p in paths if not p.is_file()]
-    if missing:
-        raise SuiteError(
-            [Problem(str(p), None, "no such file") for p in missing],
-            headline="nothing imported",
-        )
+    paths: list[Path | str] = [p if is_database_url(p) else Path(p) for p in args.paths]
+    problems = [
+        Problem(str(p), None, "no such file")
+        for p in paths
+        if isinstance(p, Path) and not p.is_file()
+    ]
+    if args.source not in (None, "nao"):
+        problems += [
+            Problem(shown_url(p), None, f"a database URL is a nao backend's, not {args.source}")
+            for p in paths
+            if isinstance(p, str)
+        ]
+    if problems:
+        raise SuiteError(problems, headline="nothing imported")
     suite, layout = _layout_and_suite(args)
     privacy = Privacy.of_folder(layout.root / "usage")
     report = import_usage(

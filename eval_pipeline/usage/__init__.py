@@ -19,6 +19,7 @@ from eval_pipeline.usage._history import (
     trace_files,
     write_recommendations,
 )
+from eval_pipeline.usage._nao import is_database_url, shown_url
 from eval_pipeline.usage._privacy import Privacy
 from eval_pipeline.usage._promote import TestDraft, draft_test, write_draft
 from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
@@ -50,11 +51,13 @@ __all__ = [
     "UsageProblem",
     "draft_test",
     "import_usage",
+    "is_database_url",
     "prompts_of",
     "rank",
     "recommend",
     "refresh_signals",
     "set_status",
+    "shown_url",
     "signals_of",
     "sniff_source",
     "statuses",

@@ -19,7 +19,7 @@ from eval_pipeline.store import (
 )
 from eval_pipeline.usage._conversation import Conversation, UsageProblem
 from eval_pipeline.usage._jsonl import read_jsonl
-from eval_pipeline.usage._nao import SQLITE_HEADER, read_nao_database
+from eval_pipeline.usage._nao import SQLITE_HEADER, is_database_url, read_nao_database
 from eval_pipeline.usage._otel import read_otlp
 from eval_pipeline.usage._privacy import Privacy
 from eval_pipeline.usage._recommend import ContextFiles, Recommendation, recommend
@@ -62,9 +62,12 @@ class ImportReport:
     signals: int = 0
 
 
-def sniff_source(path: Path) -> Source:
-    """`nao` for a SQLite database (a nao backend's), `otel` for OTLP/JSON export requests,
-    else `jsonl`, by the file's first bytes or record."""
+def sniff_source(path: Path | str) -> Source:
+    """`nao` for a PostgreSQL URL or a SQLite database (a nao backend's), `otel` for OTLP/JSON
+    export requests, else `jsonl`, by the file's first bytes or record."""
+    if is_database_url(path):
+        return "nao"
+    path = Path(path)
     with path.open("rb") as head:
         if head.read(len(SQLITE_HEADER)) == SQLITE_HEADER:
             return "nao"
@@ -76,7 +79,7 @@ def sniff_source(path: Path) -> Source:
 
 
 def import_usage(
-    paths: Sequence[Path],
+    paths: Sequence[Path | str],
     layout: StateFolder,
     privacy: Privacy,
     *,
@@ -85,7 +88,7 @@ def import_usage(
     days: Iterable[date] | None = None,
     refresh: bool = True,
 ) -> ImportReport:
-    """Read every file (`source`, or each file's own by `sniff_source`) and store its
+    """Read every file or database URL (`source`, or each one's own by `sniff_source`) and store its
     conversations by the day each started; a conversation stored before is replaced by its
     new reading (the same id from the same source), kept as it was when unchanged. Then the
     signals are refreshed against the suite's `prompts` (`refresh_signals`). Records that
@@ -95,9 +98,10 @@ def import_usage(
     report = ImportReport()
     by_day: dict[date, dict[tuple[str, str], Conversation]] = {}
     wanted = set(days) if days is not None else None
-    for path in paths:
+    for given in paths:
+        path = given if is_database_url(given) else Path(given)
         kind = source or sniff_source(path)
-        if kind == "nao":
+        if kind == "nao" or is_database_url(path):
             reader = read_nao_database(path, privacy)
         elif kind == "otel":
             reader = read_otlp(path, privacy)
