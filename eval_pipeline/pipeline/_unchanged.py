@@ -32,6 +32,7 @@ import eval_pipeline
 from eval_pipeline.agents import answerer_identity
 from eval_pipeline.grading import (
     PROMPTS_VERSION,
+    GradeStatus,
     any_may_vary_within_day,
     grade_retried,
     grading_code,
@@ -90,7 +91,9 @@ def grades_complete(
         grades = [grade for grade in grades if grade["name"] in wanted]
     if len(grades) != planned:
         return False
-    decoded = decode_json_rows("grades", grades)
+    # Only an error grade can be retried: the others' checks are not decoded.
+    errors = [grade for grade in grades if grade["status"] == GradeStatus.ERROR]
+    decoded = decode_json_rows("grades", errors)
     return not any(grade_retried(grade["status"], grade["checks"]) for grade in decoded)
 
 
