@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping
 from datetime import date
+from typing import TypeVar
 
 from eval_pipeline.agents import AgentError, AgentFactory, ChatMessage, ProviderPool
 from eval_pipeline.pipeline._grades import judge_model
@@ -24,6 +25,8 @@ from eval_pipeline.usage import (
 )
 
 __all__ = ["SUMMARIZED", "current_recommendations"]
+
+_K = TypeVar("_K", bound=Hashable)
 
 #: The recommendations the judge sums up (the rest keep the rules' text).
 SUMMARIZED = 10
@@ -79,9 +82,22 @@ def current_recommendations(
     ranking = rank(layout, suite.root, prompts, since=since, write=False, keep=keep)
     if judge_id is not None and ranking.recommendations:
         conversations = {c.id: c for c in stored_conversations(layout, since=ranking.since)}
-        paragraphs = asyncio.run(
-            _summaries(suite, layout, ranking.recommendations[:SUMMARIZED], conversations, rejudge)
+        top = ranking.recommendations[:SUMMARIZED]
+        said = asyncio.run(
+            _ask_judge(
+                suite,
+                layout,
+                {r.id: _prompt(r, conversations) for r in top},
+                rejudge,
+                max_tokens=_MAX_TOKENS,
+            )
         )
+        # Where the judge did not answer (or said nothing), the rules' text stays.
+        paragraphs = {
+            ident: text
+            for ident, answer in said.items()
+            if (text := printable(" ".join(answer.split())[:1200]))
+        }
         ranked = [
             dataclasses.replace(r, summary=paragraphs[r.id], summarized_by=judge_id)
             if r.id in paragraphs
@@ -114,75 +130,52 @@ def _confirmed_by_judge(
         }
         if not asked:
             return signals
-        verdicts = asyncio.run(_confirm(suite, layout, asked, rejudge))
-        return [s for index, s in enumerate(signals) if verdicts.get(index, True)]
+        prompts = {
+            index: _CONFIRM.format(
+                question=signal.question[:600], answer=answer[:600], follow_up=follow_up[:600]
+            )
+            for index, (signal, (answer, follow_up)) in asked.items()
+        }
+        said = asyncio.run(_ask_judge(suite, layout, prompts, rejudge, max_tokens=16))
+        # The rules' finding stands where the judge did not answer, or said something else.
+        return [
+            s
+            for index, s in enumerate(signals)
+            if not (said.get(index) or "").strip().upper().startswith("OTHER")
+        ]
 
     return keep
 
 
-async def _confirm(
+async def _ask_judge(
     suite: Suite,
     layout: StateFolder,
-    asked: Mapping[int, tuple[Signal, tuple[str, str]]],
+    prompts: Mapping[_K, str],
     rejudge: bool,
-) -> dict[int, bool]:
+    *,
+    max_tokens: int,
+) -> dict[_K, str]:
+    """The judge's answer to each prompt (asked at most four at a time, cached like its
+    verdicts); a prompt it did not answer has none."""
     async with ProviderPool(suite.config, concurrency=4) as pool:
         factory = AgentFactory(suite.config, pool, context=load_agent_context(suite.config))
         try:
             judge = judge_model(factory, suite.config.test.judge_model, layout, rejudge=rejudge)
             assert judge is not None
 
-            async def one(index: int, signal: Signal, answer: str, follow_up: str):
-                prompt = _CONFIRM.format(
-                    question=signal.question[:600],
-                    answer=answer[:600],
-                    follow_up=follow_up[:600],
-                )
+            async def one(key: _K, prompt: str) -> tuple[_K, str | None]:
                 try:
                     completion = await judge.complete(
-                        [ChatMessage("user", prompt)], tools=(), max_tokens=16
+                        [ChatMessage("user", prompt)], tools=(), max_tokens=max_tokens
                     )
                 except AgentError:
-                    return index, True  # no answer: the rules' finding stands
-                said = completion.text.strip().upper()
-                return index, not said.startswith("OTHER")
+                    return key, None
+                return key, completion.text
 
-            answers = await asyncio.gather(
-                *(one(index, signal, *found) for index, (signal, found) in asked.items())
-            )
+            answers = await asyncio.gather(*(one(k, p) for k, p in prompts.items()))
         finally:
             factory.close()
-    return dict(answers)
-
-
-async def _summaries(
-    suite: Suite,
-    layout: StateFolder,
-    ranked: Sequence[Recommendation],
-    conversations: Mapping[str, Conversation],
-    rejudge: bool,
-) -> dict[str, str]:
-    async with ProviderPool(suite.config, concurrency=4) as pool:
-        factory = AgentFactory(suite.config, pool, context=load_agent_context(suite.config))
-        try:
-            judge = judge_model(factory, suite.config.test.judge_model, layout, rejudge=rejudge)
-            assert judge is not None
-
-            async def one(recommendation: Recommendation) -> tuple[str, str | None]:
-                prompt = _prompt(recommendation, conversations)
-                try:
-                    completion = await judge.complete(
-                        [ChatMessage("user", prompt)], tools=(), max_tokens=_MAX_TOKENS
-                    )
-                except AgentError:
-                    return recommendation.id, None  # the rules' text stays
-                text = " ".join(completion.text.split())
-                return recommendation.id, printable(text[:1200]) or None
-
-            answers = await asyncio.gather(*(one(r) for r in ranked))
-        finally:
-            factory.close()
-    return {ident: text for ident, text in answers if text}
+    return {key: text for key, text in answers if text is not None}
 
 
 def _prompt(recommendation: Recommendation, conversations: Mapping[str, Conversation]) -> str:
