@@ -4,7 +4,7 @@ Each has no public equivalent (see the comment where it is imported): the stalen
 behind the UI's "Unsynced", the asset-graph view it needs, an instance reference with
 overrides, the type of a job `define_asset_job` returns, what a tick already requests (an
 undocumented field of the public `AutomationContext`), and what the command's record
-(`defs/record.py`) needs to report work done outside a run as a run's step records it: the
+(`defs/reporting.py`) needs to report work done outside a run as a run's step records it: the
 provenance tags and versions a step computes, the target a check result names, the tags of a
 multi-partition key, and the job name of a runless event. A new Dagster minor may move them or
 change what they do; these tests fail first, so that the use is looked at again before the pin
@@ -89,7 +89,7 @@ def test_the_private_dagster_names_are_where_they_were_checked():
     minor = tuple(int(part) for part in dg.__version__.split(".")[:2])
     assert minor <= CHECKED_ON, (
         f"Dagster {dg.__version__} is newer than {CHECKED_ON}: check the private names used "
-        "in defs/conditions.py, defs/instance.py, defs/chain.py and defs/record.py (and the "
+        "in defs/conditions.py, defs/instance.py, defs/chain.py and defs/reporting.py (and the "
         "fast lane's guard in eval_pipeline_tests/fast_lane.py), then move CHECKED_ON"
     )
 
