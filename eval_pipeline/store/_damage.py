@@ -189,12 +189,10 @@ def awaiting_rerun(
     models' among the model tables, `models`)."""
     keys: set[str] | None = None
     if run_date is not None:
-        keys = set()
-        for table, spec in TABLES.items():
-            if spec.partitioning == "date":
-                keys.add(layout.partition_key(table, run_date=run_date))
-            elif spec.partitioning == "model_date":
-                keys |= {layout.partition_key(table, model=m, run_date=run_date) for m in models}
+        keys = {
+            layout.partition_key(table, model=model, run_date=run_date)
+            for table, model in _day_partitions(models)
+        }
     found: dict[tuple[str, str], DamagedFile] = {}
     for damaged in quarantined(layout):
         if keys is not None and damaged.partition not in keys:
@@ -210,20 +208,25 @@ def quarantine_day(layout: StateFolder, run_date: date, models: Sequence[str]) -
     reads back, checked in a few milliseconds whatever the history holds (the views would
     find them only when a query first reads their table). What was set aside now."""
     found = []
+    for table, model in _day_partitions(models):
+        files = data_files(layout.partition_dir(table, model=model, run_date=run_date))
+        if not files:
+            continue
+        reason = parquet_problem(files[-1], full=False)
+        if reason is not None and (damaged := quarantine(layout, files[-1], reason)):
+            found.append(damaged)
+    return found
+
+
+def _day_partitions(models: Sequence[str]) -> list[tuple[str, str | None]]:
+    """(table, model) of each partition a day has: its own of each table by date (model
+    None), and each of `models`' of each table by model and date."""
+    found: list[tuple[str, str | None]] = []
     for table, spec in TABLES.items():
         if spec.partitioning == "date":
-            folders = [layout.partition_dir(table, run_date=run_date)]
+            found.append((table, None))
         elif spec.partitioning == "model_date":
-            folders = [layout.partition_dir(table, model=m, run_date=run_date) for m in models]
-        else:
-            continue
-        for folder in folders:
-            files = data_files(folder)
-            if not files:
-                continue
-            reason = parquet_problem(files[-1], full=False)
-            if reason is not None and (damaged := quarantine(layout, files[-1], reason)):
-                found.append(damaged)
+            found += [(table, model) for model in models]
     return found
 
 
