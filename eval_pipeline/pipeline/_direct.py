@@ -306,10 +306,7 @@ def _run(
     on_stage(_RUN_NAMES["report"])
     report = StageRun("report", day)
     record.runs.append(report)
-    work = {
-        "leaderboard": lambda: stages.leaderboard(layout, day),
-        "report": lambda: stages.report(layout, day),
-    }
+    work = stages.report_work(layout, day)
     for declared in stages_of("report"):
         stage(report, declared.asset, work[declared.asset])
     last.save()
@@ -398,21 +395,16 @@ class _ModelJob:
         def current() -> Suite:
             return load_suite_once(self.suite.root, launched=self.digest)
 
-        work = {
-            "agent_runs": lambda: stages.agent_runs(
-                current(), model, day, layout, self.context, options
-            ),
-            "grades": lambda: stages.grades(
-                current(),
-                model,
-                day,
-                layout,
-                self.context,
-                rejudge=request.rejudge,
-                rejudge_samples=request.rejudge_samples,
-            ),
-            "model_summaries": lambda: stages.model_summaries(current(), model, day, layout),
-        }
+        work = stages.model_work(
+            current,
+            model,
+            day,
+            layout,
+            self.context,
+            options=options,
+            rejudge=request.rejudge,
+            rejudge_samples=request.rejudge_samples,
+        )
         try:
             for declared in stages_of("model"):
                 _stage(run, declared.asset, day, work[declared.asset])

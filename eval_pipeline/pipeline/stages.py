@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import date
@@ -564,6 +564,45 @@ def report(layout: StateFolder, day: date) -> Materialized:
             **budget_metadata(budget),
         }
     )
+
+
+def model_work(
+    suite: Callable[[], Suite],
+    model: str,
+    day: date,
+    layout: StateFolder,
+    context: AgentContext,
+    *,
+    options: RunOptions | None = None,
+    rejudge: bool = False,
+    rejudge_samples: int = 1,
+) -> dict[str, Callable[[], Materialized]]:
+    """The work of each stage of a (model, day) partition, by asset, run when called:
+    `suite` gives the suite as the stage reads it. Without `options`, the runs are left out
+    (a caller that has them)."""
+    work: dict[str, Callable[[], Materialized]] = {
+        "grades": lambda: grades(
+            suite(),
+            model,
+            day,
+            layout,
+            context,
+            rejudge=rejudge,
+            rejudge_samples=rejudge_samples,
+        ),
+        "model_summaries": lambda: model_summaries(suite(), model, day, layout),
+    }
+    if options is not None:
+        work["agent_runs"] = lambda: agent_runs(suite(), model, day, layout, context, options)
+    return work
+
+
+def report_work(layout: StateFolder, day: date) -> dict[str, Callable[[], Materialized]]:
+    """The work of each stage of a day's report, by asset, run when called."""
+    return {
+        "leaderboard": lambda: leaderboard(layout, day),
+        "report": lambda: report(layout, day),
+    }
 
 
 def _plain(metadata: Metadata) -> dict[str, Any]:

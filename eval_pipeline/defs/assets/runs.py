@@ -1,6 +1,6 @@
 """The agent runs of a (model, day) partition: what changed runs, the rest is reused."""
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date
 
 import dagster as dg
@@ -98,12 +98,11 @@ def _finish_the_chain(
     ("Materialize…" on one partition, which launches only the asset shown), the runs step
     would otherwise leave the grades, the summary and the day's report to two more runs of
     the automation. One launch, one run; automation finds nothing left to do."""
-    layout, loaded = suite.store(), suite.load()
-    work: dict[str, Callable[[], stages.Materialized]] = {
-        "grades": lambda: stages.grades(loaded, model, day, layout, suite.agent_context()),
-        "model_summaries": lambda: stages.model_summaries(loaded, model, day, layout),
-        "leaderboard": lambda: stages.leaderboard(layout, day),
-        "report": lambda: stages.report(layout, day),
+    layout = suite.store()
+    # The stages after the runs, with the grades' launchpad defaults (no rejudging).
+    work = {
+        **stages.model_work(suite.load, model, day, layout, suite.agent_context()),
+        **stages.report_work(layout, day),
     }
     assets = context.repository_def.asset_graph
     latest = Latest(context.instance, assets)
