@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -60,11 +61,42 @@ def combine(checks: list[CheckResult]) -> Verdict:
 
 
 def check_to_dict(check: CheckResult) -> dict[str, Any]:
-    data = asdict(check)
-    data["status"] = check.status.value
-    if not check.retry:  # stored only where it says something
-        del data["retry"]
+    """A check as a grade stores it: `details` copied as `dataclasses.asdict` would, `retry`
+    only where it is true."""
+    data = {
+        "kind": check.kind,
+        "status": check.status.value,
+        "message": check.message,
+        "details": _plain(check.details),
+        "judge": check.judge,
+    }
+    if check.retry:  # stored only where it says something
+        data["retry"] = True
     return data
+
+
+_ATOMS = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """`value` copied as `dataclasses.asdict` copies a field, dataclasses made dicts, but
+    without its deep copy of every text and number (a third of grading a run took)."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    if kind is list:
+        return [_plain(item) for item in value]
+    if isinstance(value, str | int | float):  # enums of text or numbers
+        return value
+    if isinstance(value, dict):
+        return kind((key, _plain(item)) for key, item in value.items())
+    if isinstance(value, list | tuple) and not hasattr(value, "_fields"):
+        return kind(_plain(item) for item in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return copy.deepcopy(value)
 
 
 def grade_retried(status: str, checks: Sequence[Mapping[str, Any]] | None) -> bool:
