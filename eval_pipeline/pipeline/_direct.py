@@ -166,9 +166,11 @@ def run_stages(
     home: Path,
     *,
     on_stage: Callable[[str], None] = lambda _: None,
+    models_done: Callable[[], None] = lambda: None,
 ) -> EvaluationResult:
     """Run the request's stages on `suite` in this process: the inputs (unless a later
-    round of an attempt budget), each model's partition, the report; what they did. Their
+    round of an attempt budget), each model's partition, the report; what they did.
+    `models_done` is called once the models' partitions are done, before the report. Their
     record is left among the pending ones of the Dagster home `home` (`pending_records`),
     a failed run's too, for the Dagster layer to record in the instance. Each stage reads
     `suite`, and fails once its files change (`SuiteChanged`): an edit while they run
@@ -180,7 +182,7 @@ def run_stages(
     record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
     failed = True
     try:
-        result = _run(suite, request, home, record, on_stage)
+        result = _run(suite, request, home, record, on_stage, models_done)
         failed = False
         return result
     finally:
@@ -199,6 +201,7 @@ def _run(
     home: Path,
     record: StageRecord,
     on_stage: Callable[[str], None],
+    models_done: Callable[[], None],
 ) -> EvaluationResult:
     config = suite.config
     k = request.k or config.test.k
@@ -288,6 +291,7 @@ def _run(
     else:
         with ThreadPoolExecutor(max(1, min(len(jobs), MODELS_AT_ONCE))) as pool:
             outcomes = list(pool.map(_ModelJob.evaluate, jobs))
+    models_done()
     for _, failure in outcomes:
         if failure is not None:
             raise failure
@@ -322,13 +326,13 @@ def _selected(suite: Suite, request: EvaluationRequest) -> dict[str, int]:
     }
 
 
-def prepare_model_workers(suite: Suite, request: EvaluationRequest) -> None:
+def prepare_model_workers(suite: Suite, request: EvaluationRequest) -> bool:
     """Fork the worker processes of the request's models now, if `run_stages` will use
-    some: a caller about to start a thread (a terminal's status line) calls this first, as
+    some (whether it will): a caller about to start a thread (a terminal's status line) calls this first, as
     a worker is forked from a process whose only thread is its main one. `run_stages`
     dismisses the workers it did not use; a caller that then does not run the stages (an
     unchanged rerun) calls `dismiss_workers`."""
-    _prepare_workers(request, _selected(suite, request))
+    return _prepare_workers(request, _selected(suite, request))
 
 
 def _prepare_workers(request: EvaluationRequest, selected: dict[str, int]) -> bool:

@@ -59,6 +59,7 @@ class EvaluationSession:
         require_day(request.run_date)
         self.suite, self.request, self._orchestrator = suite, request, orchestrator
         self._recorder: Recorder | None = None
+        self._workers = False  # whether models' partitions run in worker processes
         self._ran = False  # whether stages ran: their record is pending
         # An instance the user named (shared with a deployment, or in a container that ends
         # with the command) holds the record when the command ends: nothing waits for a
@@ -68,7 +69,7 @@ class EvaluationSession:
         self.warnings: list[str] = []
 
     def __enter__(self) -> EvaluationSession:
-        prepare_model_workers(self.suite, self.request)
+        self._workers = prepare_model_workers(self.suite, self.request)
         # Only named: the stages create it (a command refused before them leaves none).
         home = instance_home(self.suite.config, create=False)
         log = StateFolder.of(self.suite.config).logs_dir / RECORD_LOG
@@ -127,14 +128,23 @@ class EvaluationSession:
     ) -> EvaluationResult:
         config = suite.config
         home = instance_home(config)  # created before the recorder reads it
-        if self._recorder is not None:
-            self._recorder.prepare()
+        # The recorder gets ready (its imports of Dagster: 130 MB) while the stages run, on
+        # another core; beside worker processes, once they are done, when memory is freed.
+        get_ready = self._recorder.prepare if self._recorder is not None else lambda: None
+        if not self._workers:
+            get_ready()
         # Nothing but the command's document may reach stdout: stray prints go to stderr.
         with contextlib.redirect_stdout(sys.stderr):
             if config.warehouse is not None and config.warehouse.to_build:
                 self._orchestrator.build_missing_warehouse(config, on_stage)
             self._ran = True
-            return run_stages(suite, request, home, on_stage=on_stage)
+            return run_stages(
+                suite,
+                request,
+                home,
+                on_stage=on_stage,
+                models_done=get_ready if self._workers else lambda: None,
+            )
 
     def __exit__(
         self,
