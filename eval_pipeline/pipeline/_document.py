@@ -25,6 +25,9 @@ call's arguments and result) stay JSON values (`JsonValue`).
 from __future__ import annotations
 
 import functools
+import json
+import tempfile
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from datetime import date, datetime
@@ -75,6 +78,90 @@ class ResultDetails:
     nao_verdict: JsonValue
 
 
+#: The fields of `ResultDetails` that hold tuples (JSON gives lists).
+_TUPLE_DETAILS = ("tool_calls", "checks", "reference_warnings")
+
+
+def details_from_json(value: Mapping[str, Any]) -> ResultDetails:
+    """`ResultDetails` from its JSON (`_json` of it)."""
+    parts = dict(value)
+    for name in _TUPLE_DETAILS:
+        parts[name] = tuple(parts.get(name) or ())
+    return ResultDetails(**parts)
+
+
+class DetailsSpill:
+    """The details of a document's results kept in a temporary file rather than in memory,
+    each as the JSON the results file gives it: a document keeps a small entry per run, and
+    its memory does not grow with the size of what the runs said. The file has no name (it
+    is gone once closed, or once the process ends), and is read back one result at a time
+    (`SpilledDetails`)."""
+
+    def __init__(self) -> None:
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115  # open as long as the document lives
+        self._end = 0
+        self._lock = threading.Lock()  # a document may be read from several threads
+        self._last: tuple[int, ResultDetails] | None = None
+
+    def keep(self, details: ResultDetails) -> SpilledDetails:
+        """`details` written to the file; what reads them back."""
+        data = _dumps(_json(details)).encode()
+        with self._lock:
+            self._file.seek(self._end)
+            self._file.write(data)
+            offset, self._end = self._end, self._end + len(data)
+        return SpilledDetails(self, offset, len(data))
+
+    def text(self, offset: int, length: int) -> str:
+        with self._lock:
+            self._file.seek(offset)
+            return self._file.read(length).decode()
+
+    def load(self, offset: int, length: int) -> ResultDetails:
+        last = self._last
+        if last is not None and last[0] == offset:
+            return last[1]  # a reader asks for several fields of one result in a row
+        details = details_from_json(json.loads(self.text(offset, length)))
+        self._last = (offset, details)
+        return details
+
+
+class SpilledDetails:
+    """A result's `ResultDetails`, read back from its document's `DetailsSpill` when a field
+    is read: it answers as the details do (`entry.details.diff`)."""
+
+    __slots__ = ("_length", "_offset", "_spill")
+
+    def __init__(self, spill: DetailsSpill, offset: int, length: int) -> None:
+        self._spill, self._offset, self._length = spill, offset, length
+
+    def text(self) -> str:
+        """The details as the results file gives them: one line of JSON."""
+        return self._spill.text(self._offset, self._length)
+
+    def load(self) -> ResultDetails:
+        return self._spill.load(self._offset, self._length)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.load(), name)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, SpilledDetails):
+            other = other.load()
+        return self.load() == other
+
+    __hash__ = None  # type: ignore[assignment]  # as ResultDetails: it holds dicts
+
+    def __repr__(self) -> str:
+        return repr(self.load())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A copy elsewhere (another process) carries the details themselves.
+        return (details_from_json, (json.loads(self.text()),))
+
+
 @dataclass(frozen=True)
 class ResultEntry:
     """One run: nao's keys (`attempt` counts from 1 in the JSON, as nao's; an unknown `cost`
@@ -102,7 +189,8 @@ class ResultEntry:
     #: (both left out of the JSON when the run was judged once).
     judge_samples: tuple[bool, ...] | None = field(metadata=_OMITTED_WHEN_EMPTY)
     judge_self_agreement: float | None = field(metadata=_OMITTED_WHEN_EMPTY)
-    details: ResultDetails
+    #: Last: the results file splices its JSON in as the spill holds it (`SpilledDetails`).
+    details: ResultDetails | SpilledDetails
 
 
 @dataclass(frozen=True)
@@ -283,9 +371,10 @@ class ResultsDocument:
         """The minimum-detectable-difference sentence of the comparisons (None: no pair)."""
         return detectable_difference([_json(c) for c in self.comparisons])
 
-    def to_json(self) -> dict[str, Any]:
-        """The results file's JSON: every key in the order the file gives it."""
-        return _json(self)
+    def to_json(self, *, results: bool = True) -> dict[str, Any]:
+        """The results file's JSON: every key in the order the file gives it (`results`
+        False: its list left empty, for a writer that renders each result, `result_line`)."""
+        return _json(self if results else replace(self, results=()))
 
 
 def _json(value: Any) -> Any:
@@ -298,12 +387,20 @@ def _json(value: Any) -> Any:
         return {**asdict(value), "flaky": value.flaky}
     if isinstance(value, JudgeNoise):
         return value.to_row()
+    if isinstance(value, SpilledDetails):
+        return json.loads(value.text())
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, type) or not is_dataclass(value):
         return value
+    return _json_object(value)
+
+
+def _json_object(value: Any, *, leaving_out: str | None = None) -> dict[str, Any]:
     rendered = {}
     for name, omitted_when_empty, render in _json_fields(type(value)):
+        if name == leaving_out:
+            continue
         item = getattr(value, name)
         if omitted_when_empty and (item is None or item == ()):
             continue
@@ -311,6 +408,23 @@ def _json(value: Any) -> Any:
             item = render(item)
         rendered[name] = _json(item)
     return rendered
+
+
+def result_line(entry: ResultEntry, redacted: Callable[[Any], Any] | None = None) -> str:
+    """One result as the results file gives it, one line of JSON; `redacted` rewrites its
+    JSON values (secrets). Spilled details are spliced in as their spill holds them."""
+    redact = redacted or (lambda value: value)
+    details = entry.details
+    if isinstance(details, SpilledDetails) and redacted is None:
+        tail = details.text()
+    else:
+        tail = _dumps(redact(_json(details)))
+    head = _dumps(redact(_json_object(entry, leaving_out="details")))
+    return f'{head[:-1]}, "details": {tail}}}'
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
 
 
 @functools.cache

@@ -8,10 +8,11 @@ its own process (`run_stages`) and has their Dagster record written after.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from eval_pipeline.agents import require_secrets
 from eval_pipeline.pipeline._budget import spend_budget
@@ -32,7 +33,6 @@ from eval_pipeline.pipeline._gates import (
 from eval_pipeline.pipeline._results import (
     build_results,
     read_run_rows,
-    ungraded_rows,
     write_results_file,
 )
 from eval_pipeline.pipeline._runs import plan_requests
@@ -45,6 +45,7 @@ from eval_pipeline.store import (
     ensure_schema_files,
     one_connection,
     quarantine_day,
+    with_recovery,
 )
 from eval_pipeline.suite import Suite, ThresholdMode
 
@@ -170,23 +171,43 @@ def evaluate(
     # A damaged file of the day is set aside before anything reads it back, even a table no
     # query below reads (the report's, the summaries').
     quarantine_day(layout, request.run_date, request.models)
-    with one_connection(layout):
-        rows = read_run_rows(layout, request.models, request.run_date, list(names))
-        store_spellings(layout, request.models, label)
+
+    def build() -> tuple[ResultsDocument, int]:
+        """The document of the stored runs (and the planned runs missing from them: an
+        error each, never left out), read once in batches; and how many were stored."""
+        stored = 0
+
+        def counted() -> Iterator[dict[str, Any]]:
+            nonlocal stored
+            stored = 0  # read again from the start after a damaged file was set aside
+            for row in read_run_rows(layout, request.models, request.run_date, list(names)):
+                stored += 1
+                yield row
+
+        with one_connection(layout):
+            document = with_recovery(
+                layout,
+                lambda: build_results(
+                    counted(),
+                    request.models,
+                    list(names),
+                    request.run_date,
+                    dialect=_dialects(suite),
+                    planned=planned,
+                ),
+            )
+            store_spellings(layout, request.models, label)
+        return document, stored
+
+    built, stored = build()
     if damaged := awaiting_rerun(layout, run_date=request.run_date, models=request.models):
         # Reading the results set aside a damaged file of the day (named as it was): its
         # partitions are evaluated again, which rebuilds what it held from what is left.
         on_stage(f"rebuilding what {_files(damaged)} held")
         ran = ran.then(runner(suite, request, on_stage))
-        with one_connection(layout):
-            rows = read_run_rows(layout, request.models, request.run_date, list(names))
-    if not rows:
+        built, stored = build()
+    if not stored:
         raise NothingGraded(f"no graded run of this evaluation was found in {layout.root}")
-    # Exactly the planned runs: one the store holds no grade of is an error, never left out.
-    rows += ungraded_rows(rows, planned, request.run_date)
-    built = build_results(
-        rows, request.models, list(names), request.run_date, dialect=_dialects(suite)
-    )
     threshold = min_accuracy if min_accuracy is not None else settings.min_accuracy
     mode = threshold_mode or settings.threshold_mode
     accuracies = {f"{m.name} [{m.model}]": m.pass_at_1 for m in built.pass_metrics_by_test}

@@ -23,13 +23,19 @@ from eval_pipeline.store import (
     FileCompletionCache,
     StateFolder,
     decode_json_rows,
+    latest_table,
     read_latest,
+    stored_form,
     updating_partition,
     write_rows,
 )
 from eval_pipeline.suite import AgentContext, Suite
 
 GRADING_CONCURRENCY = 8
+
+#: Cases whose grading is under way at once (`GRADING_CONCURRENCY` of them asking a judge):
+#: the memory of a partition's grading is that of this many cases, whatever its size.
+GRADED_AT_ONCE = 256
 
 
 async def grade_runs(
@@ -127,28 +133,50 @@ async def grade_partition(
     evaluations of it finish together the grades written last are of the runs written last.
     """
     with updating_partition(layout, model, run_date):
-        runs_by_case = defaultdict(list)
-        rows = read_latest(layout, "agent_runs", model=model, run_date=run_date)
+        # The partition's runs as Arrow: each case's are made Python values when it is
+        # graded, and let go once its grades are rows. The transcript is not graded (half of
+        # what a run holds): its reply, tool calls and queries are.
+        stored = latest_table(
+            layout, "agent_runs", model=model, run_date=run_date, leaving_out=("messages",)
+        )
         # Imported runs are history another tool graded; they hold no queries to grade again.
-        imported = {row["key"] for row in rows if is_imported(row["key"])}
-        for row in decode_json_rows("agent_runs", [r for r in rows if r["key"] not in imported]):
-            runs_by_case[row["name"]].append(run_from_row(row))
+        keys = stored.column("key").to_pylist()
+        imported = {key for key in keys if is_imported(key)}
+        rows_by_case: dict[str, list[int]] = defaultdict(list)
+        for index, (key, name) in enumerate(
+            zip(keys, stored.column("name").to_pylist(), strict=True)
+        ):
+            if key not in imported:
+                rows_by_case[name].append(index)
         references = load_references(layout, run_date)
         gate = asyncio.Semaphore(GRADING_CONCURRENCY)
 
         async def grade(case):
             async with gate:
-                runs = sorted(runs_by_case[case.name], key=lambda r: r.attempt)
+                case_rows = stored.take(rows_by_case.pop(case.name)).to_pylist()
+                runs = sorted(
+                    (run_from_row(row) for row in decode_json_rows("agent_runs", case_rows)),
+                    key=lambda r: r.attempt,
+                )
                 reference = references.get(case.name)
                 grades = await grader.grade_case(case, runs, reference)
                 return await with_judge_samples(case, runs, reference, grades, resamplers)
 
-        cases = [c for c in suite.cases if runs_by_case.get(c.name)]
-        graded = await asyncio.gather(*(grade(c) for c in cases))
-        grades = [g for case_grades in graded for g in case_grades]
-        rows = [{**g.to_row(), "grading_rules": rules} for g in grades]
+        cases = [c for c in suite.cases if rows_by_case.get(c.name)]
+        grades: list[Grade] = []
+        rows = []
+        # A bounded number of cases at a time: what grading a case holds (its runs, their
+        # results, the comparison) is let go before the next ones start.
+        for start in range(0, len(cases), GRADED_AT_ONCE):
+            chunk = cases[start : start + GRADED_AT_ONCE]
+            for case_grades in await asyncio.gather(*(grade(c) for c in chunk)):
+                grades += case_grades
+                rows += [
+                    stored_form("grades", {**g.to_row(), "grading_rules": rules})
+                    for g in case_grades
+                ]
         if imported:  # their grades stay as they were imported
-            stored = read_latest(layout, "grades", model=model, run_date=run_date)
-            rows += [row for row in stored if row["run_key"] in imported]
+            graded_there = read_latest(layout, "grades", model=model, run_date=run_date)
+            rows += [row for row in graded_there if row["run_key"] in imported]
         write_rows(layout, "grades", rows, model=model, run_date=run_date)
     return grades

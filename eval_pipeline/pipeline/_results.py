@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import pandas as pd
 
@@ -29,12 +31,14 @@ from eval_pipeline.grading import (
 )
 from eval_pipeline.pipeline._comparisons import comparisons_of, model_intervals
 from eval_pipeline.pipeline._document import (
+    DetailsSpill,
     ModelEntry,
     ResultDetails,
     ResultEntry,
     ResultsDocument,
     Summary,
     model_comparisons,
+    result_line,
 )
 from eval_pipeline.pipeline._nao_format import (
     comparison_text,
@@ -43,8 +47,8 @@ from eval_pipeline.pipeline._nao_format import (
     nao_tool_calls,
     pass_metrics,
 )
-from eval_pipeline.store import StateFolder, decode_json, query, writing_below
-from eval_pipeline.suite import IDENTITY_FIELDS, redact_value
+from eval_pipeline.store import StateFolder, batches, decode_json, query, writing_below
+from eval_pipeline.suite import IDENTITY_FIELDS, redact_value, secrets_known
 
 
 def _none_if_nan(value: Any) -> Any:
@@ -86,25 +90,26 @@ def run_rows_parameters(day: date, models: Sequence[str], names: Sequence[str] |
     return [day, list(models), wanted, wanted]
 
 
+def decode_run_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of `run_rows_sql`, its JSON columns decoded by the store."""
+    return decode_json(
+        "agent_runs",
+        decode_json("grades", row),
+        renamed={"tool_calls": "run_tool_calls", "queries": "run_queries"},
+    )
+
+
 def decode_run_rows(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """The rows of `run_rows_sql` as records, their JSON columns decoded by the store."""
-    return [
-        decode_json(
-            "agent_runs",
-            decode_json("grades", row),
-            renamed={"tool_calls": "run_tool_calls", "queries": "run_queries"},
-        )
-        for row in frame.to_dict("records")
-    ]
+    return [decode_run_row(row) for row in frame.to_dict("records")]
 
 
 def read_run_rows(
     layout: StateFolder, models: Sequence[str], day: date, names: Sequence[str]
-) -> list[dict[str, Any]]:
+) -> Iterator[dict[str, Any]]:
     """One row per graded run of these models and tests on the day, with its run's transcript
-    and, when it was judged several times (`--rejudge-samples`), its `judge_samples`."""
-    frame = query(layout, run_rows_sql(), run_rows_parameters(day, models, names))
-    rows = decode_run_rows(frame)
+    and, when it was judged several times (`--rejudge-samples`), its `judge_samples`; read
+    from the store a batch at a time as they are asked for."""
     # Read apart from `run_rows_sql`: the viewer runs that query over partition files, which
     # predate the column when written before it existed.
     sampled = query(
@@ -119,19 +124,26 @@ def read_run_rows(
         ]
         for row in sampled.to_dict("records")
     }
-    for row in rows:
-        row["judge_samples"] = samples.get((row["name"], row["model"], int(row["attempt"])))
-    return rows
+    for batch in batches(layout, run_rows_sql(), run_rows_parameters(day, models, names)):
+        for row in batch:
+            row = decode_run_row(row)
+            row["judge_samples"] = samples.get((row["name"], row["model"], int(row["attempt"])))
+            yield row
 
 
 def ungraded_rows(
-    rows: Sequence[Mapping[str, Any]], planned: Sequence[tuple[str, str, int]], day: date
+    rows: Iterable[Mapping[str, Any]], planned: Sequence[tuple[str, str, int]], day: date
 ) -> list[dict[str, Any]]:
     """An `error` row for each planned run (model, test, attempt) that `rows` hold no grade
     of, so a results document counts exactly the runs it planned: a run that went missing
     (a crash between its run and its grade, a store that lost a file) is reported as an
     error to rerun, never left out of the totals."""
-    graded = {(r["model"], r["name"], int(r["attempt"])) for r in rows}
+    return _ungraded({(r["model"], r["name"], int(r["attempt"])) for r in rows}, planned, day)
+
+
+def _ungraded(
+    graded: set[tuple[str, str, int]], planned: Sequence[tuple[str, str, int]], day: date
+) -> list[dict[str, Any]]:
     message = "no grade is stored for this run; run the evaluation again to grade it"
     return [
         {
@@ -164,12 +176,13 @@ def ungraded_rows(
 
 
 def build_results(
-    rows: Sequence[Mapping[str, Any]],
+    rows: Iterable[Mapping[str, Any]],
     models: Sequence[str],
     names: Sequence[str],
     day: date,
     *,
     dialect: Callable[[str | None], str | None] | None = None,
+    planned: Sequence[tuple[str, str, int]] | None = None,
 ) -> ResultsDocument:
     """The results document of these runs: every key nao 0.3.29 writes (`timestamp`,
     `results`, `summary`, `by_model`, `pass_metrics`), with nao's value kinds, plus ours
@@ -178,6 +191,9 @@ def build_results(
     statistics (`by_model[].pass_rate_ci95`, `comparisons`). Results are grouped by model in
     the order the models were given, then by test in suite order, then attempt.
 
+    The rows are read once, as they come: each result's details go to the document's
+    `DetailsSpill`, and what is kept of a run is small, whatever it said.
+
     Args:
         rows: the day's graded runs, from `read_run_rows` (or the viewer's sources).
         models: the models, in the order to report them.
@@ -185,19 +201,35 @@ def build_results(
         day: the evaluated day.
         dialect: the SQL dialect of a test's database (by its `database:` name), for nao's
             `tool_calls[].result.dialect`; None leaves it null.
+        planned: the runs (model, test, attempt) the evaluation planned: one that `rows`
+            hold no grade of is reported as an error (`ungraded_rows`).
     """
     model_order = {m: i for i, m in enumerate(models)}
     name_order = {n: i for i, n in enumerate(names)}
-    records = sorted(
-        rows,
-        key=lambda r: (
-            model_order.get(r["model"], 99),
-            name_order.get(r["name"], 10**6),
-            r["attempt"],
-        ),
+    spill = DetailsSpill()
+    kept: list[tuple[ResultEntry, RunOutcome, Any]] = []
+
+    def keep(row: Mapping[str, Any]) -> None:
+        entry = _result_entry(row, day, dialect)
+        entry = replace(entry, details=spill.keep(entry.details))
+        samples = row.get("judge_samples")
+        kept.append((entry, RunOutcome.from_grade_row(row), samples))
+
+    for row in rows:
+        keep(row)
+    if planned is not None:
+        graded = {(entry.model, entry.name, entry.attempt) for entry, _, _ in kept}
+        for row in _ungraded(graded, planned, day):
+            keep(row)
+    kept.sort(
+        key=lambda item: (
+            model_order.get(item[0].model, 99),
+            name_order.get(item[0].name, 10**6),
+            item[0].attempt,
+        )
     )
-    results = tuple(_result_entry(row, day, dialect) for row in records)
-    outcomes = [RunOutcome.from_grade_row(row) for row in records]
+    results = tuple(entry for entry, _, _ in kept)
+    outcomes = [outcome for _, outcome, _ in kept]
     metrics = sorted(
         case_metrics(outcomes),
         key=lambda m: (model_order.get(m.model, 99), name_order.get(m.name, 10**6)),
@@ -212,9 +244,7 @@ def build_results(
         pass_metrics=pass_metrics(metrics),
         pass_metrics_by_test=tuple(metrics),
         judge_noise=tuple(
-            judge_noise(
-                (r["name"], r["model"], bool(r["passed"]), r.get("judge_samples")) for r in records
-            )
+            judge_noise((e.name, e.model, e.passed, samples) for e, _, samples in kept)
         ),
         # Is the difference real? (docs/grading.md): every pair of the ranked models.
         comparisons=model_comparisons(comparisons_of(outcomes, [m.model for m in by_model])),
@@ -373,22 +403,49 @@ def readable_json(value: Any, *, levels: int = 2) -> str:
     are one line each: in a results file, one line per run. It reads as `json.loads` reads
     `indent=2`, and is written by json's C encoder, which `indent` turns off (the
     pure-Python one took a third of a second for 1,500 runs)."""
+    return _readable(value, 0, levels)
 
-    def render(part: Any, level: int) -> str:
-        inner = "  " * (level + 1)
-        if level < levels and isinstance(part, dict) and part and all(map(_is_text, part)):
-            items = (f"{inner}{json.dumps(k)}: {render(v, level + 1)}" for k, v in part.items())
-            return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
-        if level < levels and isinstance(part, list | tuple) and part:
-            items = (inner + render(item, level + 1) for item in part)
-            return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
-        return json.dumps(part, default=str, ensure_ascii=False)
 
-    return render(value, 0)
+def _readable(part: Any, level: int, levels: int) -> str:
+    inner = "  " * (level + 1)
+    if level < levels and isinstance(part, dict) and part and all(map(_is_text, part)):
+        items = (
+            f"{inner}{json.dumps(k)}: {_readable(v, level + 1, levels)}" for k, v in part.items()
+        )
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    if level < levels and isinstance(part, list | tuple) and part:
+        items = (inner + _readable(item, level + 1, levels) for item in part)
+        return "[\n" + ",\n".join(items) + "\n" + "  " * level + "]"
+    return json.dumps(part, default=str, ensure_ascii=False)
 
 
 def _is_text(key: object) -> bool:
     return isinstance(key, str)
+
+
+def write_readable(document: ResultsDocument, handle: TextIO) -> None:
+    """`readable_json` of the document's JSON (`to_json`), secrets redacted, written to
+    `handle` a result at a time: the whole text is never in memory."""
+    redacted = (
+        (lambda value: redact_value(value, keep=IDENTITY_FIELDS)) if secrets_known() else None
+    )
+    head = document.to_json(results=False)
+    if redacted is not None:
+        head = redacted(head)
+    handle.write("{\n")
+    for index, (key, value) in enumerate(head.items()):
+        handle.write(f"  {json.dumps(key)}: ")
+        if key == "results":
+            opened = False
+            for entry in document.results:
+                handle.write(",\n    " if opened else "[\n    ")
+                handle.write(result_line(entry, redacted))
+                opened = True
+            handle.write("\n  ]" if opened else "[]")
+        else:
+            handle.write(_readable(value, 1, 2))
+        handle.write(",\n" if index < len(head) - 1 else "\n")
+    handle.write("}")
 
 
 def write_results_file(document: ResultsDocument, folder: Path) -> Path:
@@ -403,24 +460,23 @@ def write_results_file(document: ResultsDocument, folder: Path) -> Path:
     """
     folder.mkdir(parents=True, exist_ok=True)
     stem = f"results_{document.run_date:%Y%m%d}_{document.timestamp:%H%M%S}"
-    text = readable_json(redact_value(document.to_json(), keep=IDENTITY_FIELDS))
     with writing_below(folder):  # a full disk names the results folder
         descriptor, name = tempfile.mkstemp(dir=folder, prefix=f".{stem}.", suffix=".tmp")
     aside = Path(name)
     try:
         with writing_below(folder), os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-            handle.write(text)
+            write_readable(document, handle)
         number = 1
         while True:
             path = folder / (f"{stem}.json" if number == 1 else f"{stem}_{number}.json")
-            if _claim(path, aside, text):
+            if _claim(path, aside):
                 return path
             number += 1
     finally:
         aside.unlink(missing_ok=True)
 
 
-def _claim(path: Path, aside: Path, text: str) -> bool:
+def _claim(path: Path, aside: Path) -> bool:
     """Give the file written `aside` the name `path`, unless that name is taken (False)."""
     try:
         os.link(aside, path)  # fails when the name is taken: never overwrites
@@ -428,8 +484,8 @@ def _claim(path: Path, aside: Path, text: str) -> bool:
         return False
     except OSError:  # a file system without hard links: create the name exclusively
         try:
-            with path.open("x", encoding="utf-8") as handle:
-                handle.write(text)
+            with path.open("xb") as handle, aside.open("rb") as source:
+                shutil.copyfileobj(source, handle)
         except FileExistsError:
             return False
     return True

@@ -5,6 +5,7 @@ from eval_pipeline.store._compact import CompactionReport, compact_store
 from eval_pipeline.store._damage import (
     DamagedFile,
     awaiting_rerun,
+    latest_table,
     needs_rerun,
     quarantine_damaged,
     quarantine_day,
@@ -13,6 +14,7 @@ from eval_pipeline.store._damage import (
     with_recovery,
 )
 from eval_pipeline.store._database import (
+    batches,
     connect,
     fetch,
     one_connection,
@@ -32,6 +34,7 @@ from eval_pipeline.store._files import (
     latest_sources,
     read_journals,
     require_storable_rows,
+    stored_form,
     write_rows,
 )
 from eval_pipeline.store._history import (
@@ -83,6 +86,7 @@ __all__ = [
     "StoreFull",
     "TableSpec",
     "awaiting_rerun",
+    "batches",
     "compact_store",
     "connect",
     "current_generation",
@@ -102,6 +106,7 @@ __all__ = [
     "latest_file",
     "latest_graded_day",
     "latest_sources",
+    "latest_table",
     "models_graded_on",
     "needs_rerun",
     "one_connection",
@@ -119,6 +124,7 @@ __all__ = [
     "reading_files",
     "register_filesystem",
     "require_storable_rows",
+    "stored_form",
     "table_names",
     "try_file_lock",
     "updating_partition",

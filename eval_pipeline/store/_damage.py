@@ -21,6 +21,9 @@ from eval_pipeline.store._files import (
     ensure_schema_files,
 )
 from eval_pipeline.store._files import (
+    latest_table as _latest_table,
+)
+from eval_pipeline.store._files import (
     read_latest as _read_latest,
 )
 from eval_pipeline.store._objects import (
@@ -293,9 +296,34 @@ def with_recovery(layout: StateFolder, action: Callable[[], T]) -> T:
 
 
 def read_latest(
-    layout: StateFolder, table: str, *, model: str | None = None, run_date: date | None = None
+    layout: StateFolder,
+    table: str,
+    *,
+    model: str | None = None,
+    run_date: date | None = None,
+    leaving_out: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """`read_latest` that sets aside a damaged file and reads the partition's previous state."""
     return with_recovery(
-        layout, lambda: _read_latest(layout, table, model=model, run_date=run_date)
+        layout,
+        lambda: _read_latest(
+            layout, table, model=model, run_date=run_date, leaving_out=leaving_out
+        ),
+    )
+
+
+def latest_table(
+    layout: StateFolder,
+    table: str,
+    *,
+    model: str | None = None,
+    run_date: date | None = None,
+    leaving_out: Sequence[str] = (),
+) -> pa.Table:
+    """`latest_table` that sets aside a damaged file and reads the partition's previous state."""
+    return with_recovery(
+        layout,
+        lambda: _latest_table(
+            layout, table, model=model, run_date=run_date, leaving_out=leaving_out
+        ),
     )

@@ -291,6 +291,21 @@ def query(layout: StateFolder, sql: str, parameters: list | None = None) -> pd.D
     return with_recovery(layout, run)
 
 
+def batches(
+    layout: StateFolder, sql: str, parameters: list | None = None, *, rows: int = 1000
+) -> Iterator[list[dict[str, Any]]]:
+    """Run one SQL query on the results and yield its rows as dicts, at most `rows` at a
+    time, read from DuckDB as they are yielded: the memory of a large result is that of one
+    batch. A damaged file is not recovered from here (a read cut halfway cannot be taken
+    back): run the whole consumer under `with_recovery`."""
+    with _reading(layout, sql) as connection:
+        # A relation streams its batches; an executed statement's Arrow would copy them all.
+        reader = connection.sql(sql, params=parameters or None).to_arrow_reader(rows)
+        for batch in reader:
+            if batch.num_rows:
+                yield batch.to_pylist()
+
+
 def fetch(
     layout: StateFolder, sql: str, parameters: list | None = None
 ) -> tuple[list[str], list[tuple]]:

@@ -37,6 +37,22 @@ def _stamp(moment: datetime) -> str:
     return moment.strftime("%Y%m%dT%H%M%S%fZ")
 
 
+def stored_form(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """`row` (changed in place) with its JSON columns as the text the store keeps, as
+    `write_rows` would write them: many rows kept until they are written hold a string
+    each rather than its nested values."""
+    for name in TABLES[table].json_columns:
+        row[name] = _json_text(row.get(name))
+    return row
+
+
+def _json_text(value: Any) -> Any:
+    """A JSON column's value as stored: text (a str is taken as JSON already), or None."""
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
 def _columns(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any]) -> dict:
     spec = TABLES[table]
     json_columns = spec.json_columns
@@ -47,8 +63,8 @@ def _columns(table: str, rows: Sequence[dict[str, Any]], extra: dict[str, Any]) 
             raise ValueError(f"table {table} has no column(s) {sorted(unknown)}")
         for name, values in columns.items():
             value = extra[name] if name in extra else row.get(name)
-            if name in json_columns and value is not None and not isinstance(value, str):
-                value = json.dumps(value, default=str, ensure_ascii=False)
+            if name in json_columns:
+                value = _json_text(value)
             # No piece of a known secret is ever stored; what names the row stays as written.
             values.append(value if name in IDENTITY_FIELDS else redact_value(value))
     return columns
@@ -192,17 +208,40 @@ def latest_sources(
 
 
 def read_latest(
-    layout: StateFolder, table: str, *, model: str | None = None, run_date: date | None = None
+    layout: StateFolder,
+    table: str,
+    *,
+    model: str | None = None,
+    run_date: date | None = None,
+    leaving_out: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The current rows of one partition (empty when it was never written, or when its newest
-    write held no row), from its newest file or, once compacted, the current segment."""
+    write held no row), from its newest file or, once compacted, the current segment; the
+    columns `leaving_out` are not read."""
+    return latest_table(
+        layout, table, model=model, run_date=run_date, leaving_out=leaving_out
+    ).to_pylist()
+
+
+def latest_table(
+    layout: StateFolder,
+    table: str,
+    *,
+    model: str | None = None,
+    run_date: date | None = None,
+    leaving_out: Sequence[str] = (),
+) -> pa.Table:
+    """`read_latest` as an Arrow table: a few KB a run rather than the tens of its rows as
+    Python values, for a reader that takes them a few at a time."""
     with reading_files(layout):
         files, segment, keys = latest_sources(layout, table, [(model, run_date)])
         if files:
-            return _objects.read_table(files[0]).to_pylist()
-        if segment is None:
-            return []
-        return _segment_rows(segment, keys).to_pylist()
+            rows = _objects.read_table(files[0])
+        elif segment is not None:
+            rows = _segment_rows(segment, keys)
+        else:
+            return TABLES[table].schema.empty_table()
+        return rows.drop_columns([c for c in leaving_out if c in rows.column_names])
 
 
 def day_state(layout: StateFolder, models: Sequence[str], run_date: date) -> str:

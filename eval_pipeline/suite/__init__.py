@@ -86,6 +86,7 @@ from eval_pipeline.suite._secrets import (
     redact,
     redact_value,
     register_secret,
+    secrets_known,
     url_passwords,
 )
 from eval_pipeline.suite._starter import (
@@ -196,6 +197,7 @@ __all__ = [
     "register_check",
     "register_engine",
     "register_secret",
+    "secrets_known",
     "starter_files",
     "starter_gitignore",
     "starter_test_path",

@@ -211,6 +211,11 @@ def forget_secrets() -> None:
     _KNOWN = Redactor()
 
 
+def secrets_known() -> bool:
+    """Whether any secret is registered: without one, nothing needs redacting."""
+    return bool(_KNOWN)
+
+
 def redact(text: str) -> str:
     """`text` with every piece of 8+ characters of a registered secret blanked."""
     return _KNOWN.redact(text)
