@@ -4,6 +4,7 @@ honest unknowns in our own keys, and nao's pass_metrics object."""
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import FrozenInstanceError
 from datetime import date
 from pathlib import Path
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from eval_pipeline.pipeline import Threshold, build_results, ungraded_rows
+from eval_pipeline.pipeline._results import readable_json, write_results_file
+from eval_pipeline.suite import forget_secrets, register_secret
 from eval_pipeline_tests.pipeline.graded_rows import MODEL, row
 
 NAO_FILE = Path(__file__).parent / "nao_results" / "results_20260105_143022.json"
@@ -231,3 +234,69 @@ def test_naos_own_verdict_of_a_nao_agent_run_sits_in_details_and_is_null_for_oth
         "error": None,
     }
     assert second["nao_verdict"] is None
+
+
+def _runs_with_data(count: int) -> list[dict]:
+    """Runs whose data check holds a result and a diff, and a reply, as the store gives them."""
+    runs = []
+    for index in range(count):
+        run = row(f"t{index:04d}", 0, "failed" if index % 3 else "passed")
+        run["final_text"] = f"There are {index} orders, ünïcode included."
+        run["checks"] = [
+            {
+                "kind": "data",
+                "status": run["status"],
+                "message": "the data differs" if index % 3 else "the data matched",
+                "details": {
+                    "actual_data": [{"n": index, "when": "2026-01-05"}],
+                    "expected_data": [{"n": index + (1 if index % 3 else 0)}],
+                    "diff": [
+                        {"_side": "agent", "_row": 0, "n": index},
+                        {"_side": "reference", "_row": 0, "n": index + 1},
+                    ]
+                    if index % 3
+                    else None,
+                },
+            }
+        ]
+        runs.append(run)
+    return runs
+
+
+def test_the_results_file_written_a_result_at_a_time_is_the_documents_json(tmp_path):
+    names = [f"t{index:04d}" for index in range(300)]
+    document = build_results(_runs_with_data(300), [MODEL], names, DAY)
+
+    path = write_results_file(document, tmp_path)
+
+    text = path.read_text(encoding="utf-8")
+    assert text == readable_json(document.to_json())
+    written = json.loads(text)
+    assert len(written["results"]) == 300
+    assert written["results"][4]["details"]["diff"][1] == {"_side": "reference", "_row": 0, "n": 5}
+    assert written["results"][4]["details"]["response_text"].endswith("ünïcode included.")
+
+
+def test_a_result_read_back_from_its_spill_is_the_result_as_built():
+    document = build_results(_runs_with_data(5), [MODEL], [f"t{i:04d}" for i in range(5)], DAY)
+    failed = document.results[1]
+
+    assert [side["n"] for side in failed.details.diff] == [1, 2]
+    assert failed.details.actual_data == [{"n": 1, "when": "2026-01-05"}]
+    assert failed.details.checks[0]["message"] == "the data differs"
+    assert failed.details == pickle.loads(pickle.dumps(failed)).details
+    assert document.labelled(str.upper).results[1].details == failed.details
+
+
+def test_a_secret_in_a_reply_never_reaches_the_results_file(tmp_path):
+    secret = "sk-live-0123456789abcdef"
+    runs = _runs_with_data(3)
+    runs[1]["final_text"] = f"my key is {secret}"
+    document = build_results(runs, [MODEL], [f"t{i:04d}" for i in range(3)], DAY)
+    register_secret(secret)
+    try:
+        text = write_results_file(document, tmp_path).read_text(encoding="utf-8")
+    finally:
+        forget_secrets()
+    assert secret[8:] not in text
+    assert json.loads(text)["results"][1]["details"]["response_text"].startswith("my key is ")
