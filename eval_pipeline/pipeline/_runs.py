@@ -28,7 +28,13 @@ from eval_pipeline.pipeline._rows import (
     run_to_row,
     tool_call_rows,
 )
-from eval_pipeline.store import JournaledPartition, StateFolder, decode_json_rows, read_latest
+from eval_pipeline.store import (
+    JournaledPartition,
+    StateFolder,
+    decode_json_rows,
+    read_latest,
+    stored_form,
+)
 from eval_pipeline.suite import AgentContext, Case, Suite
 
 
@@ -190,12 +196,23 @@ async def run_partition(
             ]
             runs = [*current, *carried]
             database = _database_names(suite)
+            # Each row as the store keeps it as soon as it is made: its JSON as text, not
+            # the nested values of thousands of runs at once.
             rows = [
-                run_to_row(run, reused=run.key not in fresh, database=database.get(run.case_name))
+                stored_form(
+                    "agent_runs",
+                    run_to_row(
+                        run, reused=run.key not in fresh, database=database.get(run.case_name)
+                    ),
+                )
                 for run in runs
             ]
             partition.write("agent_runs", rows)
-            partition.write("tool_calls", [row for run in runs for row in tool_call_rows(run)])
+            del rows
+            partition.write(
+                "tool_calls",
+                [stored_form("tool_calls", row) for run in runs for row in tool_call_rows(run)],
+            )
     return PartitionRuns(
         runs=runs,
         executed=executed,

@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -104,16 +105,28 @@ def publish_results(layout: StateFolder, *, force: bool = False) -> bool:
         return True
 
 
+#: DuckDB's memory while it writes results.duckdb (it spills to a temporary file beyond).
+_PUBLISHING_MEMORY = "32MB"
+
+
 def _rebuild(layout: StateFolder) -> None:
     target = layout.database
     # A publication killed mid-way left its temporary file (and WAL): under the publishing
     # lock no other is being written.
     for left in target.parent.glob(f".{target.name}.*.tmp*"):
-        left.unlink(missing_ok=True)
+        shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
     temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    spill = temporary.with_name(temporary.name + ".spill")
     try:
         with connect(layout) as connection:
             connection.execute("SET enable_progress_bar = false")
+            # One thread writing within a small budget: the file is written as it goes, and
+            # the command's memory does not grow with the history (147 MB more at 5,000 runs
+            # without, 73 MB with; 10 % more time).
+            connection.execute(f"SET memory_limit = '{_PUBLISHING_MEMORY}'")
+            connection.execute("SET threads = 1")
+            # What it spills goes beside the file it writes, never to the working folder.
+            connection.execute(f"SET temp_directory = {_sql_string(spill.as_posix())}")
             connection.execute(
                 f"ATTACH {_sql_string(temporary.as_posix())} AS published "
                 f"(STORAGE_VERSION '{STORAGE_VERSION}')"
@@ -133,6 +146,7 @@ def _rebuild(layout: StateFolder) -> None:
     finally:
         temporary.unlink(missing_ok=True)
         temporary.with_name(temporary.name + ".wal").unlink(missing_ok=True)
+        shutil.rmtree(spill, ignore_errors=True)
 
 
 def _sql_string(value: str) -> str:
