@@ -23,9 +23,6 @@ from eval_pipeline.store._files import (
 from eval_pipeline.store._files import (
     latest_table as _latest_table,
 )
-from eval_pipeline.store._files import (
-    read_latest as _read_latest,
-)
 from eval_pipeline.store._objects import (
     append_record,
     files_below,
@@ -304,12 +301,9 @@ def read_latest(
     leaving_out: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """`read_latest` that sets aside a damaged file and reads the partition's previous state."""
-    return with_recovery(
-        layout,
-        lambda: _read_latest(
-            layout, table, model=model, run_date=run_date, leaving_out=leaving_out
-        ),
-    )
+    return latest_table(
+        layout, table, model=model, run_date=run_date, leaving_out=leaving_out
+    ).to_pylist()
 
 
 def latest_table(

@@ -168,7 +168,7 @@ def latest_file(
 ) -> Path | None:
     """A partition's newest data file still read from its folder: None when it was never
     written, or when its newest write is older than the current compaction generation (its
-    rows are then in the generation's current segment; `read_latest` and `latest_sources`
+    rows are then in the generation's current segment; `latest_table` and `latest_sources`
     read them there)."""
     files = data_files(layout.partition_dir(table, model=model, run_date=run_date))
     cutoff = current_generation(layout)
@@ -207,22 +207,6 @@ def latest_sources(
     return files, layout.segment(table, cutoff, "current"), compacted
 
 
-def read_latest(
-    layout: StateFolder,
-    table: str,
-    *,
-    model: str | None = None,
-    run_date: date | None = None,
-    leaving_out: Sequence[str] = (),
-) -> list[dict[str, Any]]:
-    """The current rows of one partition (empty when it was never written, or when its newest
-    write held no row), from its newest file or, once compacted, the current segment; the
-    columns `leaving_out` are not read."""
-    return latest_table(
-        layout, table, model=model, run_date=run_date, leaving_out=leaving_out
-    ).to_pylist()
-
-
 def latest_table(
     layout: StateFolder,
     table: str,
@@ -231,8 +215,10 @@ def latest_table(
     run_date: date | None = None,
     leaving_out: Sequence[str] = (),
 ) -> pa.Table:
-    """`read_latest` as an Arrow table: a few KB a run rather than the tens of its rows as
-    Python values, for a reader that takes them a few at a time."""
+    """The current rows of one partition (none when it was never written, or when its newest
+    write held no row), from its newest file or, once compacted, the current segment; the
+    columns `leaving_out` are not read. Arrow holds a run in a few KB, its Python values in
+    several times that: `read_latest` gives those, for a partition's worth of small rows."""
     with reading_files(layout):
         files, segment, keys = latest_sources(layout, table, [(model, run_date)])
         if files:
