@@ -92,6 +92,7 @@ async def execute_runs(
     concurrency: int,
     on_finished: Callable[[AgentRun], None] | None = None,
     timeout_s: float | None = 900.0,
+    kept: Callable[[AgentRun], AgentRun] | None = None,
 ) -> list[AgentRun]:
     """Make every requested run, at most `concurrency` at a time, in the order given.
 
@@ -101,9 +102,11 @@ async def execute_runs(
         concurrency: runs in flight at once (the `threads` setting).
         on_finished: called with each run as soon as it ends, so it can be persisted then.
         timeout_s: a bound on one whole run, whatever its model calls do.
+        kept: what is kept of each run once `on_finished` has it (the run itself by
+            default): thousands of runs need not all be held whole until the last ends.
 
     Returns:
-        The runs, in the order of `requests`.
+        The runs (as `kept` keeps them), in the order of `requests`.
 
     Raises:
         Whatever `on_finished` raised (a run that cannot be kept: the store stopped
@@ -116,7 +119,7 @@ async def execute_runs(
             run = await execute_run(request, agent_for(request.model), timeout_s=timeout_s)
         if on_finished is not None:
             on_finished(run)
-        return run
+        return run if kept is None else kept(run)
 
     tasks = [asyncio.ensure_future(one(r)) for r in requests]
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
+from typing import Any
 
 from eval_pipeline.agents import (
     Agent,
@@ -40,7 +41,9 @@ from eval_pipeline.suite import AgentContext, Case, Suite
 
 @dataclass
 class PartitionRuns:
-    """What a partition's runs stage did. `runs` is the partition's current set of runs."""
+    """What a partition's runs stage did. `runs` is the partition's current set of runs;
+    those it made (`executed`) without their conversation, tool calls and queries, which
+    the store holds (`_without_transcript`)."""
 
     runs: list[AgentRun]
     executed: list[AgentRun] = field(default_factory=list)
@@ -165,11 +168,25 @@ async def run_partition(
                 causes.count(request, before.get((request.case.name, request.attempt)))
 
         executed: list[AgentRun] = []
+        database = _database_names(suite)
+        # Each run made, as the partition's file will hold it (its JSON as text), from the
+        # moment it is journaled: what is kept of the run itself is without its transcript.
+        made: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
         if to_run:
             with partition.journal() as journal:
 
                 def finished(run: AgentRun) -> None:
-                    journal.append(make_storable(run).to_dict())
+                    storable = make_storable(run)
+                    journal.append(storable.to_dict())
+                    made[run.key] = (
+                        stored_form(
+                            "agent_runs",
+                            run_to_row(
+                                storable, reused=False, database=database.get(run.case_name)
+                            ),
+                        ),
+                        [stored_form("tool_calls", row) for row in tool_call_rows(storable)],
+                    )
                     if on_finished is not None:
                         on_finished(run)
 
@@ -179,13 +196,13 @@ async def run_partition(
                     concurrency=threads or suite.config.test.threads,
                     on_finished=finished,
                     timeout_s=suite.config.limits.run_timeout_s,
+                    kept=_without_transcript,
                 )
 
         order = {(r.case.name, r.attempt): i for i, r in enumerate(requests)}
         current = sorted([*reused, *executed], key=lambda run: order[(run.case_name, run.attempt)])
         selected_names = {case.name for case in selected}
         suite_names = {case.name for case in suite.cases}
-        fresh = {run.key for run in executed}
         with partition.updating():
             # Read again: another evaluation of this partition (another selection of the day)
             # may have written since we started. Its runs of the tests we did not select are kept.
@@ -195,24 +212,15 @@ async def run_partition(
                 if run.case_name not in selected_names and run.case_name in suite_names
             ]
             runs = [*current, *carried]
-            database = _database_names(suite)
-            # Each row as the store keeps it as soon as it is made: its JSON as text, not
-            # the nested values of thousands of runs at once.
-            rows = [
-                stored_form(
-                    "agent_runs",
-                    run_to_row(
-                        run, reused=run.key not in fresh, database=database.get(run.case_name)
-                    ),
-                )
-                for run in runs
-            ]
-            partition.write("agent_runs", rows)
-            del rows
-            partition.write(
-                "tool_calls",
-                [stored_form("tool_calls", row) for run in runs for row in tool_call_rows(run)],
-            )
+
+            def stored(run: AgentRun) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+                if run.key in made:
+                    return made[run.key]
+                row = run_to_row(run, reused=True, database=database.get(run.case_name))
+                return row, tool_call_rows(run)
+
+            partition.write("agent_runs", [stored(run)[0] for run in runs])
+            partition.write("tool_calls", [row for run in runs for row in stored(run)[1]])
     return PartitionRuns(
         runs=runs,
         executed=executed,
@@ -220,6 +228,12 @@ async def run_partition(
         carried=len(carried),
         reruns=dict(causes.counts),
     )
+
+
+def _without_transcript(run: AgentRun) -> AgentRun:
+    """What a partition keeps of a run it made once the run is journaled and its row made:
+    all but the conversation, tool calls and queries (the store holds them)."""
+    return replace(run, messages=[], tool_calls=[], queries=[])
 
 
 def _reusable(runs: Sequence[AgentRun]) -> dict[str, AgentRun]:
