@@ -105,10 +105,6 @@ def publish_results(layout: StateFolder, *, force: bool = False) -> bool:
         return True
 
 
-#: DuckDB's memory while it writes results.duckdb (it spills to a temporary file beyond).
-_PUBLISHING_MEMORY = "32MB"
-
-
 def _rebuild(layout: StateFolder) -> None:
     target = layout.database
     # A publication killed mid-way left its temporary file (and WAL): under the publishing
@@ -120,12 +116,8 @@ def _rebuild(layout: StateFolder) -> None:
     try:
         with connect(layout) as connection:
             connection.execute("SET enable_progress_bar = false")
-            # One thread writing within a small budget: the file is written as it goes, and
-            # the command's memory does not grow with the history (147 MB more at 5,000 runs
-            # without, 73 MB with; 10 % more time).
-            connection.execute(f"SET memory_limit = '{_PUBLISHING_MEMORY}'")
-            connection.execute("SET threads = 1")
-            # What it spills goes beside the file it writes, never to the working folder.
+            # What it spills goes beside the file it writes, never to the working folder. (A
+            # memory limit would not do: the checkpoint of a large history fails under it.)
             connection.execute(f"SET temp_directory = {_sql_string(spill.as_posix())}")
             connection.execute(
                 f"ATTACH {_sql_string(temporary.as_posix())} AS published "
