@@ -166,11 +166,9 @@ def run_stages(
     home: Path,
     *,
     on_stage: Callable[[str], None] = lambda _: None,
-    models_done: Callable[[], None] = lambda: None,
 ) -> EvaluationResult:
     """Run the request's stages on `suite` in this process: the inputs (unless a later
-    round of an attempt budget), each model's partition, the report; what they did.
-    `models_done` is called once the models' partitions are done, before the report. Their
+    round of an attempt budget), each model's partition, the report; what they did. Their
     record is left among the pending ones of the Dagster home `home` (`pending_records`),
     a failed run's too, for the Dagster layer to record in the instance. Each stage reads
     `suite`, and fails once its files change (`SuiteChanged`): an edit while they run
@@ -182,7 +180,7 @@ def run_stages(
     record = StageRecord(suite_root=suite.root, day=request.run_date, models=request.models)
     failed = True
     try:
-        result = _run(suite, request, home, record, on_stage, models_done)
+        result = _run(suite, request, home, record, on_stage)
         failed = False
         return result
     finally:
@@ -201,7 +199,6 @@ def _run(
     home: Path,
     record: StageRecord,
     on_stage: Callable[[str], None],
-    models_done: Callable[[], None],
 ) -> EvaluationResult:
     config = suite.config
     k = request.k or config.test.k
@@ -291,7 +288,6 @@ def _run(
     else:
         with ThreadPoolExecutor(max(1, min(len(jobs), MODELS_AT_ONCE))) as pool:
             outcomes = list(pool.map(_ModelJob.evaluate, jobs))
-    models_done()
     for _, failure in outcomes:
         if failure is not None:
             raise failure

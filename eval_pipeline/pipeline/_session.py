@@ -129,7 +129,8 @@ class EvaluationSession:
         config = suite.config
         home = instance_home(config)  # created before the recorder reads it
         # The recorder gets ready (its imports of Dagster: 130 MB) while the stages run, on
-        # another core; beside worker processes, once they are done, when memory is freed.
+        # another core; beside worker processes, once the stages are done: the workers and
+        # the day's report (its rebuild of results.duckdb) are where memory peaks.
         get_ready = self._recorder.prepare if self._recorder is not None else lambda: None
         if not self._workers:
             get_ready()
@@ -138,13 +139,10 @@ class EvaluationSession:
             if config.warehouse is not None and config.warehouse.to_build:
                 self._orchestrator.build_missing_warehouse(config, on_stage)
             self._ran = True
-            return run_stages(
-                suite,
-                request,
-                home,
-                on_stage=on_stage,
-                models_done=get_ready if self._workers else lambda: None,
-            )
+            result = run_stages(suite, request, home, on_stage=on_stage)
+        if self._workers:
+            get_ready()
+        return result
 
     def __exit__(
         self,
