@@ -105,6 +105,10 @@ def publish_results(layout: StateFolder, *, force: bool = False) -> bool:
         return True
 
 
+#: Rows of a row group of results.duckdb (a multiple of DuckDB's vector of 2,048 rows).
+_ROW_GROUP_ROWS = 16_384
+
+
 def _rebuild(layout: StateFolder) -> None:
     target = layout.database
     # A publication killed mid-way left its temporary file (and WAL): under the publishing
@@ -119,9 +123,13 @@ def _rebuild(layout: StateFolder) -> None:
             # What it spills goes beside the file it writes, never to the working folder. (A
             # memory limit would not do: the checkpoint of a large history fails under it.)
             connection.execute(f"SET temp_directory = {_sql_string(spill.as_posix())}")
+            # Row groups of 16,384 rows, not DuckDB's 122,880: it holds a row group whole
+            # while it compresses it, so this bounds what publishing adds to the command's
+            # memory whatever the history holds (90 MB for 5,000 runs rather than 160; the
+            # file 4 % larger).
             connection.execute(
                 f"ATTACH {_sql_string(temporary.as_posix())} AS published "
-                f"(STORAGE_VERSION '{STORAGE_VERSION}')"
+                f"(STORAGE_VERSION '{STORAGE_VERSION}', ROW_GROUP_SIZE {_ROW_GROUP_ROWS})"
             )
             for name in table_names():
                 connection.execute(f"CREATE TABLE published.{name} AS SELECT * FROM memory.{name}")
