@@ -94,6 +94,10 @@ def _write_atomically(table: pa.Table, path: Path) -> None:
     _objects.write_parquet(table, path)  # readers see the whole file or none of it
 
 
+#: Rows of a partition written at once (a row group of its file): more are written in batches.
+_BATCH_ROWS = 2048
+
+
 def write_rows(
     layout: StateFolder,
     table: str,
@@ -111,12 +115,24 @@ def write_rows(
     """
     moment = written_at or datetime.now(UTC)
     ident = materialization_id or new_materialization_id()
-    arrow = _to_arrow(table, rows, {"written_at": moment, "materialization_id": ident})
+    extra = {"written_at": moment, "materialization_id": ident}
     path = (
         layout.partition_dir(table, model=model, run_date=run_date)
         / f"{_stamp(moment)}_{ident}.parquet"
     )
-    _write_atomically(arrow, path)
+    if len(rows) <= _BATCH_ROWS:
+        _write_atomically(_to_arrow(table, rows, extra), path)
+        return path
+    schema = TABLES[table].schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        # A large partition (thousands of runs) a batch at a time: Arrow and the Parquet
+        # writer hold one batch, not a copy of every row.
+        for start in range(0, len(rows), _BATCH_ROWS):
+            chunk = rows[start : start + _BATCH_ROWS]
+            yield pa.RecordBatch.from_pydict(_columns(table, chunk, extra), schema=schema)
+
+    _objects.write_parquet(batches, path, schema)
     return path
 
 

@@ -21,7 +21,7 @@ import tempfile
 import threading
 import urllib.parse
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -150,12 +150,28 @@ def fsspec_spec(location: Location) -> dict[str, Any]:
     return {"fs": location.fs.protocol[0], **location.storage_options}
 
 
-def write_parquet(table: pa.Table, path: Location) -> None:
-    """Write `table` so readers see the whole file or none of it."""
+def write_parquet(
+    table: pa.Table | Callable[[], Iterable[pa.RecordBatch]],
+    path: Location,
+    schema: pa.Schema | None = None,
+) -> None:
+    """Write `table` so readers see the whole file or none of it. `table` may instead be
+    what yields its rows a batch at a time (with their `schema`): a row group each, and
+    only one batch in memory at once."""
+
+    def write(sink: Any) -> None:
+        if isinstance(table, pa.Table):
+            pq.write_table(table, sink, compression="zstd")
+            return
+        assert schema is not None, "batches are written with their schema"
+        with pq.ParquetWriter(sink, schema, compression="zstd") as writer:
+            for batch in table():
+                writer.write_batch(batch)
+
     if is_remote(path):
         # Serialized first, then one PUT: an error or kill mid-write uploads nothing.
         buffer = io.BytesIO()
-        pq.write_table(table, buffer, compression="zstd")
+        write(buffer)
         with answering(path):
             path.fs.pipe_file(path.path, buffer.getvalue())
         return
@@ -165,7 +181,7 @@ def write_parquet(table: pa.Table, path: Location) -> None:
         for attempt in range(3):
             path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                pq.write_table(table, temporary, compression="zstd")
+                write(temporary)
                 break
             except FileNotFoundError:
                 # Compaction removed the (empty) folder between the mkdir and the write
