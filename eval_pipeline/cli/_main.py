@@ -178,7 +178,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a day's results as CSV (spreadsheet-safe)."""
     from eval_pipeline.cli._formats import results_csv
-    from eval_pipeline.pipeline import build_results, read_run_rows
+    from eval_pipeline.pipeline import stored_results
     from eval_pipeline.store import StateFolder, latest_graded_day, models_graded_on
 
     output = output_file(args.output)
@@ -201,7 +201,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         what = "a self-contained page"
     else:
         names = [c.name for c in suite.cases]
-        document = build_results(read_run_rows(layout, models, day, names), models, names, day)
+        document, _ = stored_results(layout, models, day, names)
         text = results_csv(document)
         what = f"{len(document.results)} runs"
     text = redact(text)

@@ -76,6 +76,7 @@ from eval_pipeline.pipeline._results import (
     read_run_rows,
     run_rows_parameters,
     run_rows_sql,
+    stored_results,
     ungraded_rows,
     write_results_file,
 )
@@ -198,6 +199,7 @@ __all__ = [
     "stages_of",
     "start_suite",
     "stored_budget",
+    "stored_results",
     "suite_files_digest",
     "summarize_grades",
     "summarize_partition",

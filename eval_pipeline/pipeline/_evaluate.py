@@ -8,11 +8,10 @@ its own process (`run_stages`) and has their Dagster record written after.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 from eval_pipeline.agents import require_secrets
 from eval_pipeline.pipeline._budget import spend_budget
@@ -31,8 +30,7 @@ from eval_pipeline.pipeline._gates import (
     since_previous_run,
 )
 from eval_pipeline.pipeline._results import (
-    build_results,
-    read_run_rows,
+    stored_results,
     write_results_file,
 )
 from eval_pipeline.pipeline._runs import plan_requests
@@ -45,7 +43,6 @@ from eval_pipeline.store import (
     ensure_schema_files,
     one_connection,
     quarantine_day,
-    with_recovery,
 )
 from eval_pipeline.suite import Suite, ThresholdMode
 
@@ -173,31 +170,19 @@ def evaluate(
     quarantine_day(layout, request.run_date, request.models)
 
     def build() -> tuple[ResultsDocument, int]:
-        """The document of the stored runs (and the planned runs missing from them: an
-        error each, never left out), read once in batches; and how many were stored."""
-        stored = 0
-
-        def counted() -> Iterator[dict[str, Any]]:
-            nonlocal stored
-            stored = 0  # read again from the start after a damaged file was set aside
-            for row in read_run_rows(layout, request.models, request.run_date, list(names)):
-                stored += 1
-                yield row
-
+        """The document of the stored runs and the planned runs missing from them (an
+        error each, never left out); how many were stored."""
         with one_connection(layout):
-            document = with_recovery(
+            built = stored_results(
                 layout,
-                lambda: build_results(
-                    counted(),
-                    request.models,
-                    list(names),
-                    request.run_date,
-                    dialect=_dialects(suite),
-                    planned=planned,
-                ),
+                request.models,
+                request.run_date,
+                names,
+                dialect=_dialects(suite),
+                planned=planned,
             )
             store_spellings(layout, request.models, label)
-        return document, stored
+        return built
 
     built, stored = build()
     if damaged := awaiting_rerun(layout, run_date=request.run_date, models=request.models):

@@ -47,7 +47,15 @@ from eval_pipeline.pipeline._nao_format import (
     nao_tool_calls,
     pass_metrics,
 )
-from eval_pipeline.store import StateFolder, batches, decode_json, query, writing_below
+from eval_pipeline.store import (
+    StateFolder,
+    batches,
+    decode_json,
+    one_connection,
+    query,
+    with_recovery,
+    writing_below,
+)
 from eval_pipeline.suite import IDENTITY_FIELDS, redact_value, secrets_known
 
 
@@ -129,6 +137,35 @@ def read_run_rows(
             row = decode_run_row(row)
             row["judge_samples"] = samples.get((row["name"], row["model"], int(row["attempt"])))
             yield row
+
+
+def stored_results(
+    layout: StateFolder,
+    models: Sequence[str],
+    day: date,
+    names: Sequence[str],
+    *,
+    dialect: Callable[[str | None], str | None] | None = None,
+    planned: Sequence[tuple[str, str, int]] | None = None,
+) -> tuple[ResultsDocument, int]:
+    """The results document of the day's stored runs of these models and tests
+    (`build_results` over `read_run_rows`, read once, in batches), and how many runs the
+    store held. A damaged file found on the way is set aside and the read begins again."""
+    stored = 0
+
+    def counted() -> Iterator[dict[str, Any]]:
+        nonlocal stored
+        stored = 0  # from the start again after a damaged file was set aside
+        for row in read_run_rows(layout, models, day, names):
+            stored += 1
+            yield row
+
+    def build() -> ResultsDocument:
+        return build_results(counted(), models, names, day, dialect=dialect, planned=planned)
+
+    with one_connection(layout):
+        document = with_recovery(layout, build)
+    return document, stored
 
 
 def ungraded_rows(
