@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from eval_pipeline.pipeline import Threshold, build_results, ungraded_rows
-from eval_pipeline.pipeline._results import readable_json, write_results_file
+from eval_pipeline.pipeline import Threshold, build_results, ungraded_rows, write_results_file
+from eval_pipeline.pipeline._results import (  # the unit itself: the file's whole-document rendering
+    readable_json,
+)
 from eval_pipeline.suite import forget_secrets, register_secret
 from eval_pipeline_tests.pipeline.graded_rows import MODEL, row
 
