@@ -324,10 +324,10 @@ def _selected(suite: Suite, request: EvaluationRequest) -> dict[str, int]:
 
 def prepare_model_workers(suite: Suite, request: EvaluationRequest) -> bool:
     """Fork the worker processes of the request's models now, if `run_stages` will use
-    some (whether it will): a caller about to start a thread (a terminal's status line) calls this first, as
-    a worker is forked from a process whose only thread is its main one. `run_stages`
-    dismisses the workers it did not use; a caller that then does not run the stages (an
-    unchanged rerun) calls `dismiss_workers`."""
+    some; whether it will. A caller about to start a thread (a terminal's status line)
+    calls this first, as a worker is forked from a process whose only thread is its main
+    one. `run_stages` dismisses the workers it did not use; a caller that then does not run
+    the stages (an unchanged rerun) calls `dismiss_workers`."""
     return _prepare_workers(request, _selected(suite, request))
 
 

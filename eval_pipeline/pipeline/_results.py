@@ -14,7 +14,6 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -247,8 +246,7 @@ def build_results(
     kept: list[tuple[ResultEntry, RunOutcome, Any]] = []
 
     def keep(row: Mapping[str, Any]) -> None:
-        entry = _result_entry(row, day, dialect)
-        entry = replace(entry, details=spill.keep(entry.details))
+        entry = _result_entry(row, day, dialect, spill)
         samples = row.get("judge_samples")
         kept.append((entry, RunOutcome.from_grade_row(row), samples))
 
@@ -289,9 +287,13 @@ def build_results(
 
 
 def _result_entry(
-    row: Mapping[str, Any], day: date, dialect: Callable[[str | None], str | None] | None
+    row: Mapping[str, Any],
+    day: date,
+    dialect: Callable[[str | None], str | None] | None,
+    spill: DetailsSpill,
 ) -> ResultEntry:
-    """One run: nao's keys (an unknown `cost` is null, as nao writes it) and ours."""
+    """One run: nao's keys (an unknown `cost` is null, as nao writes it) and ours; its
+    details kept in `spill`."""
     checks = row["checks"] or []
     data = _data_details(checks)
     cost = _none_if_nan(row["cost_usd"])
@@ -318,31 +320,33 @@ def _result_entry(
         run_date=day,
         judge_samples=tuple(samples) if samples else None,
         judge_self_agreement=judge_self_agreement(samples) if samples else None,
-        details=ResultDetails(
-            response_text=_none_if_nan(row["final_text"]),
-            actual_data=data.get("actual_data"),
-            expected_data=data.get("expected_data"),
-            diff=data.get("diff"),
-            reference_sql=_none_if_nan(row["reference_sql"]),
-            verification_sql=data.get("extraction_query"),
-            comparison=comparison_text(data.get("diff")) if row["status"] == "failed" else None,
-            tool_calls=tuple(
-                nao_tool_calls(
-                    row["run_tool_calls"],
-                    row.get("run_queries"),
-                    dialect(database) if dialect else None,
-                )
-            ),
-            checks=tuple(checks),
-            error=run_error,
-            # What the data check found beyond the comparison: the reference's health
-            # warnings, the semantic check's verdict and, for a failed check, the mistake.
-            reference_warnings=tuple(data.get("reference_warnings") or []),
-            semantic=data.get("semantic"),
-            failure_kind=data.get("failure_kind"),
-            # Stored as `comparison` by the grading; nao's key holds the diff text.
-            tolerances=data.get("comparison"),
-            nao_verdict=nao_verdict(row.get("answerer_details")),
+        details=spill.keep(
+            ResultDetails(
+                response_text=_none_if_nan(row["final_text"]),
+                actual_data=data.get("actual_data"),
+                expected_data=data.get("expected_data"),
+                diff=data.get("diff"),
+                reference_sql=_none_if_nan(row["reference_sql"]),
+                verification_sql=data.get("extraction_query"),
+                comparison=comparison_text(data.get("diff")) if row["status"] == "failed" else None,
+                tool_calls=tuple(
+                    nao_tool_calls(
+                        row["run_tool_calls"],
+                        row.get("run_queries"),
+                        dialect(database) if dialect else None,
+                    )
+                ),
+                checks=tuple(checks),
+                error=run_error,
+                # What the data check found beyond the comparison: the reference's health
+                # warnings, the semantic check's verdict and, for a failed check, the mistake.
+                reference_warnings=tuple(data.get("reference_warnings") or []),
+                semantic=data.get("semantic"),
+                failure_kind=data.get("failure_kind"),
+                # Stored as `comparison` by the grading; nao's key holds the diff text.
+                tolerances=data.get("comparison"),
+                nao_verdict=nao_verdict(row.get("answerer_details")),
+            )
         ),
     )
 

@@ -114,7 +114,10 @@ def _rebuild(layout: StateFolder) -> None:
     # A publication killed mid-way left its temporary file (and WAL): under the publishing
     # lock no other is being written.
     for left in target.parent.glob(f".{target.name}.*.tmp*"):
-        shutil.rmtree(left) if left.is_dir() else left.unlink(missing_ok=True)
+        if left.is_dir():  # what DuckDB spilled
+            shutil.rmtree(left, ignore_errors=True)
+        else:
+            left.unlink(missing_ok=True)
     temporary = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     spill = temporary.with_name(temporary.name + ".spill")
     try:
